@@ -1,0 +1,6 @@
+//! AMR: PENMAN codec with surface alignments, Smatch, vgAMR grounding, meta-graph merging and
+//! event sampling. Plain functions over [`Graph`], usable without any dataflow.
+
+pub mod graph;
+
+pub use graph::{Alignment, AlignmentFlavour, Graph, Triple};

@@ -1,0 +1,86 @@
+//! The `capflow` command line.
+//!
+//! Each subcommand lives in its own file and is a thin layer over library functions. Exit codes:
+//! 0 success, 1 internal error, 2 usage or configuration error, 3 bad input data, 4 I/O error,
+//! 5 external model failure, 6 cluster failure.
+
+use clap::{Parser, Subcommand};
+
+use crate::error::Error;
+
+/// capflow: augment image-caption datasets with grounded, controlled captions.
+#[derive(Debug, Parser)]
+#[command(name = "capflow", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// More log output (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the Arrow schemas of capflow's tables as JSON, or write them to a directory.
+    Schema(SchemaArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SchemaArgs {
+    /// Write `<table>.json` files into this directory instead of printing.
+    #[arg(long)]
+    pub write: Option<std::path::PathBuf>,
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match run(cli) {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("capflow: error: {err}");
+            err.exit_code()
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Error> {
+    match cli.command {
+        Command::Schema(args) => schema_command(args),
+    }
+}
+
+fn schema_command(args: SchemaArgs) -> Result<(), Error> {
+    use crate::schema::{schema_to_json, TableKind};
+    match args.write {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            for kind in TableKind::ALL {
+                let path = dir.join(format!("{}.json", kind.name()));
+                std::fs::write(&path, schema_to_json(kind.name(), &kind.schema()))
+                    .map_err(|e| Error::io(&path, e))?;
+            }
+        }
+        None => {
+            for kind in TableKind::ALL {
+                print!("{}", schema_to_json(kind.name(), &kind.schema()));
+            }
+        }
+    }
+    Ok(())
+}

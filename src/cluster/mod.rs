@@ -1,0 +1,1 @@
+//! Clustering: UPGMA (average linkage) and Hungarian matching.

@@ -1,0 +1,1 @@
+//! Pipeline specs and their timely/differential dataflows.

@@ -1,0 +1,1 @@
+//! Parquet datasets: shards, manifest, atomic commit, dataset card.

@@ -1,0 +1,1 @@
+//! Scene graphs and GBC graphs: traversal, masks, minimum spanning trees, filtering.

@@ -1,0 +1,10 @@
+//! Reader for the `flickr30k` input format.
+
+use std::path::Path;
+
+use super::RecordSink;
+use crate::error::{Error, Result};
+
+pub fn read(path: &Path, _sink: &mut dyn RecordSink) -> Result<()> {
+    Err(Error::Usage(format!("{}: reader not available yet", path.display())))
+}

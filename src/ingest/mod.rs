@@ -1,0 +1,166 @@
+//! Readers for every input format. Each reader streams one file (or one directory for
+//! formats that span several files) into a [`RecordSink`] as typed rows, in bounded batches,
+//! and reports every record it could not read as a [`RejectedRow`]. Readers never panic on bad
+//! input: a broken record is rejected and the reader goes on; only an unreadable file (I/O error)
+//! stops it.
+//!
+//! Accounting: for every reader, `accepted + rejected == read`, where a *record* is the unit the
+//! format is made of (a caption line, a JSON array element, a PENMAN graph, a JSONL line, a
+//! Parquet row).
+
+use crate::error::Result;
+use crate::schema::{
+    AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, RejectedRow,
+    SampleRow, SceneGraphRow,
+};
+
+/// Counts of one reader run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IngestCounts {
+    pub read: u64,
+    pub accepted: u64,
+    pub rejected: u64,
+}
+
+impl IngestCounts {
+    pub fn add(&mut self, other: IngestCounts) {
+        self.read += other.read;
+        self.accepted += other.accepted;
+        self.rejected += other.rejected;
+    }
+}
+
+/// One typed row of any capflow table.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Row {
+    Image(ImageRow),
+    Caption(CaptionRow),
+    Grounding(GroundingRow),
+    Detection(DetectionRow),
+    Amr(AmrRow),
+    SceneGraph(SceneGraphRow),
+    GbcGraph(GbcGraphRow),
+    Sample(SampleRow),
+}
+
+impl Row {
+    pub fn image_id(&self) -> &str {
+        match self {
+            Row::Image(r) => &r.image_id,
+            Row::Caption(r) => &r.image_id,
+            Row::Grounding(r) => &r.image_id,
+            Row::Detection(r) => &r.image_id,
+            Row::Amr(r) => &r.image_id,
+            Row::SceneGraph(r) => &r.image_id,
+            Row::GbcGraph(r) => &r.image_id,
+            Row::Sample(r) => &r.image_id,
+        }
+    }
+}
+
+/// Where readers put what they read.
+///
+/// A reader calls [`RecordSink::row`] for every row it produces and [`RecordSink::reject`] for
+/// every record it cannot read; a record may produce several rows (a Flickr30k caption line gives
+/// one caption row and one grounding row per phrase), and counts as one accepted record
+/// ([`RecordSink::accepted`]). An error returned by the sink (a full disk) stops the reader.
+pub trait RecordSink {
+    fn row(&mut self, row: Row) -> Result<()>;
+    fn reject(&mut self, rejected: RejectedRow) -> Result<()>;
+    /// Called once per accepted record, after its rows.
+    fn accepted(&mut self) -> Result<()>;
+}
+
+/// A sink that keeps everything in memory: for tests and small inputs.
+#[derive(Debug, Default)]
+pub struct VecSink {
+    pub rows: Vec<Row>,
+    pub rejected: Vec<RejectedRow>,
+    pub accepted: u64,
+}
+
+impl VecSink {
+    pub fn counts(&self) -> IngestCounts {
+        IngestCounts {
+            read: self.accepted + self.rejected.len() as u64,
+            accepted: self.accepted,
+            rejected: self.rejected.len() as u64,
+        }
+    }
+}
+
+impl RecordSink for VecSink {
+    fn row(&mut self, row: Row) -> Result<()> {
+        self.rows.push(row);
+        Ok(())
+    }
+    fn reject(&mut self, rejected: RejectedRow) -> Result<()> {
+        self.rejected.push(rejected);
+        Ok(())
+    }
+    fn accepted(&mut self) -> Result<()> {
+        self.accepted += 1;
+        Ok(())
+    }
+}
+
+pub mod capflow_parquet;
+pub mod coco;
+pub mod flickr30k;
+pub mod gbc;
+pub mod penman;
+pub mod visual_genome;
+
+use std::path::Path;
+
+/// The input formats `capflow ingest` understands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// Flickr30k Entities: `Sentences/<image>.txt` markup and `Annotations/<image>.xml` boxes.
+    Flickr30kEntities,
+    /// COCO captions JSON (`captions_*.json`).
+    CocoCaptions,
+    /// COCO instances JSON (`instances_*.json`), read as detections.
+    CocoInstances,
+    /// COCO Entities JSON (`{image: {caption: {det_sequences, noun_chunks, detections}}}`).
+    CocoEntities,
+    /// Visual Genome `scene_graphs.json` (with `image_data.json` beside it when present).
+    VisualGenome,
+    /// apple ml-gbc graphs: `.jsonl`, `.json` or `.parquet`.
+    Gbc,
+    /// PENMAN AMR files with metadata and alignment lines.
+    Penman,
+    /// capflow's own Parquet tables.
+    Capflow,
+}
+
+impl Format {
+    /// The name used on the command line and in dataflow specs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Flickr30kEntities => "flickr30k-entities",
+            Format::CocoCaptions => "coco-captions",
+            Format::CocoInstances => "coco-instances",
+            Format::CocoEntities => "coco-entities",
+            Format::VisualGenome => "visual-genome",
+            Format::Gbc => "gbc",
+            Format::Penman => "penman",
+            Format::Capflow => "capflow",
+        }
+    }
+}
+
+/// Reads one input path of `format` into `sink`.
+pub fn read_input(format: Format, path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
+    match format {
+        Format::Flickr30kEntities => flickr30k::read(path, sink),
+        Format::CocoCaptions => coco::read_captions(path, sink),
+        Format::CocoInstances => coco::read_instances(path, sink),
+        Format::CocoEntities => coco::read_entities(path, sink),
+        Format::VisualGenome => visual_genome::read(path, sink),
+        Format::Gbc => gbc::read(path, sink),
+        Format::Penman => penman::read(path, sink),
+        Format::Capflow => capflow_parquet::read(path, sink),
+    }
+}

@@ -1,0 +1,1 @@
+//! Traits for external models and the subprocess adapter that speaks to them.

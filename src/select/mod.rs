@@ -1,0 +1,1 @@
+//! Quality filters, mixing strategies and curriculum selection.

@@ -1,0 +1,1 @@
+//! Text: tokenization, lexicons, inflection, n-gram language models, word vectors.

@@ -1,0 +1,69 @@
+//! Shared helpers for integration tests: where the fixtures and the Python oracles are.
+//!
+//! `CAPFLOW_FIXTURES` points at `shared/fixtures` (CI sets it); without it, `../shared/fixtures`
+//! beside the repository is used when present. `CAPFLOW_ORACLE_PYTHON` names the Python of the
+//! oracle virtualenv (default `.venv-oracles/bin/python` in the repository). When
+//! `CAPFLOW_REQUIRE_ORACLES=1` (CI), a missing fixture directory or oracle is a test failure;
+//! otherwise tests that need them print why they skip.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn required() -> bool {
+    std::env::var("CAPFLOW_REQUIRE_ORACLES").is_ok_and(|v| v == "1")
+}
+
+/// The fixtures directory, or `None` (after printing why) when it is absent and not required.
+pub fn fixtures_dir() -> Option<PathBuf> {
+    let dir = match std::env::var_os("CAPFLOW_FIXTURES") {
+        Some(dir) => PathBuf::from(dir),
+        None => repo_root().join("../shared/fixtures"),
+    };
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    assert!(
+        !required(),
+        "fixtures directory {} is missing and CAPFLOW_REQUIRE_ORACLES=1",
+        dir.display()
+    );
+    eprintln!("skipping: fixtures directory {} not found", dir.display());
+    None
+}
+
+/// A fixture file under the fixtures directory.
+pub fn fixture(relative: &str) -> Option<PathBuf> {
+    fixtures_dir().map(|d| d.join(relative))
+}
+
+/// The oracle virtualenv's Python, or `None` (after printing why) when absent and not required.
+pub fn oracle_python() -> Option<PathBuf> {
+    let python = match std::env::var_os("CAPFLOW_ORACLE_PYTHON") {
+        Some(p) => PathBuf::from(p),
+        None => repo_root().join(".venv-oracles/bin/python"),
+    };
+    if python.exists() {
+        return Some(python);
+    }
+    assert!(
+        !required(),
+        "oracle python {} is missing and CAPFLOW_REQUIRE_ORACLES=1 (run scripts/setup-oracles.sh)",
+        python.display()
+    );
+    eprintln!("skipping: oracle python {} not found", python.display());
+    None
+}
+
+/// The oracle scripts directory (`shared/oracles`).
+pub fn oracles_dir() -> Option<PathBuf> {
+    fixtures_dir().map(|d| d.join("../oracles"))
+}
+
+/// The built `capflow` binary.
+pub fn capflow_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_capflow"))
+}

@@ -8,6 +8,8 @@ use clap::{Parser, Subcommand};
 
 use crate::error::Error;
 
+pub mod gbc;
+
 /// capflow: augment image-caption datasets with grounded, controlled captions.
 #[derive(Debug, Parser)]
 #[command(name = "capflow", version, about, long_about = None, propagate_version = true)]
@@ -23,6 +25,8 @@ pub struct Cli {
 pub enum Command {
     /// Print the Arrow schemas of capflow's tables as JSON, or write them to a directory.
     Schema(SchemaArgs),
+    /// Convert and summarize apple/ml-gbc graph files.
+    Gbc(gbc::GbcArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -62,6 +66,7 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Schema(args) => schema_command(args),
+        Command::Gbc(args) => gbc::run(args),
     }
 }
 

@@ -128,7 +128,7 @@ fn stats(args: StatsArgs) -> Result<()> {
     }
     let n = per_graph.len().max(1) as f64;
     let mean =
-        |f: fn(&GbcStatistics) -> u64| per_graph.iter().map(|(_, s)| f(&s) as f64).sum::<f64>() / n;
+        |f: fn(&GbcStatistics) -> u64| per_graph.iter().map(|(_, s)| f(s) as f64).sum::<f64>() / n;
     let means = [
         mean(|s| s.vertices),
         mean(|s| s.edges),

@@ -35,13 +35,13 @@ pub fn read_parquet_records(
 ) -> Result<()> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let what = || format!("{}: reading Parquet", path.display());
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| Error::parquet(what(), e))?
-        .with_batch_size(BATCH_ROWS)
-        .build()
-        .map_err(|e| Error::parquet(what(), e))?;
+    let mut reader = decoder_guard(path, || {
+        ParquetRecordBatchReaderBuilder::try_new(file)
+            .and_then(|builder| builder.with_batch_size(BATCH_ROWS).build())
+    })?
+    .map_err(|e| Error::parquet(what(), e))?;
     let mut row_index = 0;
-    for batch in reader {
+    while let Some(batch) = decoder_guard(path, || reader.next())? {
         let batch = batch.map_err(|e| Error::arrow(what(), e))?;
         for record in record_batch_to_records(&batch) {
             on_record(row_index, record)?;
@@ -49,6 +49,27 @@ pub fn read_parquet_records(
         }
     }
     Ok(())
+}
+
+/// Runs a step of the Parquet decoder, turning a panic into an error about the file.
+///
+/// NB: the parquet crate can panic on corrupt pages (an over-long RLE varint overflows a shift in
+/// `BitReader::get_vlq_int`, seen with a single flipped byte). A damaged input file must not take
+/// the process down, so the panic is caught here and the file reported as unreadable; the
+/// decoder is dropped afterwards, so its possibly inconsistent state is never used again.
+fn decoder_guard<T>(path: &Path, step: impl FnOnce() -> T) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(step)).map_err(|panic| {
+        let detail = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "decoder panic".to_string());
+        Error::record(
+            path.display().to_string(),
+            "Parquet data",
+            format!("corrupt Parquet file, the decoder failed: {detail}"),
+        )
+    })
 }
 
 /// Converts every row of a batch to a JSON object keyed by column name, in column order.

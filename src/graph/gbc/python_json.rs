@@ -252,8 +252,9 @@ mod tests {
             (0.1 + 0.2, "0.30000000000000004"),
             (-2.5e-10, "-2.5e-10"),
             (12.0, "12.0"),
-            // Two shortest strings equally close: Python takes the even last digit.
-            (0.87760162353515625, "0.8776016235351562"),
+            // 115029 / 2^17 = 0.87760162353515625 exactly: two shortest strings are equally
+            // close and Python takes the even last digit.
+            (115029.0 / 131072.0, "0.8776016235351562"),
         ];
         for (x, want) in cases {
             assert_eq!(python_float_repr(x), want, "{x:e}");

@@ -31,7 +31,7 @@ impl IngestCounts {
 }
 
 /// One typed row of any capflow table.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Row {
     Image(ImageRow),
     Caption(CaptionRow),

@@ -72,6 +72,10 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
 }
 
+/// One phrase as the upstream parser reports it: caption id, sentence, chain id, phrase text,
+/// token span, types.
+type UpstreamPhrase = (String, String, String, String, i32, i32, Vec<String>);
+
 /// Reader: `flickr30k-entities` on `flickr30k_entities/Sentences` (all 8 files).
 #[test]
 fn flickr_sentences_match_the_upstream_parser() {
@@ -157,9 +161,12 @@ print(json.dumps(out))
         .arg(&dir)
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let expected: Vec<(String, String, String, String, i32, i32, Vec<String>)> =
-        serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let expected: Vec<UpstreamPhrase> = serde_json::from_slice(&output.stdout).unwrap();
     let text_of = |id: &str| {
         captions(&sink)
             .into_iter()
@@ -167,21 +174,20 @@ print(json.dumps(out))
             .map(|c| c.text.clone())
             .unwrap()
     };
-    let mut ours: Vec<(String, String, String, String, i32, i32, Vec<String>)> =
-        groundings(&sink)
-            .into_iter()
-            .map(|g| {
-                (
-                    g.caption_id.clone(),
-                    text_of(&g.caption_id),
-                    g.phrase_id.clone(),
-                    g.phrase.clone(),
-                    g.token_start,
-                    g.token_end,
-                    g.phrase_types.clone(),
-                )
-            })
-            .collect();
+    let mut ours: Vec<UpstreamPhrase> = groundings(&sink)
+        .into_iter()
+        .map(|g| {
+            (
+                g.caption_id.clone(),
+                text_of(&g.caption_id),
+                g.phrase_id.clone(),
+                g.phrase.clone(),
+                g.token_start,
+                g.token_end,
+                g.phrase_types.clone(),
+            )
+        })
+        .collect();
     ours.sort();
     let mut expected = expected;
     expected.sort();
@@ -236,7 +242,11 @@ fn flickr_root_joins_annotations_and_splits() {
         .iter()
         .map(|r| {
             (
-                Path::new(&r.source_file).file_name().unwrap().to_string_lossy().into_owned(),
+                Path::new(&r.source_file)
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned(),
                 r.record.clone(),
             )
         })
@@ -251,7 +261,9 @@ fn flickr_root_joins_annotations_and_splits() {
     assert!(sink.rejected[0].reason.contains("<xmax>"));
     assert!(sink.rejected[1].reason.contains("nested"));
     // 900's line 4 keeps caption index 2: blank lines are not captions, broken ones are.
-    assert!(captions(&sink).iter().any(|c| c.caption_id == "900#2" && c.split == "test"));
+    assert!(captions(&sink)
+        .iter()
+        .any(|c| c.caption_id == "900#2" && c.split == "test"));
 
     let image = sink
         .rows
@@ -262,7 +274,12 @@ fn flickr_root_joins_annotations_and_splits() {
         })
         .unwrap();
     assert_eq!(
-        (image.image_id.as_str(), image.width, image.height, image.split.as_str()),
+        (
+            image.image_id.as_str(),
+            image.width,
+            image.height,
+            image.split.as_str()
+        ),
         ("36979", Some(500), Some(333), "train")
     );
     let by_id = |caption: &str, id: &str| {
@@ -280,7 +297,10 @@ fn flickr_root_joins_annotations_and_splits() {
             BoxXyxy::new(0.0, 0.0, 50.0, 60.0)
         ]
     );
-    assert_eq!(by_id("36979#0", "137650").boxes, [BoxXyxy::new(0.0, 0.0, 50.0, 60.0)]);
+    assert_eq!(
+        by_id("36979#0", "137650").boxes,
+        [BoxXyxy::new(0.0, 0.0, 50.0, 60.0)]
+    );
     let cards = by_id("36979#0", "137645");
     assert!(cards.no_box && !cards.is_scene && cards.boxes.is_empty());
     let poker = by_id("36979#4", "137647");
@@ -303,7 +323,11 @@ print(json.dumps(get_annotations(sys.argv[2])))
         .arg(annotations.join("36979.xml"))
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let upstream: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(upstream["width"], 500);
     for (id, boxes) in upstream["boxes"].as_object().unwrap() {
@@ -312,7 +336,12 @@ print(json.dumps(get_annotations(sys.argv[2])))
             .unwrap()
             .iter()
             .map(|b| {
-                let c: Vec<f64> = b.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+                let c: Vec<f64> = b
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_f64().unwrap())
+                    .collect();
                 BoxXyxy::new(c[0], c[1], c[2] + 1.0, c[3] + 1.0)
             })
             .collect();
@@ -340,7 +369,10 @@ fn coco_captions_fixtures() {
         let path = dir.join(name);
         let doc = json(&path);
         let sink = read(Format::CocoCaptions, &path);
-        assert_eq!(sink.counts().read, len(&doc, "images") + len(&doc, "annotations"));
+        assert_eq!(
+            sink.counts().read,
+            len(&doc, "images") + len(&doc, "annotations")
+        );
         assert!(sink.rejected.is_empty(), "{:?}", sink.rejected);
         let caps = captions(&sink);
         assert_eq!(caps.len() as u64, len(&doc, "annotations"));
@@ -367,12 +399,19 @@ fn coco_captions_fixtures() {
     let c = captions(&sink)[0];
     assert_eq!(
         (c.image_id.as_str(), c.caption_id.as_str(), c.text.as_str()),
-        ("203564", "37", "A bicycle replica with a clock as the front wheel.")
+        (
+            "203564",
+            "37",
+            "A bicycle replica with a clock as the front wheel."
+        )
     );
     // caption_index runs per image in file order.
     let doc = json(&path);
     let mut seen = std::collections::HashMap::<String, i32>::new();
-    for (c, a) in captions(&sink).iter().zip(doc["annotations"].as_array().unwrap()) {
+    for (c, a) in captions(&sink)
+        .iter()
+        .zip(doc["annotations"].as_array().unwrap())
+    {
         let n = seen.entry(a["image_id"].to_string()).or_insert(0);
         assert_eq!(c.caption_index, *n);
         *n += 1;
@@ -402,7 +441,10 @@ fn coco_instances_fixture() {
     assert_eq!(dets.len() as u64, len(&doc, "annotations"));
     // Hand-read: annotation 156, category 58 "hot dog", bbox [199.84, 200.46, 77.71, 70.88].
     let d = dets.iter().find(|d| d.detection_id == "156").unwrap();
-    assert_eq!((d.image_id.as_str(), d.label.as_str()), ("558840", "hot dog"));
+    assert_eq!(
+        (d.image_id.as_str(), d.label.as_str()),
+        ("558840", "hot dog")
+    );
     assert!(close(d.bbox.x1, 199.84) && close(d.bbox.y1, 200.46));
     assert!(close(d.bbox.x2, 277.55) && close(d.bbox.y2, 271.34));
     assert!(d.score.is_none() && d.attributes.is_empty());
@@ -421,7 +463,8 @@ fn coco_instances_fixture() {
 /// Reader: `coco-entities` on `coco_entities/coco_entities_record_264169_reconstructed.json`.
 #[test]
 fn coco_entities_fixture() {
-    let Some(path) = common::fixture("coco_entities/coco_entities_record_264169_reconstructed.json")
+    let Some(path) =
+        common::fixture("coco_entities/coco_entities_record_264169_reconstructed.json")
     else {
         return;
     };
@@ -488,23 +531,34 @@ fn visual_genome_fixtures() {
         let path = vg(name).unwrap();
         let doc = json(&path);
         let list = doc.as_array().unwrap();
-        let count = |key: &str| -> usize {
-            list.iter().map(|i| i[key].as_array().unwrap().len()).sum()
-        };
-        assert_eq!((list.len(), count("objects"), count("relationships")), (images, objects, relationships));
+        let count =
+            |key: &str| -> usize { list.iter().map(|i| i[key].as_array().unwrap().len()).sum() };
+        assert_eq!(
+            (list.len(), count("objects"), count("relationships")),
+            (images, objects, relationships)
+        );
         let sink = read(Format::VisualGenome, &path);
         assert_eq!(sink.counts().read, images as u64);
         assert!(sink.rejected.is_empty(), "{:?}", sink.rejected);
         let graphs = scene_graphs(&sink);
-        assert_eq!(graphs.iter().map(|g| g.objects.len()).sum::<usize>(), objects);
-        assert_eq!(graphs.iter().map(|g| g.relationships.len()).sum::<usize>(), relationships);
+        assert_eq!(
+            graphs.iter().map(|g| g.objects.len()).sum::<usize>(),
+            objects
+        );
+        assert_eq!(
+            graphs.iter().map(|g| g.relationships.len()).sum::<usize>(),
+            relationships
+        );
         // Sizes come from minyus_image_data.json_samples.json beside it (image 1: 800 x 600).
         assert_eq!((graphs[0].width, graphs[0].height), (Some(800), Some(600)));
     }
     // Hand-read: image 1's first object is clock 1058498 at x 421, y 91, w 79, h 339.
     let sink = read(Format::VisualGenome, &kgtk);
     let clock = &scene_graphs(&sink)[0].objects[0];
-    assert_eq!((clock.object_id, clock.names.clone()), (1058498, vec!["clock".to_string()]));
+    assert_eq!(
+        (clock.object_id, clock.names.clone()),
+        (1058498, vec!["clock".to_string()])
+    );
     assert_eq!(clock.bbox, BoxXyxy::new(421.0, 91.0, 500.0, 430.0));
     assert_eq!(clock.attributes, ["green", "tall"]);
 
@@ -521,7 +575,12 @@ fn visual_genome_fixtures() {
         assert_eq!(g.relationships.len(), rels.len());
         let mut ids: Vec<i64> = rels
             .iter()
-            .flat_map(|r| [r["subject"]["object_id"].as_i64().unwrap(), r["object"]["object_id"].as_i64().unwrap()])
+            .flat_map(|r| {
+                [
+                    r["subject"]["object_id"].as_i64().unwrap(),
+                    r["object"]["object_id"].as_i64().unwrap(),
+                ]
+            })
             .collect();
         ids.sort();
         ids.dedup();

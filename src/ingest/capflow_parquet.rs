@@ -255,7 +255,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let rows: Vec<CaptionRow> = (0..5).map(caption).collect();
         let batch = rows_to_batch(&rows).unwrap();
-        let path = dir.path().join("data").join("captions-00000-of-00001.parquet");
+        let path = dir
+            .path()
+            .join("data")
+            .join("captions-00000-of-00001.parquet");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let mut writer =
             ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), None).unwrap();

@@ -91,7 +91,13 @@ pub fn read_captions_from(
                 let parsed = rec
                     .parse_object("a caption result {image_id, caption}")
                     .and_then(|obj| captions.caption_row(&obj, split, true));
-                emit(source, sink, at, &rec, parsed.map(|r| vec![Row::Caption(r)]))
+                emit(
+                    source,
+                    sink,
+                    at,
+                    &rec,
+                    parsed.map(|r| vec![Row::Caption(r)]),
+                )
             })?,
             Ok(_) => for_each_entry(&mut scanner, |key, s| match key {
                 "images" => for_each_element(s, |rec| image_record(source, sink, &rec, split)),
@@ -100,7 +106,13 @@ pub fn read_captions_from(
                     let parsed = rec
                         .parse_object("a caption annotation {id, image_id, caption}")
                         .and_then(|obj| captions.caption_row(&obj, split, false));
-                    emit(source, sink, at, &rec, parsed.map(|r| vec![Row::Caption(r)]))
+                    emit(
+                        source,
+                        sink,
+                        at,
+                        &rec,
+                        parsed.map(|r| vec![Row::Caption(r)]),
+                    )
                 }),
                 _ => Ok(s.skip_value()),
             })?,
@@ -228,15 +240,17 @@ pub fn read_instances_from<R: Read + Seek>(
                 "images" => for_each_element(s, |rec| image_record(source, sink, &rec, split)),
                 "categories" => {
                     categories_seen = true;
-                    for_each_element(s, |rec| category_record(source, sink, &rec, &mut categories))
+                    for_each_element(s, |rec| {
+                        category_record(source, sink, &rec, &mut categories)
+                    })
                 }
                 "annotations" if !categories_seen => {
                     deferred = true;
                     Ok(s.skip_value())
                 }
-                "annotations" => for_each_element(s, |rec| {
-                    detection_record(source, sink, &rec, &categories)
-                }),
+                "annotations" => {
+                    for_each_element(s, |rec| detection_record(source, sink, &rec, &categories))
+                }
                 _ => Ok(s.skip_value()),
             })?;
             Ok(walked.and_then(|()| scanner.expect_end()))
@@ -314,9 +328,9 @@ fn detection_row(
     categories: &HashMap<String, String>,
 ) -> std::result::Result<DetectionRow, String> {
     let category = obj.id("category_id")?;
-    let label = categories.get(&category).ok_or_else(|| {
-        format!("category_id {category} is not among the file's categories")
-    })?;
+    let label = categories
+        .get(&category)
+        .ok_or_else(|| format!("category_id {category} is not among the file's categories"))?;
     let bbox = xywh_box(obj.array("bbox")?)?;
     let crowd = obj.opt_int("iscrowd")?.unwrap_or(0) != 0;
     Ok(DetectionRow {
@@ -326,14 +340,21 @@ fn detection_row(
         label: label.clone(),
         score: None,
         bbox,
-        attributes: if crowd { vec!["crowd".into()] } else { Vec::new() },
+        attributes: if crowd {
+            vec!["crowd".into()]
+        } else {
+            Vec::new()
+        },
         feature: None,
     })
 }
 
 fn numbers<const N: usize>(items: &[Value], what: &str) -> std::result::Result<[f64; N], String> {
     if items.len() != N {
-        return Err(format!("{what} should have {N} numbers, found {}", items.len()));
+        return Err(format!(
+            "{what} should have {N} numbers, found {}",
+            items.len()
+        ));
     }
     let mut out = [0.0; N];
     for (slot, item) in out.iter_mut().zip(items) {
@@ -566,8 +587,8 @@ fn entity_detections(
                 Value::Array(pair) if pair.len() == 2 => pair,
                 _ => {
                     return Err(format!(
-                        "`detections[{class}]` entries should be [id, [x1, y1, x2, y2]], found {det}"
-                    ))
+                    "`detections[{class}]` entries should be [id, [x1, y1, x2, y2]], found {det}"
+                ))
                 }
             };
             let id = match &pair[0] {
@@ -611,12 +632,18 @@ mod tests {
 
     #[test]
     fn splits_come_from_file_names() {
-        assert_eq!(split_from_file_name(Path::new("captions_train2014.json")), "train");
+        assert_eq!(
+            split_from_file_name(Path::new("captions_train2014.json")),
+            "train"
+        );
         assert_eq!(
             split_from_file_name(Path::new("minyus_captions_val2014.json_samples.json")),
             "val"
         );
-        assert_eq!(split_from_file_name(Path::new("image_info_test-dev2015.json")), "test");
+        assert_eq!(
+            split_from_file_name(Path::new("image_info_test-dev2015.json")),
+            "test"
+        );
         assert_eq!(split_from_file_name(Path::new("captions.json")), "unknown");
         assert_eq!(split_from_file_name(Path::new("interval.json")), "unknown");
     }
@@ -643,9 +670,15 @@ mod tests {
         };
         // [x, y, w, h] = [10.5, 20, 30, 40] → x2 = 10.5 + 30, y2 = 20 + 40.
         assert_eq!(d.bbox, BoxXyxy::new(10.5, 20.0, 40.5, 60.0));
-        assert_eq!((d.label.as_str(), d.attributes.clone()), ("dog", vec!["crowd".to_string()]));
+        assert_eq!(
+            (d.label.as_str(), d.attributes.clone()),
+            ("dog", vec!["crowd".to_string()])
+        );
         let records: Vec<&str> = sink.rejected.iter().map(|r| r.record.as_str()).collect();
-        assert_eq!(records, ["categories[1]", "annotations[1]", "annotations[2]"]);
+        assert_eq!(
+            records,
+            ["categories[1]", "annotations[1]", "annotations[2]"]
+        );
         assert!(sink.rejected[1].reason.contains("category_id 99"));
     }
 
@@ -663,7 +696,12 @@ mod tests {
             .rows
             .iter()
             .filter_map(|r| match r {
-                Row::Grounding(g) => Some((g.phrase_id.clone(), g.token_start, g.token_end, g.boxes.len())),
+                Row::Grounding(g) => Some((
+                    g.phrase_id.clone(),
+                    g.token_start,
+                    g.token_end,
+                    g.boxes.len(),
+                )),
                 _ => None,
             })
             .collect();
@@ -676,7 +714,14 @@ mod tests {
                 ("dog".to_string(), 1, 2, 1)
             ]
         );
-        let detections = sink.rows.iter().filter(|r| matches!(r, Row::Detection(_))).count();
-        assert_eq!(detections, 3, "detection 3 is repeated by the second caption");
+        let detections = sink
+            .rows
+            .iter()
+            .filter(|r| matches!(r, Row::Detection(_)))
+            .count();
+        assert_eq!(
+            detections, 3,
+            "detection 3 is repeated by the second caption"
+        );
     }
 }

@@ -477,13 +477,29 @@ pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
     for id in sentence_ids.union(&annotation_ids) {
         let sentence = sentence_ids
             .contains(id)
-            .then(|| layout.sentences.as_ref().map(|d| d.join(format!("{id}.txt"))))
+            .then(|| {
+                layout
+                    .sentences
+                    .as_ref()
+                    .map(|d| d.join(format!("{id}.txt")))
+            })
             .flatten();
         let annotation = annotation_ids
             .contains(id)
-            .then(|| layout.annotations.as_ref().map(|d| d.join(format!("{id}.xml"))))
+            .then(|| {
+                layout
+                    .annotations
+                    .as_ref()
+                    .map(|d| d.join(format!("{id}.xml")))
+            })
             .flatten();
-        read_image(id, split_of(id), sentence.as_deref(), annotation.as_deref(), sink)?;
+        read_image(
+            id,
+            split_of(id),
+            sentence.as_deref(),
+            annotation.as_deref(),
+            sink,
+        )?;
     }
     Ok(())
 }
@@ -559,7 +575,12 @@ pub fn read_annotation_from(
                 line: None,
                 byte_offset: Some(0),
             };
-            source.reject(sink, at, reason, &String::from_utf8_lossy(&bytes[..bytes.len().min(1024)]))?;
+            source.reject(
+                sink,
+                at,
+                reason,
+                &String::from_utf8_lossy(&bytes[..bytes.len().min(1024)]),
+            )?;
             Ok(None)
         }
     }
@@ -600,10 +621,7 @@ pub fn read_sentences_from(
             ..Locator::line(line_number)
         };
         let text = match std::str::from_utf8(&line) {
-            _ if too_long => Err(format!(
-                "line is longer than {} KiB",
-                MAX_LINE_BYTES >> 10
-            )),
+            _ if too_long => Err(format!("line is longer than {} KiB", MAX_LINE_BYTES >> 10)),
             Ok(t) => Ok(t),
             Err(e) => Err(format!("line is not UTF-8: {e}")),
         };

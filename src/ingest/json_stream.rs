@@ -369,7 +369,10 @@ impl RawRecord<'_> {
         }
         match serde_json::from_slice::<Value>(self.bytes) {
             Ok(Value::Object(map)) => Ok(map),
-            Ok(other) => Err(format!("expected {what} (a JSON object), found {}", kind(&other))),
+            Ok(other) => Err(format!(
+                "expected {what} (a JSON object), found {}",
+                kind(&other)
+            )),
             Err(e) => Err(format!("expected {what}, found invalid JSON: {e}")),
         }
     }

@@ -31,9 +31,7 @@ use super::json_stream::{for_each_element, kind, Fields, JsonScanner, RawRecord,
 use super::ledger::{Locator, Source};
 use super::{RecordSink, Row};
 use crate::error::{Error, Result};
-use crate::schema::{
-    BoxXyxy, CaptionRow, ImageRow, SceneGraphRow, SceneObject, SceneRelationship,
-};
+use crate::schema::{BoxXyxy, CaptionRow, ImageRow, SceneGraphRow, SceneObject, SceneRelationship};
 
 /// Format name, and `dataset` of every row.
 pub const FORMAT: &str = "visual-genome";
@@ -91,9 +89,9 @@ pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
         return read_dir(path, sink);
     }
     let sibling = match path.parent() {
-        Some(dir) if file_kind(path)? != VgFile::ImageData => {
-            vg_files(dir)?.into_iter().find(|(k, _)| *k == VgFile::ImageData)
-        }
+        Some(dir) if file_kind(path)? != VgFile::ImageData => vg_files(dir)?
+            .into_iter()
+            .find(|(k, _)| *k == VgFile::ImageData),
         _ => None,
     };
     read_with_image_data(path, sibling.as_ref().map(|(_, p)| p.as_path()), sink)
@@ -159,17 +157,14 @@ pub fn file_kind(path: &Path) -> Result<VgFile> {
     if let Ok(Err(super::json_stream::ScanError::Io(e))) = walked {
         return Err(Error::io(path, e));
     }
-    first
-        .as_ref()
-        .and_then(VgFile::from_keys)
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "{}: not a Visual Genome file: expected a name containing scene_graphs, \
+    first.as_ref().and_then(VgFile::from_keys).ok_or_else(|| {
+        Error::Usage(format!(
+            "{}: not a Visual Genome file: expected a name containing scene_graphs, \
                  relationships, region_descriptions or image_data, or a list of records with \
                  `objects`, `relationships`, `regions` or `width`",
-                path.display()
-            ))
-        })
+            path.display()
+        ))
+    })
 }
 
 /// Loads image sizes from an `image_data` file; entries without a usable id are skipped (they
@@ -179,10 +174,7 @@ pub fn load_sizes(path: &Path) -> Result<ImageSizes> {
     let mut scanner = JsonScanner::new(open(path)?);
     let _ = scanner.skip_bom();
     let walked = for_each_element(&mut scanner, |rec| -> Result<()> {
-        if let Ok(row) = rec
-            .parse_object("an image")
-            .and_then(|obj| image_row(&obj))
-        {
+        if let Ok(row) = rec.parse_object("an image").and_then(|obj| image_row(&obj)) {
             sizes.insert(row.image_id, (row.width, row.height));
         }
         Ok(())
@@ -272,7 +264,9 @@ fn scene_object(value: &Value) -> std::result::Result<SceneObject, String> {
     };
     let (x, y, w, h) = (obj.num("x")?, obj.num("y")?, obj.num("w")?, obj.num("h")?);
     if w < 0.0 || h < 0.0 {
-        return Err(format!("object {object_id} has a negative size ({w} x {h})"));
+        return Err(format!(
+            "object {object_id} has a negative size ({w} x {h})"
+        ));
     }
     Ok(SceneObject {
         object_id,
@@ -291,7 +285,10 @@ fn relationship(
     embedded: bool,
 ) -> std::result::Result<(SceneRelationship, Vec<SceneObject>), String> {
     let Value::Object(obj) = value else {
-        return Err(format!("expected a relationship record, found {}", kind(value)));
+        return Err(format!(
+            "expected a relationship record, found {}",
+            kind(value)
+        ));
     };
     let relationship_id = int_field(obj, "relationship_id")?;
     let (subject_id, object_id, ends) = if embedded {
@@ -327,8 +324,7 @@ fn scene_graph_record(
     sizes: &ImageSizes,
 ) -> Result<()> {
     let at = |suffix: String| Locator::at(format!("[{}]{suffix}", rec.index), rec.offset);
-    let obj = match rec.parse_object("an image's scene graph {image_id, objects, relationships}")
-    {
+    let obj = match rec.parse_object("an image's scene graph {image_id, objects, relationships}") {
         Ok(obj) => obj,
         Err(reason) => return source.reject(sink, at(String::new()), reason, &rec.excerpt()),
     };

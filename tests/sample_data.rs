@@ -1106,3 +1106,110 @@ fn checks_reject_broken_sample_files() {
     let bad: Value = serde_json::from_str(&renamed).expect("json");
     assert!(check_gbc_record(&s, &bad, "gbc").is_err_and(|e| e.contains("expected \"man_shorts\"")));
 }
+
+/// The crate's own readers take the sample in without a single rejected record, and see what
+/// the plain parsers above see.
+#[test]
+fn crate_readers_accept_the_whole_sample() {
+    use capflow::ingest::{read_input, Format, Row, VecSink};
+
+    let s = sample();
+    let mut flickr = VecSink::default();
+    read_input(
+        Format::Flickr30kEntities,
+        &data_dir().join("flickr30k_entities"),
+        &mut flickr,
+    )
+    .expect("flickr30k reader");
+    assert!(flickr.rejected.is_empty(), "{:?}", flickr.rejected);
+    let phrases: usize = s.captions.values().flatten().map(|c| c.phrases.len()).sum();
+    let (mut images, mut captions, mut groundings) = (0, 0, 0);
+    let mut splits: BTreeMap<String, usize> = BTreeMap::new();
+    for row in &flickr.rows {
+        match row {
+            Row::Image(r) => {
+                images += 1;
+                let ann = &s.annotations[&r.image_id];
+                assert_eq!(
+                    (r.width, r.height),
+                    (Some(ann.width as i32), Some(ann.height as i32))
+                );
+            }
+            Row::Caption(r) => {
+                captions += 1;
+                *splits.entry(r.split.clone()).or_default() += 1;
+            }
+            Row::Grounding(r) => {
+                groundings += 1;
+                let grounded = !r.boxes.is_empty() || r.is_scene || r.no_box;
+                assert!(
+                    r.not_visual || grounded,
+                    "{} {}: ungrounded",
+                    r.caption_id,
+                    r.phrase_id
+                );
+            }
+            other => panic!("unexpected row {other:?}"),
+        }
+    }
+    assert_eq!((images, captions, groundings), (20, 100, phrases));
+    assert_eq!(flickr.counts().accepted, 120);
+    let expected: BTreeMap<String, usize> = [
+        ("test".to_string(), 15),
+        ("train".to_string(), 70),
+        ("val".to_string(), 15),
+    ]
+    .into();
+    assert_eq!(splits, expected);
+
+    let mut detections = VecSink::default();
+    read_input(
+        Format::CocoInstances,
+        &data_dir().join("detections/instances.json"),
+        &mut detections,
+    )
+    .expect("coco instances reader");
+    assert!(detections.rejected.is_empty(), "{:?}", detections.rejected);
+    // The instances reader keeps boxes and labels; the sample's detector `score`s are extra.
+    let detected = detections
+        .rows
+        .iter()
+        .filter(|r| matches!(r, Row::Detection(d) if s.captions.contains_key(&d.image_id)))
+        .count();
+    let listed = read_json(&data_dir().join("detections/instances.json"))["annotations"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(detected, listed);
+
+    let mut scene_graphs = VecSink::default();
+    read_input(
+        Format::VisualGenome,
+        &data_dir().join("visual_genome/scene_graphs.json"),
+        &mut scene_graphs,
+    )
+    .expect("visual genome reader");
+    assert!(
+        scene_graphs.rejected.is_empty(),
+        "{:?}",
+        scene_graphs.rejected
+    );
+    let graphs: Vec<_> = scene_graphs
+        .rows
+        .iter()
+        .filter_map(|r| match r {
+            Row::SceneGraph(g) => Some(g),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(graphs.len(), 8);
+    for g in graphs {
+        let ann = &s.annotations[&g.image_id];
+        assert_eq!(
+            (g.width, g.height),
+            (Some(ann.width as i32), Some(ann.height as i32)),
+            "{}",
+            g.image_id
+        );
+        assert!(!g.relationships.is_empty(), "{}", g.image_id);
+    }
+}

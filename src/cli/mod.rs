@@ -4,6 +4,10 @@
 //! 0 success, 1 internal error, 2 usage or configuration error, 3 bad input data, 4 I/O error,
 //! 5 external model failure, 6 cluster failure.
 
+pub mod ingest;
+pub mod inspect;
+pub mod progress;
+
 use clap::{Parser, Subcommand};
 
 use crate::error::Error;
@@ -23,6 +27,12 @@ pub struct Cli {
 pub enum Command {
     /// Print the Arrow schemas of capflow's tables as JSON, or write them to a directory.
     Schema(SchemaArgs),
+    /// Read input files of one format into a Parquet dataset directory.
+    Ingest(ingest::IngestArgs),
+    /// Summarise a dataset directory (tables, rows, files, counts, stages, versions).
+    Inspect(inspect::InspectArgs),
+    /// Check that a dataset directory holds exactly what its manifest says.
+    Validate(inspect::ValidateArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -62,6 +72,9 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Schema(args) => schema_command(args),
+        Command::Ingest(args) => ingest::run(args),
+        Command::Inspect(args) => inspect::run_inspect(args),
+        Command::Validate(args) => inspect::run_validate(args),
     }
 }
 

@@ -86,7 +86,10 @@ fn render_counts(out: &mut String, manifest: &Manifest) {
         "Version {} (engine {}, config `{}`).\n",
         manifest.version,
         manifest.engine_version,
-        manifest.config_hash.get(..16).unwrap_or(&manifest.config_hash)
+        manifest
+            .config_hash
+            .get(..16)
+            .unwrap_or(&manifest.config_hash)
     );
     let _ = writeln!(
         out,

@@ -84,13 +84,46 @@ fn process_alive(pid: u32) -> bool {
 /// A lock whose process is gone (a killed run) is taken over. Only one writer may stage files
 /// in a dataset at a time, because the next writer removes the staging directories and
 /// unreferenced shards it finds.
+///
+/// Within one process the lock file cannot tell two writers apart (both carry the same id), so
+/// the directories this process holds are also kept in a process-wide set.
 #[derive(Debug)]
 pub(crate) struct DatasetLock {
     path: PathBuf,
+    held: PathBuf,
+}
+
+fn held_in_process() -> &'static std::sync::Mutex<std::collections::HashSet<PathBuf>> {
+    static HELD: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<PathBuf>>> =
+        std::sync::OnceLock::new();
+    HELD.get_or_init(Default::default)
 }
 
 impl DatasetLock {
     pub(crate) fn acquire(dir: &Path) -> Result<DatasetLock> {
+        let held = fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+        {
+            // A poisoned set only means another writer panicked; the set itself is intact.
+            let mut set = held_in_process()
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if !set.insert(held.clone()) {
+                return Err(Error::Usage(format!(
+                    "{}: dataset is already being written by this process",
+                    dir.display()
+                )));
+            }
+        }
+        match DatasetLock::acquire_file(dir) {
+            Ok(path) => Ok(DatasetLock { path, held }),
+            Err(e) => {
+                release_in_process(&held);
+                Err(e)
+            }
+        }
+    }
+
+    fn acquire_file(dir: &Path) -> Result<PathBuf> {
         let path = dir.join(LOCK_FILE);
         let me = std::process::id();
         // Two attempts: the second follows the removal of a stale lock.
@@ -100,7 +133,7 @@ impl DatasetLock {
                     file.write_all(me.to_string().as_bytes())
                         .and_then(|()| file.sync_all())
                         .map_err(|e| Error::io(&path, e))?;
-                    return Ok(DatasetLock { path });
+                    return Ok(path);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let holder = fs::read_to_string(&path)
@@ -136,9 +169,17 @@ impl DatasetLock {
     }
 }
 
+fn release_in_process(held: &Path) {
+    let mut set = held_in_process()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    set.remove(held);
+}
+
 impl Drop for DatasetLock {
     fn drop(&mut self) {
         let _ = fs::remove_file(&self.path);
+        release_in_process(&self.held);
     }
 }
 
@@ -155,7 +196,10 @@ pub(crate) fn remove_stale_staging(dir: &Path) -> Result<()> {
         let name = entry.file_name();
         if name.to_string_lossy().starts_with(TMP_PREFIX) {
             let path = entry.path();
-            tracing::info!("removing staging directory of an interrupted run: {}", path.display());
+            tracing::info!(
+                "removing staging directory of an interrupted run: {}",
+                path.display()
+            );
             fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
         }
     }
@@ -211,6 +255,9 @@ mod tests {
     fn lock_is_exclusive_and_stale_locks_are_taken_over() {
         let dir = tempfile::tempdir().unwrap();
         let lock = DatasetLock::acquire(dir.path()).unwrap();
+        // A second writer in the same process is refused too.
+        let err = DatasetLock::acquire(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("this process"), "{err}");
         drop(lock);
         assert!(!dir.path().join(LOCK_FILE).exists());
         // A lock held by a process id that cannot be running (pid_max is far below u32::MAX).

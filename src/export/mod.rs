@@ -31,8 +31,8 @@ mod writer;
 
 pub use card::render_card;
 pub use manifest::{
-    read_manifest, FileEntry, Manifest, StageMetrics, TableSummary, VersionSummary,
-    MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,
+    read_manifest, FileEntry, Manifest, StageMetrics, TableSummary, VersionSummary, MANIFEST_FILE,
+    MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,
 };
 pub use reader::{read_split, read_table, TableReader};
 pub use sink::{DatasetSink, DEFAULT_FLUSH_ROWS};
@@ -74,10 +74,7 @@ pub fn is_valid_split_name(split: &str) -> bool {
     !split.is_empty()
         && split.len() <= 128
         && split.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            !part.is_empty() && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         })
 }
 

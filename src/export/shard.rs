@@ -45,7 +45,10 @@ impl ShardSettings {
             .min((self.shard_bytes / 4).try_into().unwrap_or(usize::MAX))
             .max(1);
         let metadata = vec![
-            KeyValue::new(KV_ENGINE_VERSION.to_string(), crate::ENGINE_VERSION.to_string()),
+            KeyValue::new(
+                KV_ENGINE_VERSION.to_string(),
+                crate::ENGINE_VERSION.to_string(),
+            ),
             KeyValue::new(KV_CONFIG_HASH.to_string(), self.config_hash.clone()),
             KeyValue::new(KV_TABLE.to_string(), table.name().to_string()),
             KeyValue::new(
@@ -192,9 +195,11 @@ impl SplitWriter {
 
     fn open_shard(&self) -> Result<OpenShard> {
         let index = self.finished.len();
-        let path = self
-            .staging
-            .join(format!("{}-{}-{index:05}.parquet", self.table.name(), self.split));
+        let path = self.staging.join(format!(
+            "{}-{}-{index:05}.parquet",
+            self.table.name(),
+            self.split
+        ));
         let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
         let sink = HashingFile {
             file,

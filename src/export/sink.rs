@@ -6,8 +6,8 @@ use super::writer::DatasetWriter;
 use crate::error::Result;
 use crate::ingest::{IngestCounts, RecordSink, Row};
 use crate::schema::{
-    AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, RejectedRow,
-    SampleRow, SceneGraphRow, TableRow,
+    AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, RejectedRow, SampleRow,
+    SceneGraphRow, TableRow,
 };
 
 /// Rows buffered across all tables before they are handed to the writer.

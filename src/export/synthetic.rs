@@ -7,8 +7,8 @@
 //! empty caption, so the ledger is exercised too. Text comes from a fixed vocabulary through
 //! SplitMix64, so the same image count always gives the same rows.
 
-use crate::ingest::{RecordSink, Row};
 use crate::error::Result;
+use crate::ingest::{RecordSink, Row};
 use crate::schema::{BoxXyxy, CaptionRow, GroundingRow, ImageRow, RejectedRow};
 
 /// The format name used in rejected records and on the command line.
@@ -19,7 +19,13 @@ pub const CAPTIONS_PER_IMAGE: u64 = 5;
 pub const REJECT_EVERY: u64 = 97;
 
 const SUBJECTS: [&str; 8] = [
-    "a man", "a woman", "two children", "a dog", "a brown horse", "an old car", "a cyclist",
+    "a man",
+    "a woman",
+    "two children",
+    "a dog",
+    "a brown horse",
+    "an old car",
+    "a cyclist",
     "three people",
 ];
 /// Flickr30k Entities phrase types of [`SUBJECTS`], index for index.

@@ -18,19 +18,51 @@ use crate::schema::{schema_fingerprint, TableKind};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Problem {
     /// A manifest path is absolute or climbs out of the dataset directory.
-    UnsafePath { path: String },
-    MissingFile { path: String },
-    SizeMismatch { path: String, manifest: u64, actual: u64 },
-    ChecksumMismatch { path: String, manifest: String, actual: String },
+    UnsafePath {
+        path: String,
+    },
+    MissingFile {
+        path: String,
+    },
+    SizeMismatch {
+        path: String,
+        manifest: u64,
+        actual: u64,
+    },
+    ChecksumMismatch {
+        path: String,
+        manifest: String,
+        actual: String,
+    },
     /// The file is not readable Parquet.
-    Unreadable { path: String, reason: String },
-    RowCountMismatch { path: String, manifest: u64, actual: u64 },
+    Unreadable {
+        path: String,
+        reason: String,
+    },
+    RowCountMismatch {
+        path: String,
+        manifest: u64,
+        actual: u64,
+    },
     /// The file's `capflow.table` metadata or schema is not the manifest's table's.
-    WrongTable { path: String, manifest: String, found: String },
-    SchemaMismatch { what: String, expected: String, found: String },
+    WrongTable {
+        path: String,
+        manifest: String,
+        found: String,
+    },
+    SchemaMismatch {
+        what: String,
+        expected: String,
+        found: String,
+    },
     /// A manifest table summary disagrees with the sum over its files.
-    TableSummaryMismatch { table: String, reason: String },
-    CountsMismatch { reason: String },
+    TableSummaryMismatch {
+        table: String,
+        reason: String,
+    },
+    CountsMismatch {
+        reason: String,
+    },
 }
 
 impl fmt::Display for Problem {
@@ -62,7 +94,10 @@ impl fmt::Display for Problem {
                 path,
                 manifest,
                 found,
-            } => write!(f, "{path}: holds table {found:?}, manifest says {manifest:?}"),
+            } => write!(
+                f,
+                "{path}: holds table {found:?}, manifest says {manifest:?}"
+            ),
             Problem::SchemaMismatch {
                 what,
                 expected,

@@ -183,7 +183,12 @@ impl DatasetWriter {
     ///
     /// A split name belongs to one table (shards are named by split only); the names follow
     /// the Hugging Face split rule (see [`is_valid_split_name`](super::is_valid_split_name)).
-    pub fn write_batch(&mut self, table: TableKind, split: &str, batch: &RecordBatch) -> Result<()> {
+    pub fn write_batch(
+        &mut self,
+        table: TableKind,
+        split: &str,
+        batch: &RecordBatch,
+    ) -> Result<()> {
         if table == TableKind::Rejected {
             return Err(Error::Usage(
                 "rejected records go through DatasetWriter::reject".into(),
@@ -448,7 +453,9 @@ pub(crate) fn is_shard_file_name(name: &str) -> bool {
         && digits(index, 5)
         && digits(count, 5)
         && content.len() == 16
-        && content.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        && content
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 fn check_batch_schema(table: TableKind, batch: &RecordBatch) -> Result<()> {

@@ -89,7 +89,7 @@ pub fn generate(images: u64, sink: &mut dyn RecordSink) -> Result<()> {
         }))?;
         for index in 0..CAPTIONS_PER_IMAGE {
             let record = image * CAPTIONS_PER_IMAGE + index;
-            if (record + 1) % REJECT_EVERY == 0 {
+            if (record + 1).is_multiple_of(REJECT_EVERY) {
                 sink.reject(RejectedRow {
                     format: FORMAT_NAME.to_string(),
                     source_file: source.clone(),

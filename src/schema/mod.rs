@@ -12,7 +12,7 @@
 
 mod json;
 
-pub use json::{schema_fingerprint, schema_to_json};
+pub use json::{schema_to_json, schema_fingerprint};
 
 use std::sync::Arc;
 

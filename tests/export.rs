@@ -768,3 +768,58 @@ fn cli_ingest_inspect_and_validate() {
     let out = capflow(&["ingest", "captions-of-mars", "x", "--out", dir_s]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn cli_ingest_reads_a_capflow_dataset_back_into_a_new_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = tmp.path().join("first");
+    let second = tmp.path().join("second");
+    let out = capflow(&[
+        "ingest",
+        "synthetic-captions",
+        "300",
+        "--out",
+        first.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = capflow(&[
+        "ingest",
+        "capflow",
+        first.to_str().unwrap(),
+        "--out",
+        second.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let a = read_manifest(&first).unwrap();
+    let b = read_manifest(&second).unwrap();
+    // Every data row is one record of the capflow format; the old ledger is not input.
+    let data_rows: u64 = [
+        TableKind::Images,
+        TableKind::Captions,
+        TableKind::Groundings,
+    ]
+    .iter()
+    .map(|t| a.table_rows(*t))
+    .sum();
+    assert_eq!(b.counts, counts(data_rows, 0));
+    for table in [
+        TableKind::Images,
+        TableKind::Captions,
+        TableKind::Groundings,
+    ] {
+        assert_eq!(b.table_rows(table), a.table_rows(table), "{}", table.name());
+    }
+    assert_eq!(
+        read_rows::<CaptionRow>(&second, TableKind::Captions),
+        read_rows::<CaptionRow>(&first, TableKind::Captions)
+    );
+    assert!(validate(&second).unwrap().is_ok());
+}

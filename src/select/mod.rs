@@ -1,1 +1,3 @@
 //! Quality filters, mixing strategies and curriculum selection.
+
+pub mod quality;

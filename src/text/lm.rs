@@ -114,6 +114,8 @@ pub struct NgramLm {
     words: Vec<String>,
     /// `tables[k - 1]` holds order k.
     tables: Vec<OrderTable>,
+    /// Raw training count of each id (`<unk>` gathers the rare words, `</s>` one per sentence).
+    unigram_counts: Vec<u64>,
 }
 
 impl NgramLm {
@@ -159,8 +161,13 @@ impl NgramLm {
             ids,
             words,
             tables: vec![OrderTable::default(); order],
+            unigram_counts: Vec::new(),
         };
         let encoded: Vec<Vec<u32>> = sentences.iter().map(|s| lm.encode(s)).collect();
+        lm.unigram_counts = vec![0; lm.words.len()];
+        for id in encoded.iter().flat_map(|s| s.iter().skip(1)) {
+            lm.unigram_counts[*id as usize] += 1;
+        }
         lm.count(&encoded);
         for table in &mut lm.tables {
             table.discounts = match config.fixed_discounts {
@@ -195,6 +202,29 @@ impl NgramLm {
             total += self.prob_ids(&encoded[start..i], encoded[i]).ln();
         }
         total
+    }
+
+    /// Natural-log probability of `tokens` and `</s>` under the add-one smoothed unigram
+    /// distribution of the training tokens: what the sentence costs when word order is ignored.
+    ///
+    /// Subtracting it from [`log_prob`](Self::log_prob) gives SLOR (Kann et al., 2018), a
+    /// fluency measure that does not punish a sentence for using rare words.
+    pub fn unigram_log_prob(&self, tokens: &[String]) -> f64 {
+        let total: u64 = self.unigram_counts.iter().sum();
+        let denominator = (total + self.vocabulary_size() as u64) as f64;
+        self.encode(tokens)
+            .iter()
+            .skip(1)
+            .map(|&id| ((self.unigram_counts[id as usize] + 1) as f64 / denominator).ln())
+            .sum()
+    }
+
+    /// Natural-log probability that the sentence ends after `tokens`: `ln P(</s> | last words)`.
+    pub fn end_log_prob(&self, tokens: &[String]) -> f64 {
+        let encoded = self.encode(tokens);
+        let end = encoded.len() - 1;
+        let start = (end + 1).saturating_sub(self.order);
+        self.prob_ids(&encoded[start..end], EOS_ID).ln()
     }
 
     /// Perplexity of `tokens` as a sentence: `exp(-log_prob / (len + 1))`, `</s>` counted.
@@ -377,6 +407,10 @@ mod tests {
         let expected = (11.0f64 / 24.0).ln() + 0.6875f64.ln() + 0.625f64.ln();
         assert!(close(lm.log_prob(&toks("a b")), expected));
         assert!(close(lm.perplexity(&toks("a b")), (-expected / 3.0).exp()));
+        assert!(close(lm.end_log_prob(&toks("a b")), 0.625f64.ln()));
+        // Unigram counts a 2, b 3, </s> 3, <unk> 0; add-one over 4 words: denominator 8 + 4.
+        let unigram = (3.0f64 / 12.0).ln() + (4.0f64 / 12.0).ln() + (4.0f64 / 12.0).ln();
+        assert!(close(lm.unigram_log_prob(&toks("a b")), unigram));
     }
 
     fn assert_contexts_normalised(lm: &NgramLm, contexts: &[Vec<&str>]) {

@@ -1,0 +1,216 @@
+//! The built-in quality scorer separates real captions from broken ones.
+//!
+//! Trained on real caption text (the COCO caption fixtures and the embedded Flickr30k Entities
+//! sample sentences), with a deterministic fifth of the captions held out. Each held-out caption
+//! is corrupted twice, by a seeded word shuffle and by a cut at a random point in its middle; the
+//! scorer must rank originals above corruptions with ROC-AUC ≥ 0.95 for each corruption. The
+//! score must stay in [0, 1] for any token list.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use capflow::select::quality::{BuiltinQualityScorer, QualityConfig, QualityScorer};
+use capflow::text::tokenize::tokenize;
+use proptest::prelude::*;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::Value;
+
+const COCO_FILES: [&str; 3] = [
+    "coco/minyus_captions_val2014.json_samples.json",
+    "coco/minyus_captions_val2017.json_samples.json",
+    "coco/captions_val2014_fakecap_results.json",
+];
+
+/// Caption strings of a COCO annotations file (`{"annotations": [{"caption": ..}]}`) or of a
+/// COCO results file (`[{"image_id": .., "caption": ..}]`).
+fn coco_captions(path: &Path) -> Vec<String> {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let json: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let records = match &json {
+        Value::Array(records) => records,
+        Value::Object(object) => object["annotations"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{}: no annotations array", path.display())),
+        _ => panic!("{}: neither a list nor an object", path.display()),
+    };
+    records
+        .iter()
+        .map(|r| {
+            r["caption"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{}: record without caption", path.display()))
+                .to_string()
+        })
+        .collect()
+}
+
+/// Flickr30k Entities sentences with the `[/EN#id/type phrase]` markup removed.
+fn flickr_captions() -> Vec<String> {
+    let dir = common::repo_root().join("examples/data/flickr30k_entities/Sentences");
+    let mut files: Vec<_> = fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    files.sort();
+    let mut captions = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap();
+        captions.extend(
+            text.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(strip_markup),
+        );
+    }
+    captions
+}
+
+fn strip_markup(line: &str) -> String {
+    line.split_whitespace()
+        .filter(|w| !w.starts_with("[/EN#"))
+        .map(|w| w.trim_end_matches(']'))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Probability that an original scores above a corrupted caption, ties counting one half.
+fn roc_auc(originals: &[f64], corrupted: &[f64]) -> f64 {
+    let mut wins = 0.0;
+    for &o in originals {
+        for &c in corrupted {
+            wins += if o > c {
+                1.0
+            } else if o == c {
+                0.5
+            } else {
+                0.0
+            };
+        }
+    }
+    wins / (originals.len() * corrupted.len()) as f64
+}
+
+/// A seeded shuffle that differs from the original whenever two tokens differ.
+fn shuffled(tokens: &[String], rng: &mut ChaCha8Rng) -> Vec<String> {
+    let mut out = tokens.to_vec();
+    for _ in 0..16 {
+        out.shuffle(rng);
+        if out != tokens {
+            break;
+        }
+    }
+    out
+}
+
+/// The caption cut after a random word in its middle third.
+fn cut(tokens: &[String], rng: &mut ChaCha8Rng) -> Vec<String> {
+    let n = tokens.len();
+    let lo = (n / 3).max(1);
+    let hi = (2 * n / 3).max(lo);
+    tokens[..rng.gen_range(lo..=hi)].to_vec()
+}
+
+#[test]
+fn roc_auc_counts_ties_as_half() {
+    // Pairs: (3,1) win, (3,2) win, (2,1) win, (2,2) tie → 3.5 / 4.
+    assert_eq!(roc_auc(&[3.0, 2.0], &[1.0, 2.0]), 0.875);
+    assert_eq!(roc_auc(&[1.0], &[1.0]), 0.5);
+    assert_eq!(roc_auc(&[0.0], &[1.0]), 0.0);
+}
+
+#[test]
+fn markup_is_stripped() {
+    assert_eq!(
+        strip_markup("[/EN#1001/people A young man] rides [/EN#1002/vehicles a bicycle] ."),
+        "A young man rides a bicycle ."
+    );
+}
+
+#[test]
+fn scorer_ranks_originals_above_shuffled_and_cut_captions() {
+    let Some(dir) = common::fixtures_dir() else {
+        return;
+    };
+    let mut captions: Vec<Vec<String>> = Vec::new();
+    for file in COCO_FILES {
+        captions.extend(coco_captions(&dir.join(file)).iter().map(|c| tokenize(c)));
+    }
+    captions.extend(flickr_captions().iter().map(|c| tokenize(c)));
+    captions.retain(|c| c.len() >= 3);
+    assert!(captions.len() > 1000, "{} captions", captions.len());
+
+    // Every fifth caption (by position) is held out.
+    let (held_out, train): (Vec<_>, Vec<_>) = captions
+        .into_iter()
+        .enumerate()
+        .partition(|(i, _)| i % 5 == 2);
+    let train: Vec<Vec<String>> = train.into_iter().map(|(_, c)| c).collect();
+    let held_out: Vec<Vec<String>> = held_out.into_iter().map(|(_, c)| c).collect();
+    let scorer = BuiltinQualityScorer::train(&train, &QualityConfig::default()).unwrap();
+
+    let mut rng = ChaCha8Rng::seed_from_u64(20_240_601);
+    let originals: Vec<f64> = held_out.iter().map(|c| scorer.score(c)).collect();
+    let shuffles: Vec<f64> = held_out
+        .iter()
+        .map(|c| scorer.score(&shuffled(c, &mut rng)))
+        .collect();
+    let cuts: Vec<f64> = held_out
+        .iter()
+        .map(|c| scorer.score(&cut(c, &mut rng)))
+        .collect();
+    let auc_shuffle = roc_auc(&originals, &shuffles);
+    let auc_cut = roc_auc(&originals, &cuts);
+    let accepted = |scores: &[f64]| {
+        scores.iter().filter(|&&s| s > scorer.threshold()).count() as f64 / scores.len() as f64
+    };
+    println!(
+        "train {} held-out {}: ROC-AUC shuffled {auc_shuffle:.4}, cut {auc_cut:.4}; \
+         accepted at {}: originals {:.3}, shuffled {:.3}, cut {:.3}",
+        train.len(),
+        held_out.len(),
+        scorer.threshold(),
+        accepted(&originals),
+        accepted(&shuffles),
+        accepted(&cuts),
+    );
+    assert!(auc_shuffle >= 0.95, "shuffled ROC-AUC {auc_shuffle}");
+    assert!(auc_cut >= 0.95, "cut ROC-AUC {auc_cut}");
+}
+
+/// A scorer trained on the embedded sample captions, which are always present.
+fn sample_scorer() -> &'static BuiltinQualityScorer {
+    static SCORER: OnceLock<BuiltinQualityScorer> = OnceLock::new();
+    SCORER.get_or_init(|| {
+        let captions: Vec<Vec<String>> = flickr_captions().iter().map(|c| tokenize(c)).collect();
+        BuiltinQualityScorer::train(&captions, &QualityConfig::default()).unwrap()
+    })
+}
+
+proptest! {
+    #[test]
+    fn score_is_always_in_unit_interval(
+        tokens in prop::collection::vec(
+            prop_oneof![
+                "[a-z]{1,8}",
+                Just("a".to_string()),
+                Just("the".to_string()),
+                Just("dog".to_string()),
+                Just("<s>".to_string()),
+                Just("</s>".to_string()),
+                Just("<unk>".to_string()),
+                "[().,\"'\\[\\]]",
+                ".{0,4}",
+            ],
+            0..80,
+        )
+    ) {
+        let score = sample_scorer().score(&tokens);
+        prop_assert!((0.0..=1.0).contains(&score), "{score} for {tokens:?}");
+    }
+}

@@ -8,11 +8,15 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
+use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Instant;
 
 use capflow::select::quality::{BuiltinQualityScorer, QualityConfig, QualityScorer};
+use capflow::text::ppmi::{train_ppmi_vectors, PpmiConfig};
 use capflow::text::tokenize::tokenize;
 use proptest::prelude::*;
 use rand::seq::SliceRandom;
@@ -137,11 +141,7 @@ fn scorer_ranks_originals_above_shuffled_and_cut_captions() {
     let Some(dir) = common::fixtures_dir() else {
         return;
     };
-    let mut captions: Vec<Vec<String>> = Vec::new();
-    for file in COCO_FILES {
-        captions.extend(coco_captions(&dir.join(file)).iter().map(|c| tokenize(c)));
-    }
-    captions.extend(flickr_captions().iter().map(|c| tokenize(c)));
+    let mut captions = all_captions(&dir);
     captions.retain(|c| c.len() >= 3);
     assert!(captions.len() > 1000, "{} captions", captions.len());
 
@@ -213,4 +213,153 @@ proptest! {
         let score = sample_scorer().score(&tokens);
         prop_assert!((0.0..=1.0).contains(&score), "{score} for {tokens:?}");
     }
+}
+
+/// Tokenized captions of every COCO fixture and the Flickr30k Entities samples.
+fn all_captions(dir: &Path) -> Vec<Vec<String>> {
+    let mut captions: Vec<Vec<String>> = Vec::new();
+    for file in COCO_FILES {
+        captions.extend(coco_captions(&dir.join(file)).iter().map(|c| tokenize(c)));
+    }
+    captions.extend(flickr_captions().iter().map(|c| tokenize(c)));
+    captions
+}
+
+/// PPMI + SVD written from Levy, Goldberg & Dagan (2015) with numpy's exact dense SVD.
+const PPMI_ORACLE: &str = r#"
+import json, sys
+import numpy as np
+corpus, window, alpha, dims = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+sentences = [line.split() for line in open(corpus, encoding="utf-8")]
+counts = {}
+for s in sentences:
+    for w in s:
+        counts[w] = counts.get(w, 0) + 1
+vocab = sorted(counts, key=lambda w: (-counts[w], w))
+index = {w: i for i, w in enumerate(vocab)}
+n = len(vocab)
+pairs = np.zeros((n, n))
+for s in sentences:
+    for i, w in enumerate(s):
+        for j in range(max(0, i - window), min(len(s), i + window + 1)):
+            if j != i:
+                pairs[index[w], index[s[j]]] += 1
+word_totals = pairs.sum(axis=1)
+context = pairs.sum(axis=0) ** alpha
+context_p = context / context.sum()
+with np.errstate(divide="ignore"):
+    pmi = np.log(pairs / np.outer(word_totals, context_p))
+ppmi = np.where(pairs > 0, np.maximum(pmi, 0.0), 0.0)
+u, s, _ = np.linalg.svd(ppmi)
+vectors = u[:, :dims] * np.sqrt(s[:dims])
+json.dump({"singular_values": s[:dims].tolist(),
+           "vectors": {w: vectors[index[w]].tolist() for w in vocab[:100]}}, sys.stdout)
+"#;
+
+#[test]
+fn ppmi_vectors_agree_with_numpy_svd() {
+    let (Some(dir), Some(python)) = (common::fixtures_dir(), common::oracle_python()) else {
+        return;
+    };
+    let captions = all_captions(&dir);
+    // Caption PPMI spectra are flat (σ20 and σ21 differ by 0.2 %), so singular vectors at the
+    // cut are only pinned down by many power iterations; the comparison with the exact SVD uses
+    // 30, and the default 4 is checked on captured spectrum below.
+    let config = PpmiConfig {
+        window: 2,
+        dims: 20,
+        power_iterations: 30,
+        ..PpmiConfig::default()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("captions.txt");
+    let lines: Vec<String> = captions.iter().map(|c| c.join(" ")).collect();
+    fs::write(&corpus, lines.join("\n") + "\n").unwrap();
+    let output = Command::new(&python)
+        .args(["-c", PPMI_ORACLE])
+        .arg(&corpus)
+        .args([
+            config.window.to_string(),
+            config.alpha.to_string(),
+            config.dims.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let oracle: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let oracle_spectrum: f64 = oracle["singular_values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_f64().unwrap())
+        .sum();
+    let oracle_vectors: Vec<(String, Vec<f64>)> = oracle["vectors"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(w, v)| {
+            let v = v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap());
+            (w.clone(), v.collect())
+        })
+        .collect();
+
+    let start = Instant::now();
+    let ours = train_ppmi_vectors(captions.iter().map(Vec::as_slice), &config);
+    let elapsed = start.elapsed();
+    let ours: HashMap<&str, &Vec<f32>> = ours.iter().map(|(w, v)| (w.as_str(), v)).collect();
+
+    // Dot products of the vectors (U Σ^½ row by row) do not depend on the sign or rotation
+    // that an SVD may pick for its singular vectors, so they compare across solvers.
+    let mut worst: f64 = 0.0;
+    let mut largest: f64 = 0.0;
+    let mut total_error = 0.0;
+    let mut pairs = 0usize;
+    for (a, va) in &oracle_vectors {
+        for (b, vb) in &oracle_vectors {
+            let expected: f64 = va.iter().zip(vb).map(|(x, y)| x * y).sum();
+            let (ua, ub) = (ours[a.as_str()], ours[b.as_str()]);
+            let got: f64 = ua
+                .iter()
+                .zip(ub.iter())
+                .map(|(x, y)| *x as f64 * *y as f64)
+                .sum();
+            worst = worst.max((got - expected).abs());
+            largest = largest.max(expected.abs());
+            total_error += (got - expected).abs();
+            pairs += 1;
+        }
+    }
+    println!(
+        "PPMI vectors: {} words x {} dims in {elapsed:?}; dot products of the 100 most \
+         frequent words vs numpy: max abs error {worst:.2e}, mean {:.2e}, largest {largest:.3}",
+        ours.len(),
+        config.dims,
+        total_error / pairs as f64
+    );
+    assert!(
+        worst <= 2e-3 * largest,
+        "max error {worst} vs scale {largest}"
+    );
+
+    // With the default power iterations: Σ over words of |v_w|² = Σ σ_j, which no rank-20
+    // subspace can push above the exact top-20 sum; a good one comes close to it.
+    let default = PpmiConfig {
+        dims: 20,
+        ..PpmiConfig::default()
+    };
+    let vectors = train_ppmi_vectors(captions.iter().map(Vec::as_slice), &default);
+    let captured: f64 = vectors
+        .iter()
+        .flat_map(|(_, v)| v.iter().map(|x| (*x as f64).powi(2)))
+        .sum();
+    println!(
+        "default {} power iterations: Σσ {captured:.3} vs exact top-20 {oracle_spectrum:.3}",
+        default.power_iterations
+    );
+    assert!(captured <= oracle_spectrum * (1.0 + 1e-6));
+    assert!(captured >= 0.99 * oracle_spectrum);
 }

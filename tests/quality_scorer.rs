@@ -152,7 +152,9 @@ fn scorer_ranks_originals_above_shuffled_and_cut_captions() {
         .partition(|(i, _)| i % 5 == 2);
     let train: Vec<Vec<String>> = train.into_iter().map(|(_, c)| c).collect();
     let held_out: Vec<Vec<String>> = held_out.into_iter().map(|(_, c)| c).collect();
+    let start = Instant::now();
     let scorer = BuiltinQualityScorer::train(&train, &QualityConfig::default()).unwrap();
+    let trained_in = start.elapsed();
 
     let mut rng = ChaCha8Rng::seed_from_u64(20_240_601);
     let originals: Vec<f64> = held_out.iter().map(|c| scorer.score(c)).collect();
@@ -164,6 +166,11 @@ fn scorer_ranks_originals_above_shuffled_and_cut_captions() {
         .iter()
         .map(|c| scorer.score(&cut(c, &mut rng)))
         .collect();
+    let start = Instant::now();
+    let rescored: f64 = held_out.iter().map(|c| scorer.score(c)).sum();
+    let per_second = held_out.len() as f64 / start.elapsed().as_secs_f64();
+    assert!((rescored - originals.iter().sum::<f64>()).abs() < 1e-9);
+    println!("trained in {trained_in:?}; {per_second:.0} captions scored per second");
     let auc_shuffle = roc_auc(&originals, &shuffles);
     let auc_cut = roc_auc(&originals, &cuts);
     let accepted = |scores: &[f64]| {

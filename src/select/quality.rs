@@ -5,6 +5,22 @@
 //! capflow a scorer that needs no model: a Kneser-Ney language model trained on the dataset's
 //! own original captions judges fluency, and a few well-formedness checks catch what an n-gram
 //! model forgives (a caption cut after "a", a doubled word, an unclosed bracket).
+//!
+//! ```
+//! use capflow::select::quality::{BuiltinQualityScorer, QualityConfig, QualityScorer};
+//! use capflow::text::tokenize::tokenize;
+//!
+//! let mut captions = Vec::new();
+//! for subject in ["a dog", "a man", "two children", "a woman"] {
+//!     for place in ["on the beach", "in a park", "near the water"] {
+//!         captions.push(tokenize(&format!("{subject} runs {place} .")));
+//!     }
+//! }
+//! let scorer = BuiltinQualityScorer::train(&captions, &QualityConfig::default())?;
+//! assert!(scorer.accepts(&tokenize("a man runs near the water .")));
+//! assert!(!scorer.accepts(&tokenize("a man runs near the")));
+//! # Ok::<(), capflow::Error>(())
+//! ```
 
 use crate::error::{Error, Result};
 use crate::text::lm::{LmConfig, NgramLm};

@@ -219,7 +219,7 @@ impl Linkage {
         Some((step.a, step.b))
     }
 
-    /// The points under cluster `id`, in scikit-learn's `_hc_get_descendent` order.
+    /// The points under cluster `id` (depth-first, right child first).
     pub fn members(&self, id: usize) -> Vec<usize> {
         let mut members = Vec::new();
         let mut stack = vec![id];
@@ -239,7 +239,7 @@ impl Linkage {
     ///
     /// scikit-learn undoes the `k - 1` highest merges by keeping the cut's cluster ids in a
     /// Python `heapq` of negated ids and labels the clusters in the heap's array order, so the
-    /// numbering depends on heap internals; [`python_heap`] replays them. Returns `None` unless
+    /// numbering depends on heap internals, which are replayed here. Returns `None` unless
     /// `1 <= k <= leaves`.
     pub fn cut(&self, k: usize) -> Option<Vec<usize>> {
         let n = self.leaves;

@@ -4,9 +4,14 @@
 //! 0 success, 1 internal error, 2 usage or configuration error, 3 bad input data, 4 I/O error,
 //! 5 external model failure, 6 cluster failure.
 
-use clap::{Parser, Subcommand};
-
 pub mod cluster;
+pub mod gbc;
+pub mod ingest;
+pub mod inspect;
+pub mod progress;
+pub mod run;
+
+use clap::{Parser, Subcommand};
 
 use crate::error::Error;
 
@@ -23,8 +28,18 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a dataflow spec (`dataflows/*.toml`) and write its dataset.
+    Run(run::RunArgs),
     /// Print the Arrow schemas of capflow's tables as JSON, or write them to a directory.
     Schema(SchemaArgs),
+    /// Read input files of one format into a Parquet dataset directory.
+    Ingest(ingest::IngestArgs),
+    /// Summarise a dataset directory (tables, rows, files, counts, stages, versions).
+    Inspect(inspect::InspectArgs),
+    /// Check that a dataset directory holds exactly what its manifest says.
+    Validate(inspect::ValidateArgs),
+    /// Convert and summarize apple/ml-gbc graph files.
+    Gbc(gbc::GbcArgs),
     /// Clustering and matching on tab-separated matrices (UPGMA, flat clusters, Hungarian).
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
@@ -67,6 +82,11 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Schema(args) => schema_command(args),
+        Command::Run(args) => run::run(args),
+        Command::Ingest(args) => ingest::run(args),
+        Command::Inspect(args) => inspect::run_inspect(args),
+        Command::Validate(args) => inspect::run_validate(args),
+        Command::Gbc(args) => gbc::run(args),
         Command::Cluster(cmd) => cluster::run(cmd),
     }
 }

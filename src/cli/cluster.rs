@@ -56,16 +56,17 @@ pub fn run(cmd: ClusterCommand) -> Result<()> {
         }
         ClusterCommand::Labels { matrix, clusters } => {
             let distances = read_distance_matrix(&matrix)?;
-            for label in average_link_labels(&distances, clusters)? {
+            let labels = average_link_labels(&distances, clusters)
+                .map_err(|e| e.into_error(format!("clustering of {}", matrix.display())))?;
+            for label in labels {
                 writeln!(out, "{label}").map_err(stdout_error)?;
             }
         }
         ClusterCommand::Hungarian { cost, maximize } => {
             let matrix = read_tsv_matrix(&cost)?;
             let assignment =
-                linear_sum_assignment(&matrix.values, matrix.rows, matrix.cols, maximize).map_err(
-                    |e| Error::invalid(format!("cost matrix {}", cost.display()), e.to_string()),
-                )?;
+                linear_sum_assignment(&matrix.values, matrix.rows, matrix.cols, maximize)
+                    .map_err(|e| e.into_error(format!("cost matrix {}", cost.display())))?;
             for (row, col) in assignment.pairs() {
                 writeln!(out, "{row}\t{col}").map_err(stdout_error)?;
             }
@@ -150,5 +151,5 @@ fn read_distance_matrix(path: &Path) -> Result<DistanceMatrix> {
         ));
     }
     DistanceMatrix::from_square(&matrix.values)
-        .map_err(|e| Error::invalid(format!("distance matrix {}", path.display()), e.to_string()))
+        .map_err(|e| e.into_error(format!("distance matrix {}", path.display())))
 }

@@ -76,9 +76,13 @@ impl fmt::Display for DistanceError {
 
 impl std::error::Error for DistanceError {}
 
-impl From<DistanceError> for crate::Error {
-    fn from(err: DistanceError) -> Self {
-        crate::Error::invalid("distance matrix", err.to_string())
+impl DistanceError {
+    /// This error as capflow's [`crate::Error`], naming the matrix (`what`), e.g. its file.
+    ///
+    /// A method rather than a `From` impl: more `From` impls on `crate::Error` would make
+    /// `?` ambiguous in closures whose error type is inferred.
+    pub fn into_error(self, what: impl Into<String>) -> crate::Error {
+        crate::Error::invalid(what, self.to_string())
     }
 }
 

@@ -59,9 +59,11 @@ impl fmt::Display for AssignmentError {
 
 impl std::error::Error for AssignmentError {}
 
-impl From<AssignmentError> for crate::Error {
-    fn from(err: AssignmentError) -> Self {
-        crate::Error::invalid("cost matrix", err.to_string())
+impl AssignmentError {
+    /// This error as capflow's [`crate::Error`], naming the matrix (`what`), e.g. its file.
+    /// (Not a `From` impl, for the reason given on `DistanceError::into_error`.)
+    pub fn into_error(self, what: impl Into<String>) -> crate::Error {
+        crate::Error::invalid(what, self.to_string())
     }
 }
 

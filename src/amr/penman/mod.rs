@@ -148,8 +148,8 @@ pub fn parse_with_alignment_metadata(
 /// or `# ::alignments` holds tree positions; JAMR for bare `~3` markers, JAMR span alignments
 /// or `# ::node` lines; none otherwise.
 pub fn alignment_flavour(graph: &Graph) -> AlignmentFlavour {
-    if let Some(a) = graph.alignments.first() {
-        return if graph.alignments.iter().any(|a| !a.prefix.is_empty()) || !a.prefix.is_empty() {
+    if !graph.alignments.is_empty() {
+        return if graph.alignments.iter().any(|a| !a.prefix.is_empty()) {
             AlignmentFlavour::Isi
         } else {
             AlignmentFlavour::Jamr

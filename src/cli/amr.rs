@@ -1,4 +1,4 @@
-//! `capflow amr`: tools over AMR files in PENMAN notation.
+//! `capflow amr`: commands over AMR files in PENMAN notation.
 
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;

@@ -25,7 +25,7 @@ pub struct Cli {
 pub enum Command {
     /// Print the Arrow schemas of capflow's tables as JSON, or write them to a directory.
     Schema(SchemaArgs),
-    /// Tools over AMR files in PENMAN notation.
+    /// Work with AMR files in PENMAN notation: parse.
     #[command(subcommand)]
     Amr(amr::AmrCommand),
 }

@@ -158,7 +158,8 @@ mod tests {
             "# ::id im.0\n# ::snt A dog .\n# ::tok A dog .\n(d / dog~e.1)"
         );
         assert_eq!(sink.rejected[0].record, "graph 2 (line 8)");
-        assert_eq!(sink.rejected[0].byte_offset, Some(83));
+        // 17 + 1 (header, blank) + 12 + 16 + 16 + 14 (graph 1) + 1 (blank) bytes before it.
+        assert_eq!(sink.rejected[0].byte_offset, Some(77));
         assert!(
             sink.rejected[1].reason.contains("UTF-8"),
             "{}",

@@ -40,7 +40,10 @@ fn sample_run_accounts_for_every_record_and_validates() {
     assert!(validate(&out).unwrap().is_ok());
     let counts = &manifest.counts;
     assert_eq!(counts.accepted + counts.rejected, counts.read);
-    assert_eq!(counts.rejected, 0, "the embedded sample has no broken records");
+    assert_eq!(
+        counts.rejected, 0,
+        "the embedded sample has no broken records"
+    );
     // Hand counts of examples/data: 20 images × 5 captions, one AMR per caption, 315 grounded
     // phrases, 95 detections, 8 scene graphs, 4 GBC graphs.
     assert_eq!(manifest.table_rows(TableKind::Captions), 100);
@@ -60,7 +63,11 @@ fn sample_run_bytes_do_not_depend_on_workers() {
     for workers in [2, 4] {
         let dir = tmp.path().join(format!("w{workers}"));
         run_sample(&dir, workers);
-        assert_eq!(data_files(&dir), reference, "-w {workers} differs from -w 1");
+        assert_eq!(
+            data_files(&dir),
+            reference,
+            "-w {workers} differs from -w 1"
+        );
     }
 }
 

@@ -17,7 +17,11 @@ pub struct Triple {
 }
 
 impl Triple {
-    pub fn new(source: impl Into<String>, role: impl Into<String>, target: impl Into<String>) -> Self {
+    pub fn new(
+        source: impl Into<String>,
+        role: impl Into<String>,
+        target: impl Into<String>,
+    ) -> Self {
         Triple {
             source: source.into(),
             role: role.into(),

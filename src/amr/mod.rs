@@ -1,6 +1,10 @@
 //! AMR: PENMAN codec with surface alignments, Smatch, vgAMR grounding, meta-graph merging and
 //! event sampling. Plain functions over [`Graph`], usable without any dataflow.
 
+pub mod align;
+pub mod dot;
 pub mod graph;
+pub mod merge;
+pub mod sample;
 
 pub use graph::{Alignment, AlignmentFlavour, Graph, Triple};

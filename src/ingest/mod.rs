@@ -10,8 +10,8 @@
 
 use crate::error::Result;
 use crate::schema::{
-    AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, RejectedRow,
-    SampleRow, SceneGraphRow,
+    AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, RejectedRow, SampleRow,
+    SceneGraphRow,
 };
 
 /// Counts of one reader run.
@@ -114,7 +114,9 @@ pub mod visual_genome;
 use std::path::Path;
 
 /// The input formats `capflow ingest` understands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// Flickr30k Entities: `Sentences/<image>.txt` markup and `Annotations/<image>.xml` boxes.

@@ -1,0 +1,887 @@
+//! Meta-vgAMR: merge an image's caption vgAMRs into one graph (METHODS.md §1.3–1.4).
+//!
+//! The captions are merged pairwise in UPGMA order over `D = 1 - Smatch F` ([`merge_order`]);
+//! each pairwise merge ([`merge_pair`]) decides which node of graph 2 is the same concept as a
+//! node of graph 1, folds it into that node (keeping both labels as synonyms), and brings the
+//! rest of graph 2 over. Graph 1 is the larger graph by node count; its root stays the root.
+//!
+//! # Node rules
+//!
+//! Rules are tried in this order for every node pair (graph-1 node, graph-2 node) and the first
+//! that applies decides. `sim` is [`label_similarity`]: the best word similarity over the two
+//! nodes' synonym pairs, sense suffixes stripped, `-1` out of vocabulary.
+//!
+//! 0. `include-91` and `multi-sentence` nodes never merge.
+//! 1. `and`/`or` merge with a node of the same kind when either is its graph's root, else when
+//!    some pair of their entity neighbours within 2 hops has `sim >= 0.5`; they never merge with
+//!    anything else.
+//! 2. Both grounded. COCO: the same box list and a known class with `sim > 0.3`, or both unknown
+//!    with `sim > 0.5`. Flickr: the same phrase id and label, or as many boxes each with a
+//!    partner of IoU > 0.9 and `sim > 0.5`.
+//! 3. One grounded, the other not: no merge.
+//! 4. Identical labels (after stripping senses). Non-predicates merge (Flickr: unless an
+//!    adjective); predicates merge when they have no entity neighbours on one side or some
+//!    neighbour pair has `sim >= 0.5`.
+//! 5. `sim >= 0.7` (Flickr `>= 0.5`) and neither node's labels occur in the other graph: merge,
+//!    COCO with the neighbour check of rule 4, Flickr unless an adjective.
+//! 6. Predicates whose `:ARG0` children are the same meta node merge when their `:ARG1` children
+//!    are the same too and their `:ARG2` children are the same or `sim > 0.7`, or when `:ARG1`
+//!    or `:ARG2` is missing on one side and `sim > 0.8` (Flickr 0.3 / 0.31 / 0.32). "The same"
+//!    needs the correspondences of rules 1–5, so rule 6 runs as a second pass after them.
+//!
+//! With no common node, a `multi-sentence` root joins the two graphs (`:snt1`, `:snt2`; a graph
+//! 1 that already has a `multi-sentence` root gets the next `:sntN`). Grounded nodes with
+//! different box lists that share a box exactly (IoU 1) and have `sim > 0.34` are linked by
+//! `:subset` from the node with more boxes. Finally self-loops and directed cycles are removed.
+//!
+//! Where this differs from the reference code (`SamsungLabs/CIC-BART-SSA`, `ssa-*/ssa.py`) see
+//! `docs/decisions/ssa-reference-deviations.md`.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use crate::amr::align::{is_predicate, strip_sense, Grounding, ModifierLexicon, VgAmr};
+use crate::amr::graph::{Graph, Triple};
+use crate::error::{Error, Result};
+
+/// Separator of synonym labels in the reference's PENMAN output (`man#^#person`).
+pub const SYNONYM_SEPARATOR: &str = "#^#";
+
+/// Similarity of two words: `1 - min(1, cosine distance)` of their vectors, `-1` when either is
+/// out of vocabulary.
+pub trait WordSimilarity {
+    fn word_similarity(&self, a: &str, b: &str) -> f64;
+}
+
+/// A fixed table of word-pair similarities (symmetric; unknown pairs `-1`, a word with itself 1).
+///
+/// For worked examples, and for callers that computed similarities elsewhere.
+#[derive(Clone, Debug, Default)]
+pub struct SimilarityTable {
+    pairs: BTreeMap<(String, String), f64>,
+}
+
+impl SimilarityTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `sim(a, b) = sim(b, a) = value`.
+    pub fn with(mut self, a: &str, b: &str, value: f64) -> Self {
+        self.pairs.insert((a.to_string(), b.to_string()), value);
+        self.pairs.insert((b.to_string(), a.to_string()), value);
+        self
+    }
+}
+
+impl WordSimilarity for SimilarityTable {
+    fn word_similarity(&self, a: &str, b: &str) -> f64 {
+        if a == b {
+            return 1.0;
+        }
+        self.pairs
+            .get(&(a.to_string(), b.to_string()))
+            .copied()
+            .unwrap_or(-1.0)
+    }
+}
+
+/// Which dataset's rule set to merge with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleSet {
+    /// `ssa-coco/ssa.py`: COCO Entities class groundings.
+    #[default]
+    Coco,
+    /// `SSA-FLICKR/ssa.py`: Flickr30k Entities phrase-chain groundings.
+    Flickr,
+}
+
+impl RuleSet {
+    fn same_meaning_threshold(self) -> f64 {
+        match self {
+            RuleSet::Coco => 0.7,
+            RuleSet::Flickr => 0.5,
+        }
+    }
+
+    /// Thresholds of rule 6: different `:ARG2`, missing `:ARG2`, missing `:ARG1`.
+    fn predicate_thresholds(self) -> (f64, f64, f64) {
+        match self {
+            RuleSet::Coco => (0.7, 0.8, 0.8),
+            RuleSet::Flickr => (0.3, 0.31, 0.32),
+        }
+    }
+}
+
+/// Threshold of the neighbour checks (the reference's `glove_threshold`).
+const NEIGHBOUR_THRESHOLD: f64 = 0.5;
+/// Similarity a `:subset` pair needs.
+const SUBSET_THRESHOLD: f64 = 0.34;
+
+/// Where a meta node came from.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct NodeOrigin {
+    pub caption_id: String,
+    pub var: String,
+}
+
+/// A node of the meta graph.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct MetaNode {
+    /// Synonym labels, the first one from the earliest graph it came from.
+    pub labels: Vec<String>,
+    pub grounding: Option<Grounding>,
+    pub origins: Vec<NodeOrigin>,
+}
+
+impl MetaNode {
+    pub fn is_predicate(&self) -> bool {
+        self.labels.iter().any(|l| is_predicate(l))
+    }
+
+    fn has_label(&self, label: &str) -> bool {
+        self.labels.iter().any(|l| l == label)
+    }
+
+    /// The labels joined as the reference writes them (`man#^#person`).
+    pub fn joined_label(&self) -> String {
+        self.labels.join(SYNONYM_SEPARATOR)
+    }
+}
+
+/// An edge between two meta nodes (indices into [`MetaGraph::nodes`]), in PENMAN normal form.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct MetaEdge {
+    pub source: usize,
+    pub role: String,
+    pub target: usize,
+}
+
+/// A constant-valued attribute of a meta node (`:quant 2`, `:polarity -`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct MetaAttribute {
+    pub node: usize,
+    pub role: String,
+    pub value: String,
+}
+
+/// A merged graph: nodes with synonym lists, groundings and provenance.
+///
+/// Nodes are addressed by index; [`MetaGraph::var`] names node `i` `z<i>` in the PENMAN graph
+/// that [`MetaGraph::graph`] builds.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct MetaGraph {
+    pub nodes: Vec<MetaNode>,
+    pub edges: Vec<MetaEdge>,
+    pub attributes: Vec<MetaAttribute>,
+    pub root: usize,
+    /// The captions merged into this graph, in merge order.
+    pub captions: Vec<String>,
+}
+
+impl MetaGraph {
+    /// The meta graph of a single vgAMR.
+    pub fn from_vgamr(vg: &VgAmr) -> MetaGraph {
+        let vars = vg.graph.variables();
+        let index: BTreeMap<&str, usize> = vars.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+        let instances = vg.graph.instances();
+        let nodes = vars
+            .iter()
+            .map(|v| MetaNode {
+                labels: vec![instances.get(v).copied().unwrap_or_default().to_string()],
+                grounding: vg.node_groundings.get(*v).cloned(),
+                origins: vec![NodeOrigin {
+                    caption_id: vg.caption_id.clone(),
+                    var: v.to_string(),
+                }],
+            })
+            .collect();
+        let mut graph = MetaGraph {
+            nodes,
+            edges: Vec::new(),
+            attributes: Vec::new(),
+            root: index.get(vg.graph.top.as_str()).copied().unwrap_or(0),
+            captions: vec![vg.caption_id.clone()],
+        };
+        for t in &vg.graph.triples {
+            if t.is_instance() {
+                continue;
+            }
+            let Some(&source) = index.get(t.source.as_str()) else {
+                continue;
+            };
+            match index.get(t.target.as_str()) {
+                Some(&target) => graph.add_edge(source, &t.role, target),
+                None => graph.add_attribute(source, &t.role, &t.target),
+            }
+        }
+        graph
+    }
+
+    /// The PENMAN variable of node `i`.
+    pub fn var(&self, i: usize) -> String {
+        format!("z{i}")
+    }
+
+    /// The node index of a variable written by [`MetaGraph::var`].
+    pub fn index_of(&self, var: &str) -> Option<usize> {
+        let i: usize = var.strip_prefix('z')?.parse().ok()?;
+        (i < self.nodes.len()).then_some(i)
+    }
+
+    /// The meta graph as a PENMAN graph; synonym lists are written `a#^#b` as in the reference.
+    pub fn graph(&self) -> Graph {
+        let mut triples = Vec::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            triples.push(Triple::new(self.var(i), ":instance", node.joined_label()));
+            for a in self.attributes.iter().filter(|a| a.node == i) {
+                triples.push(Triple::new(self.var(i), a.role.clone(), a.value.clone()));
+            }
+            for e in self.edges.iter().filter(|e| e.source == i) {
+                triples.push(Triple::new(self.var(i), e.role.clone(), self.var(e.target)));
+            }
+        }
+        Graph {
+            top: if self.nodes.is_empty() {
+                String::new()
+            } else {
+                self.var(self.root)
+            },
+            triples,
+            metadata: vec![("snt-type".to_string(), "amr-merge".to_string())],
+            alignments: Vec::new(),
+        }
+    }
+
+    /// Adds an edge unless it is a self-loop or the two nodes are already linked by an edge in
+    /// the same direction (the reference keeps one role per ordered node pair).
+    fn add_edge(&mut self, source: usize, role: &str, target: usize) {
+        if source == target
+            || self
+                .edges
+                .iter()
+                .any(|e| e.source == source && e.target == target)
+        {
+            return;
+        }
+        self.edges.push(MetaEdge {
+            source,
+            role: role.to_string(),
+            target,
+        });
+    }
+
+    /// Adds an attribute unless the node already has one with that role.
+    fn add_attribute(&mut self, node: usize, role: &str, value: &str) {
+        if self
+            .attributes
+            .iter()
+            .any(|a| a.node == node && a.role == role)
+        {
+            return;
+        }
+        self.attributes.push(MetaAttribute {
+            node,
+            role: role.to_string(),
+            value: value.to_string(),
+        });
+    }
+
+    fn out_edges(&self, node: usize) -> impl Iterator<Item = &MetaEdge> {
+        self.edges.iter().filter(move |e| e.source == node)
+    }
+
+    /// Entity neighbours of a node within `depth` hops: its parents, and the `:ARGn` children of
+    /// predicates on the way, predicates and AMR constructs excluded (the reference's
+    /// `get_entity_parents`).
+    fn entity_neighbours(&self, node: usize, depth: usize) -> BTreeSet<usize> {
+        let mut frontier: BTreeSet<usize> = [node].into();
+        let mut found = BTreeSet::new();
+        for _ in 0..depth {
+            let mut next = BTreeSet::new();
+            for e in &self.edges {
+                if frontier.contains(&e.target) {
+                    next.insert(e.source);
+                }
+                if frontier.contains(&e.source)
+                    && e.role.starts_with(":ARG")
+                    && self.nodes[e.source].is_predicate()
+                {
+                    next.insert(e.target);
+                }
+            }
+            found.extend(next.iter().copied());
+            frontier = next;
+        }
+        found.remove(&node);
+        found
+            .into_iter()
+            .filter(|&n| {
+                let node = &self.nodes[n];
+                !node.is_predicate() && !node.labels.iter().any(|l| is_construct(l))
+            })
+            .collect()
+    }
+
+    /// Children by `:ARGn` role.
+    fn arg_children(&self, node: usize, role: &str) -> Vec<usize> {
+        self.out_edges(node)
+            .filter(|e| e.role == role)
+            .map(|e| e.target)
+            .collect()
+    }
+
+    fn labels(&self) -> HashSet<&str> {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.labels.iter().map(String::as_str))
+            .collect()
+    }
+}
+
+fn is_construct(label: &str) -> bool {
+    matches!(label, "and" | "or" | "multi-sentence" | "include-91")
+}
+
+fn is_coordination(node: &MetaNode) -> Option<&'static str> {
+    if node.has_label("and") {
+        Some("and")
+    } else if node.has_label("or") {
+        Some("or")
+    } else {
+        None
+    }
+}
+
+/// Best similarity over the label pairs of two nodes: 1 for labels equal once their sense
+/// suffixes are stripped, else the word similarity of the stripped labels; `and`, `or` and
+/// `multi-sentence` labels are skipped; `-1` when nothing compares.
+pub fn label_similarity(a: &[String], b: &[String], sim: &dyn WordSimilarity) -> f64 {
+    let mut best = -1.0f64;
+    for la in a {
+        for lb in b {
+            if is_construct(la) || is_construct(lb) {
+                continue;
+            }
+            let (sa, sb) = (strip_sense(la), strip_sense(lb));
+            let s = if sa == sb {
+                1.0
+            } else {
+                sim.word_similarity(sa, sb)
+            };
+            best = best.max(s);
+        }
+    }
+    best
+}
+
+/// What the merge rules need besides the two graphs.
+pub struct MergeContext<'a> {
+    pub rules: RuleSet,
+    pub similarity: &'a dyn WordSimilarity,
+    pub lexicon: &'a ModifierLexicon,
+}
+
+impl MergeContext<'_> {
+    fn sim(&self, a: &MetaNode, b: &MetaNode) -> f64 {
+        label_similarity(&a.labels, &b.labels, self.similarity)
+    }
+
+    fn is_adjective(&self, node: &MetaNode) -> bool {
+        !node.is_predicate() && node.labels.iter().any(|l| self.lexicon.is_modifier(l))
+    }
+}
+
+/// One step of the merge order: merge the clusters `left` and `right` into cluster `N + step`.
+/// Ids below N are captions (positions in the input), ids from N on are earlier merges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct MergeStep {
+    pub left: usize,
+    pub right: usize,
+}
+
+/// The distance matrix `D = 1 - F`, rounded to 4 decimals as the reference does, from a
+/// pairwise Smatch F function. The diagonal is 0.
+pub fn smatch_distances(
+    graphs: &[&Graph],
+    f_score: &dyn Fn(&Graph, &Graph) -> f64,
+) -> Vec<Vec<f64>> {
+    let n = graphs.len();
+    let mut d = vec![vec![0.0; n]; n];
+    for i in 0..n {
+        for j in (i + 1)..n {
+            let f = f_score(graphs[i], graphs[j]);
+            let f = if f.is_finite() {
+                f.clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            let v = ((1.0 - f) * 10_000.0).round() / 10_000.0;
+            d[i][j] = v;
+            d[j][i] = v;
+        }
+    }
+    d
+}
+
+/// Checks a merge order against the number of captions: N-1 steps, each id either a caption or
+/// an earlier merge, every cluster used once.
+pub fn validate_order(n: usize, steps: &[MergeStep]) -> Result<()> {
+    if n == 0 {
+        return if steps.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::invalid(
+                "merge order",
+                "steps given for zero captions",
+            ))
+        };
+    }
+    if steps.len() != n - 1 {
+        return Err(Error::invalid(
+            "merge order",
+            format!(
+                "{} captions need {} merge steps, got {}",
+                n,
+                n - 1,
+                steps.len()
+            ),
+        ));
+    }
+    let mut used = vec![false; 2 * n - 1];
+    for (k, s) in steps.iter().enumerate() {
+        for id in [s.left, s.right] {
+            if id >= n + k || used[id] || s.left == s.right {
+                return Err(Error::invalid(
+                    "merge order",
+                    format!("step {k} merges cluster {id}, which is not available then"),
+                ));
+            }
+            used[id] = true;
+        }
+    }
+    Ok(())
+}
+
+/// Merges an image's vgAMRs following `steps` (from [`merge_order`]); returns the meta graph
+/// (the last merge) or, for one caption, that caption's graph.
+pub fn merge_in_order(
+    vgamrs: &[VgAmr],
+    steps: &[MergeStep],
+    ctx: &MergeContext,
+) -> Result<MetaGraph> {
+    validate_order(vgamrs.len(), steps)?;
+    let mut clusters: Vec<Option<MetaGraph>> = vgamrs
+        .iter()
+        .map(|v| Some(MetaGraph::from_vgamr(v)))
+        .collect();
+    for step in steps {
+        let (a, b) = match (
+            clusters.get_mut(step.left).and_then(Option::take),
+            clusters.get_mut(step.right).and_then(Option::take),
+        ) {
+            (Some(a), Some(b)) => (a, b),
+            _ => return Err(Error::invalid("merge order", "a cluster was used twice")),
+        };
+        // The larger graph by node count is graph 1 (ties: the left cluster).
+        let merged = if a.nodes.len() >= b.nodes.len() {
+            merge_pair(&a, &b, ctx)
+        } else {
+            merge_pair(&b, &a, ctx)
+        };
+        clusters.push(Some(merged));
+    }
+    clusters
+        .pop()
+        .flatten()
+        .ok_or_else(|| Error::invalid("merge order", "no captions to merge"))
+}
+
+/// Merges graph 2 into graph 1.
+pub fn merge_pair(g1: &MetaGraph, g2: &MetaGraph, ctx: &MergeContext) -> MetaGraph {
+    if g2.nodes.is_empty() {
+        return g1.clone();
+    }
+    if g1.nodes.is_empty() {
+        return g2.clone();
+    }
+    // node of graph 2 -> node of graph 1 it folds into
+    let mut matched: BTreeMap<usize, usize> = BTreeMap::new();
+    let labels1 = g1.labels();
+    let labels2 = g2.labels();
+    for (i, n1) in g1.nodes.iter().enumerate() {
+        for (j, n2) in g2.nodes.iter().enumerate() {
+            if matched.contains_key(&j) {
+                continue;
+            }
+            if first_pass_rule(g1, i, n1, g2, j, n2, &labels1, &labels2, ctx) {
+                matched.insert(j, i);
+            }
+        }
+    }
+    // Rule 6 needs to know which children correspond, so it runs after rules 1-5.
+    let first_pass = matched.clone();
+    for (i, n1) in g1.nodes.iter().enumerate() {
+        if !n1.is_predicate() || n1.has_label("include-91") {
+            continue;
+        }
+        for (j, n2) in g2.nodes.iter().enumerate() {
+            if matched.contains_key(&j) || !n2.is_predicate() || n2.has_label("include-91") {
+                continue;
+            }
+            if same_argument_structure(g1, i, g2, j, &first_pass, ctx) {
+                matched.insert(j, i);
+            }
+        }
+    }
+    combine(g1, g2, &matched, ctx)
+}
+
+/// Rules 0–5 for one node pair.
+#[allow(clippy::too_many_arguments)]
+fn first_pass_rule(
+    g1: &MetaGraph,
+    i: usize,
+    n1: &MetaNode,
+    g2: &MetaGraph,
+    j: usize,
+    n2: &MetaNode,
+    labels1: &HashSet<&str>,
+    labels2: &HashSet<&str>,
+    ctx: &MergeContext,
+) -> bool {
+    // Rule 0.
+    for never in ["include-91", "multi-sentence"] {
+        if n1.has_label(never) || n2.has_label(never) {
+            return false;
+        }
+    }
+    // Rule 1.
+    match (is_coordination(n1), is_coordination(n2)) {
+        (Some(k1), Some(k2)) if k1 == k2 => {
+            if g1.root == i || g2.root == j {
+                return true;
+            }
+            return neighbours_similar(g1, i, g2, j, 2, ctx).unwrap_or(false);
+        }
+        (None, None) => {}
+        _ => return false,
+    }
+    let sim = ctx.sim(n1, n2);
+    // Rules 2 and 3.
+    match (&n1.grounding, &n2.grounding) {
+        (Some(a), Some(b)) => return grounded_rule(a, b, n1, n2, sim, ctx),
+        (Some(_), None) | (None, Some(_)) => return false,
+        (None, None) => {}
+    }
+    // Rule 4.
+    let identical = n1.labels.iter().any(|a| {
+        n2.labels
+            .iter()
+            .any(|b| strip_sense(a) == strip_sense(b) && !is_construct(a))
+    });
+    if identical {
+        if n1.is_predicate() && n2.is_predicate() {
+            return neighbours_similar(g1, i, g2, j, 1, ctx).unwrap_or(true);
+        }
+        return !(ctx.rules == RuleSet::Flickr && ctx.is_adjective(n1));
+    }
+    // Rule 5.
+    if sim >= ctx.rules.same_meaning_threshold() {
+        let elsewhere = n2.labels.iter().any(|l| labels1.contains(l.as_str()))
+            || n1.labels.iter().any(|l| labels2.contains(l.as_str()));
+        if !elsewhere {
+            return match ctx.rules {
+                RuleSet::Coco => neighbours_similar(g1, i, g2, j, 1, ctx).unwrap_or(true),
+                RuleSet::Flickr => !ctx.is_adjective(n1),
+            };
+        }
+    }
+    false
+}
+
+fn grounded_rule(
+    a: &Grounding,
+    b: &Grounding,
+    n1: &MetaNode,
+    n2: &MetaNode,
+    sim: f64,
+    ctx: &MergeContext,
+) -> bool {
+    match ctx.rules {
+        RuleSet::Coco => {
+            if a.unknown && b.unknown {
+                sim > 0.5
+            } else if !a.unknown && !b.unknown && a.boxes == b.boxes {
+                sim > 0.3
+            } else {
+                false
+            }
+        }
+        RuleSet::Flickr => {
+            if a.phrase_id == b.phrase_id {
+                n1.labels.iter().any(|l| n2.has_label(l))
+            } else if !a.unknown
+                && !b.unknown
+                && a.boxes.len() == b.boxes.len()
+                && !a.boxes.is_empty()
+            {
+                let overlapping = a
+                    .boxes
+                    .iter()
+                    .flat_map(|x| b.boxes.iter().map(move |y| x.iou(y)))
+                    .filter(|&iou| iou > 0.9)
+                    .count();
+                overlapping >= a.boxes.len() && sim > 0.5
+            } else {
+                false
+            }
+        }
+    }
+}
+
+/// `None` when one of the nodes has no entity neighbours, else whether some neighbour pair is
+/// similar (`sim >= 0.5`) without one neighbour just repeating the other node's label.
+fn neighbours_similar(
+    g1: &MetaGraph,
+    i: usize,
+    g2: &MetaGraph,
+    j: usize,
+    depth: usize,
+    ctx: &MergeContext,
+) -> Option<bool> {
+    let p1 = g1.entity_neighbours(i, depth);
+    let p2 = g2.entity_neighbours(j, depth);
+    if p1.is_empty() || p2.is_empty() {
+        return None;
+    }
+    let (n1, n2) = (&g1.nodes[i], &g2.nodes[j]);
+    let repeats = |neighbour: &MetaNode, other: &MetaNode| {
+        other
+            .labels
+            .iter()
+            .any(|l| neighbour.joined_label().contains(l.as_str()))
+    };
+    Some(p1.iter().any(|&a| {
+        p2.iter().any(|&b| {
+            let (pa, pb) = (&g1.nodes[a], &g2.nodes[b]);
+            ctx.sim(pa, pb) >= NEIGHBOUR_THRESHOLD && !repeats(pa, n2) && !repeats(pb, n1)
+        })
+    }))
+}
+
+/// Rule 6.
+fn same_argument_structure(
+    g1: &MetaGraph,
+    i: usize,
+    g2: &MetaGraph,
+    j: usize,
+    correspondence: &BTreeMap<usize, usize>,
+    ctx: &MergeContext,
+) -> bool {
+    // Whether the two predicates' `role` children include a corresponding pair; `None` when
+    // one of them has no such child.
+    let same = |role: &str| -> Option<bool> {
+        let c1 = g1.arg_children(i, role);
+        let c2 = g2.arg_children(j, role);
+        if c1.is_empty() || c2.is_empty() {
+            return None;
+        }
+        Some(
+            c2.iter()
+                .any(|b| correspondence.get(b).is_some_and(|a| c1.contains(a))),
+        )
+    };
+    let sim = ctx.sim(&g1.nodes[i], &g2.nodes[j]);
+    let (different_arg2, missing_arg2, missing_arg1) = ctx.rules.predicate_thresholds();
+    if same(":ARG0") != Some(true) {
+        return false;
+    }
+    match same(":ARG1") {
+        Some(true) => match same(":ARG2") {
+            Some(true) => true,
+            Some(false) => sim > different_arg2,
+            None => sim > missing_arg2,
+        },
+        Some(false) => false,
+        None => sim > missing_arg1,
+    }
+}
+
+/// Builds the merged graph from graph 1, graph 2 and the node correspondence.
+fn combine(
+    g1: &MetaGraph,
+    g2: &MetaGraph,
+    matched: &BTreeMap<usize, usize>,
+    ctx: &MergeContext,
+) -> MetaGraph {
+    let mut out = MetaGraph {
+        nodes: g1.nodes.clone(),
+        edges: Vec::new(),
+        attributes: Vec::new(),
+        root: g1.root,
+        captions: g1.captions.iter().chain(&g2.captions).cloned().collect(),
+    };
+    let mut map2 = vec![0usize; g2.nodes.len()];
+    for (j, n2) in g2.nodes.iter().enumerate() {
+        match matched.get(&j) {
+            Some(&i) => {
+                let target = &mut out.nodes[i];
+                for l in &n2.labels {
+                    if !target.has_label(l) {
+                        target.labels.push(l.clone());
+                    }
+                }
+                target.origins.extend(n2.origins.iter().cloned());
+                if target.grounding.is_none() {
+                    target.grounding = n2.grounding.clone();
+                }
+                map2[j] = i;
+            }
+            None => {
+                map2[j] = out.nodes.len();
+                out.nodes.push(n2.clone());
+            }
+        }
+    }
+    for e in &g1.edges {
+        out.add_edge(e.source, &e.role, e.target);
+    }
+    for e in &g2.edges {
+        out.add_edge(map2[e.source], &e.role, map2[e.target]);
+    }
+    for a in &g1.attributes {
+        out.add_attribute(a.node, &a.role, &a.value);
+    }
+    for a in &g2.attributes {
+        out.add_attribute(map2[a.node], &a.role, &a.value);
+    }
+    if matched.is_empty() {
+        join_with_multi_sentence(&mut out, g1.root, map2[g2.root.min(g2.nodes.len() - 1)]);
+    }
+    add_subset_edges(&mut out, ctx);
+    remove_cycles(&mut out);
+    out
+}
+
+/// Joins two disjoint graphs under a `multi-sentence` root.
+fn join_with_multi_sentence(g: &mut MetaGraph, root1: usize, root2: usize) {
+    if g.nodes[root1].has_label("multi-sentence") {
+        let next = g
+            .out_edges(root1)
+            .filter_map(|e| {
+                e.role
+                    .strip_prefix(":snt")
+                    .and_then(|k| k.parse::<usize>().ok())
+            })
+            .max()
+            .unwrap_or(0)
+            + 1;
+        g.add_edge(root1, &format!(":snt{next}"), root2);
+        return;
+    }
+    let root = g.nodes.len();
+    g.nodes.push(MetaNode {
+        labels: vec!["multi-sentence".to_string()],
+        grounding: None,
+        origins: Vec::new(),
+    });
+    g.add_edge(root, ":snt1", root1);
+    g.add_edge(root, ":snt2", root2);
+    g.root = root;
+}
+
+/// `:subset` edges between grounded nodes whose box lists differ but share a box exactly.
+pub fn add_subset_edges(g: &mut MetaGraph, ctx: &MergeContext) {
+    let n = g.nodes.len();
+    let mut new_edges = Vec::new();
+    for a in 0..n {
+        for b in 0..n {
+            if a == b {
+                continue;
+            }
+            let (Some(ga), Some(gb)) = (&g.nodes[a].grounding, &g.nodes[b].grounding) else {
+                continue;
+            };
+            if ga.unknown || gb.unknown || ga.boxes == gb.boxes || ga.boxes.len() <= gb.boxes.len()
+            {
+                continue;
+            }
+            let shares_box = ga
+                .boxes
+                .iter()
+                .any(|x| gb.boxes.iter().any(|y| x == y || x.iou(y) >= 1.0));
+            if shares_box && ctx.sim(&g.nodes[a], &g.nodes[b]) > SUBSET_THRESHOLD {
+                new_edges.push((a, b));
+            }
+        }
+    }
+    for (a, b) in new_edges {
+        let linked = g
+            .edges
+            .iter()
+            .any(|e| (e.source == a && e.target == b) || (e.source == b && e.target == a));
+        if !linked {
+            g.add_edge(a, ":subset", b);
+        }
+    }
+}
+
+/// Removes self-loops and the edges that close directed cycles: a depth-first search from the
+/// root (then from every node not yet reached, in index order) drops every edge that points
+/// back into the current search path.
+pub fn remove_cycles(g: &mut MetaGraph) {
+    g.edges
+        .retain(|e| e.source != e.target && e.source < g.nodes.len() && e.target < g.nodes.len());
+    let n = g.nodes.len();
+    if n == 0 {
+        return;
+    }
+    let mut adjacency: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (k, e) in g.edges.iter().enumerate() {
+        adjacency[e.source].push(k);
+    }
+    #[derive(Clone, Copy, PartialEq)]
+    enum State {
+        New,
+        OnPath,
+        Done,
+    }
+    let mut state = vec![State::New; n];
+    let mut back_edges = BTreeSet::new();
+    let starts = std::iter::once(g.root.min(n - 1)).chain(0..n);
+    for start in starts {
+        if state[start] != State::New {
+            continue;
+        }
+        // Iterative DFS: (node, next edge position).
+        let mut stack = vec![(start, 0usize)];
+        state[start] = State::OnPath;
+        while let Some(top) = stack.last_mut() {
+            let (node, pos) = *top;
+            if let Some(&k) = adjacency[node].get(pos) {
+                top.1 += 1;
+                let target = g.edges[k].target;
+                match state[target] {
+                    State::New => {
+                        state[target] = State::OnPath;
+                        stack.push((target, 0));
+                    }
+                    State::OnPath => {
+                        back_edges.insert(k);
+                    }
+                    State::Done => {}
+                }
+            } else {
+                state[node] = State::Done;
+                stack.pop();
+            }
+        }
+    }
+    let mut k = 0;
+    g.edges.retain(|_| {
+        let keep = !back_edges.contains(&k);
+        k += 1;
+        keep
+    });
+}

@@ -885,3 +885,564 @@ pub fn remove_cycles(g: &mut MetaGraph) {
         keep
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::BoxXyxy;
+
+    /// A vgAMR from `(var, concept)` nodes (the first is the top), edges and groundings.
+    fn vg(
+        caption: &str,
+        nodes: &[(&str, &str)],
+        edges: &[(&str, &str, &str)],
+        grounded: &[(&str, Grounding)],
+    ) -> VgAmr {
+        let mut triples: Vec<Triple> = nodes
+            .iter()
+            .map(|(v, c)| Triple::new(*v, ":instance", *c))
+            .collect();
+        triples.extend(edges.iter().map(|(s, r, t)| Triple::new(*s, *r, *t)));
+        VgAmr {
+            caption_id: caption.to_string(),
+            graph: Graph {
+                top: nodes[0].0.to_string(),
+                triples,
+                metadata: vec![],
+                alignments: vec![],
+            },
+            node_groundings: grounded
+                .iter()
+                .map(|(v, g)| (v.to_string(), g.clone()))
+                .collect(),
+        }
+    }
+
+    fn boxed(id: &str, boxes: &[BoxXyxy]) -> Grounding {
+        Grounding {
+            phrase_id: id.into(),
+            label: id.into(),
+            boxes: boxes.to_vec(),
+            unknown: false,
+        }
+    }
+
+    fn unknown() -> Grounding {
+        Grounding {
+            phrase_id: "_".into(),
+            label: "_".into(),
+            boxes: vec![],
+            unknown: true,
+        }
+    }
+
+    const A: BoxXyxy = BoxXyxy {
+        x1: 0.0,
+        y1: 0.0,
+        x2: 10.0,
+        y2: 10.0,
+    };
+    const B: BoxXyxy = BoxXyxy {
+        x1: 20.0,
+        y1: 20.0,
+        x2: 40.0,
+        y2: 40.0,
+    };
+
+    /// Merges two vgAMRs and returns the merged node pairs as `var1+var2`.
+    fn merge_with(
+        rules: RuleSet,
+        sim: &SimilarityTable,
+        a: &VgAmr,
+        b: &VgAmr,
+    ) -> (MetaGraph, BTreeSet<String>) {
+        let lexicon = ModifierLexicon::wordnet();
+        let ctx = MergeContext {
+            rules,
+            similarity: sim,
+            lexicon,
+        };
+        let meta = merge_pair(&MetaGraph::from_vgamr(a), &MetaGraph::from_vgamr(b), &ctx);
+        let pairs = meta
+            .nodes
+            .iter()
+            .filter(|n| n.origins.len() > 1)
+            .map(|n| {
+                n.origins
+                    .iter()
+                    .map(|o| o.var.as_str())
+                    .collect::<Vec<_>>()
+                    .join("+")
+            })
+            .collect();
+        (meta, pairs)
+    }
+
+    fn merged(a: &VgAmr, b: &VgAmr, sim: &SimilarityTable) -> BTreeSet<String> {
+        merge_with(RuleSet::Coco, sim, a, b).1
+    }
+
+    fn set(items: &[&str]) -> BTreeSet<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn coordination(parent2: &str) -> (VgAmr, VgAmr) {
+        let a = vg(
+            "c1",
+            &[
+                ("s", "sit-01"),
+                ("a", "and"),
+                ("m", "man"),
+                ("w", "woman"),
+                ("d", "dock"),
+            ],
+            &[
+                ("s", ":ARG0", "a"),
+                ("a", ":op1", "m"),
+                ("a", ":op2", "w"),
+                ("s", ":ARG1", "d"),
+            ],
+            &[],
+        );
+        let b = vg(
+            "c2",
+            &[
+                ("t", "stand-01"),
+                ("x", "and"),
+                ("y", "boy"),
+                ("z", "girl"),
+                ("p", parent2),
+            ],
+            &[
+                ("t", ":ARG0", "x"),
+                ("x", ":op1", "y"),
+                ("x", ":op2", "z"),
+                ("t", ":ARG1", "p"),
+            ],
+            &[],
+        );
+        (a, b)
+    }
+
+    #[test]
+    fn rule1_and_nodes_merge_when_two_hop_neighbours_are_similar() {
+        let (a, b) = coordination("pier");
+        let sim = SimilarityTable::new().with("dock", "pier", 0.6);
+        assert_eq!(merged(&a, &b, &sim), set(&["a+x"]));
+    }
+
+    #[test]
+    fn rule1_and_nodes_stay_apart_when_neighbours_differ() {
+        let (a, b) = coordination("pier");
+        let sim = SimilarityTable::new().with("dock", "pier", 0.2);
+        assert!(merged(&a, &b, &sim).is_empty());
+    }
+
+    #[test]
+    fn rule1_and_roots_merge_and_never_merge_with_other_nodes() {
+        let a = vg(
+            "c1",
+            &[("a", "and"), ("m", "man"), ("w", "woman")],
+            &[("a", ":op1", "m"), ("a", ":op2", "w")],
+            &[],
+        );
+        let b = vg(
+            "c2",
+            &[("x", "and"), ("d", "dog")],
+            &[("x", ":op1", "d")],
+            &[],
+        );
+        let sim = SimilarityTable::new();
+        assert_eq!(merged(&a, &b, &sim), set(&["a+x"]));
+        // `and` vs `or`: different constructs never merge.
+        let c = vg(
+            "c3",
+            &[("x", "or"), ("d", "dog")],
+            &[("x", ":op1", "d")],
+            &[],
+        );
+        assert!(merged(&a, &c, &sim).is_empty());
+    }
+
+    #[test]
+    fn rule2_coco_grounded_nodes_merge_on_same_boxes() {
+        let a = vg("c1", &[("m", "man")], &[], &[("m", boxed("person", &[A]))]);
+        let b = vg(
+            "c2",
+            &[("p", "person")],
+            &[],
+            &[("p", boxed("person", &[A]))],
+        );
+        let close = SimilarityTable::new().with("man", "person", 0.4);
+        assert_eq!(merged(&a, &b, &close), set(&["m+p"]));
+        let far = SimilarityTable::new().with("man", "person", 0.25);
+        assert!(merged(&a, &b, &far).is_empty());
+        // Different boxes: no merge even with the same label.
+        let c = vg("c3", &[("m", "man")], &[], &[("m", boxed("person", &[B]))]);
+        assert!(merged(&a, &c, &close).is_empty());
+    }
+
+    #[test]
+    fn rule2_coco_unknown_groundings_need_higher_similarity() {
+        let a = vg("c1", &[("g", "grass")], &[], &[("g", unknown())]);
+        let b = vg("c2", &[("l", "lawn")], &[], &[("l", unknown())]);
+        let close = SimilarityTable::new().with("grass", "lawn", 0.55);
+        assert_eq!(merged(&a, &b, &close), set(&["g+l"]));
+        let middling = SimilarityTable::new().with("grass", "lawn", 0.45);
+        assert!(merged(&a, &b, &middling).is_empty());
+    }
+
+    #[test]
+    fn rule2_flickr_same_phrase_needs_same_label_or_matching_boxes() {
+        let a = vg("c1", &[("m", "man")], &[], &[("m", boxed("7", &[A]))]);
+        let same = vg("c2", &[("m", "man")], &[], &[("m", boxed("7", &[A]))]);
+        let other_label = vg("c2", &[("p", "person")], &[], &[("p", boxed("7", &[A]))]);
+        let sim = SimilarityTable::new().with("man", "person", 0.9);
+        assert_eq!(
+            merge_with(RuleSet::Flickr, &sim, &a, &same).1,
+            set(&["m+m"])
+        );
+        assert!(merge_with(RuleSet::Flickr, &sim, &a, &other_label)
+            .1
+            .is_empty());
+        // Another chain with overlapping boxes (IoU > 0.9) and similar labels merges.
+        let a2 = BoxXyxy::new(0.0, 0.0, 10.0, 10.2);
+        let other_chain = vg("c3", &[("p", "person")], &[], &[("p", boxed("8", &[a2]))]);
+        assert_eq!(
+            merge_with(RuleSet::Flickr, &sim, &a, &other_chain).1,
+            set(&["m+p"])
+        );
+        let far_box = vg("c3", &[("p", "person")], &[], &[("p", boxed("8", &[B]))]);
+        assert!(merge_with(RuleSet::Flickr, &sim, &a, &far_box).1.is_empty());
+    }
+
+    #[test]
+    fn rule3_grounded_never_merges_with_ungrounded() {
+        let a = vg("c1", &[("b", "boat")], &[], &[("b", boxed("boat", &[A]))]);
+        let b = vg("c2", &[("b", "boat")], &[], &[]);
+        assert!(merged(&a, &b, &SimilarityTable::new()).is_empty());
+    }
+
+    #[test]
+    fn rule4_identical_labels() {
+        // Non-predicates with the same label merge.
+        let a = vg("c1", &[("w", "white")], &[], &[]);
+        let b = vg("c2", &[("v", "white")], &[], &[]);
+        assert_eq!(merged(&a, &b, &SimilarityTable::new()), set(&["w+v"]));
+        // Predicates need similar entity neighbours (or none on one side).
+        let sit = |c: &str, thing: &str| {
+            vg(
+                c,
+                &[("s", "sit-01"), ("x", thing)],
+                &[("s", ":ARG1", "x")],
+                &[],
+            )
+        };
+        let sim = SimilarityTable::new()
+            .with("dock", "pier", 0.6)
+            .with("dock", "sofa", 0.1);
+        assert_eq!(
+            merged(&sit("c1", "dock"), &sit("c2", "pier"), &sim),
+            set(&["s+s"])
+        );
+        assert!(merged(&sit("c1", "dock"), &sit("c2", "sofa"), &sim).is_empty());
+        let bare = vg("c3", &[("s", "sit-01")], &[], &[]);
+        assert_eq!(merged(&sit("c1", "dock"), &bare, &sim), set(&["s+s"]));
+    }
+
+    #[test]
+    fn rule4_flickr_never_merges_adjectives() {
+        let a = vg("c1", &[("y", "young")], &[], &[]);
+        let b = vg("c2", &[("y", "young")], &[], &[]);
+        let sim = SimilarityTable::new();
+        assert_eq!(merge_with(RuleSet::Coco, &sim, &a, &b).1, set(&["y+y"]));
+        assert!(merge_with(RuleSet::Flickr, &sim, &a, &b).1.is_empty());
+    }
+
+    #[test]
+    fn rule5_similar_labels_absent_from_the_other_graph() {
+        let a = vg(
+            "c1",
+            &[("b", "boat"), ("l", "large")],
+            &[("b", ":mod", "l")],
+            &[],
+        );
+        let b = vg(
+            "c2",
+            &[("s", "ship"), ("g", "big")],
+            &[("s", ":mod", "g")],
+            &[],
+        );
+        let sim = SimilarityTable::new()
+            .with("boat", "ship", 0.8)
+            .with("large", "big", 0.9);
+        assert_eq!(merged(&a, &b, &sim), set(&["b+s", "l+g"]));
+        // Below 0.7 COCO keeps them apart; Flickr's threshold is 0.5.
+        let weaker = SimilarityTable::new().with("boat", "ship", 0.6);
+        let a1 = vg("c1", &[("b", "boat")], &[], &[]);
+        let b1 = vg("c2", &[("s", "ship")], &[], &[]);
+        assert!(merged(&a1, &b1, &weaker).is_empty());
+        assert_eq!(
+            merge_with(RuleSet::Flickr, &weaker, &a1, &b1).1,
+            set(&["b+s"])
+        );
+        // A label that also occurs in the other graph blocks the merge.
+        let b2 = vg(
+            "c2",
+            &[("s", "ship"), ("o", "boat")],
+            &[("s", ":part", "o")],
+            &[],
+        );
+        let merged_pairs = merged(&a1, &b2, &sim);
+        assert_eq!(merged_pairs, set(&["b+o"]));
+    }
+
+    #[test]
+    fn rule6_predicates_with_the_same_arguments() {
+        let ride = |c: &str, pred: &str, arg1: &str| {
+            vg(
+                c,
+                &[("r", pred), ("m", "man"), ("h", arg1), ("f", "field")],
+                &[
+                    ("r", ":ARG0", "m"),
+                    ("r", ":ARG1", "h"),
+                    ("r", ":ARG2", "f"),
+                ],
+                &[],
+            )
+        };
+        let sim = SimilarityTable::new();
+        // ride-01 and mount-01 are out of vocabulary, but their ARG0/1/2 children merged.
+        assert_eq!(
+            merged(
+                &ride("c1", "ride-01", "horse"),
+                &ride("c2", "mount-01", "horse"),
+                &sim
+            ),
+            set(&["m+m", "h+h", "f+f", "r+r"])
+        );
+        // A different ARG1 keeps the predicates apart.
+        assert_eq!(
+            merged(
+                &ride("c1", "ride-01", "horse"),
+                &ride("c2", "mount-01", "bike"),
+                &sim
+            ),
+            set(&["m+m", "f+f"])
+        );
+    }
+
+    #[test]
+    fn rule6_different_arg2_thresholds_per_rule_set() {
+        let pred = |c: &str, p: &str, arg2: &str| {
+            vg(
+                c,
+                &[("r", p), ("m", "man"), ("h", "horse"), ("f", arg2)],
+                &[
+                    ("r", ":ARG0", "m"),
+                    ("r", ":ARG1", "h"),
+                    ("r", ":ARG2", "f"),
+                ],
+                &[],
+            )
+        };
+        let sim = SimilarityTable::new().with("ride", "mount", 0.35);
+        let (a, b) = (
+            pred("c1", "ride-01", "field"),
+            pred("c2", "mount-01", "beach"),
+        );
+        assert!(!merged(&a, &b, &sim).contains("r+r"));
+        assert!(merge_with(RuleSet::Flickr, &sim, &a, &b).1.contains("r+r"));
+    }
+
+    #[test]
+    fn rule0_include_91_never_merges() {
+        let a = vg("c1", &[("i", "include-91")], &[], &[]);
+        let b = vg("c2", &[("i", "include-91")], &[], &[]);
+        assert!(merged(&a, &b, &SimilarityTable::new()).is_empty());
+    }
+
+    #[test]
+    fn disjoint_graphs_get_a_multi_sentence_root() {
+        let a = vg(
+            "c1",
+            &[("b", "boat"), ("w", "white")],
+            &[("b", ":mod", "w")],
+            &[],
+        );
+        let b = vg("c2", &[("h", "house")], &[], &[]);
+        let sim = SimilarityTable::new();
+        let (meta, pairs) = merge_with(RuleSet::Coco, &sim, &a, &b);
+        assert!(pairs.is_empty());
+        assert_eq!(
+            meta.nodes[meta.root].labels,
+            vec!["multi-sentence".to_string()]
+        );
+        let roles: BTreeSet<(String, String)> = meta
+            .edges
+            .iter()
+            .filter(|e| e.source == meta.root)
+            .map(|e| (e.role.clone(), meta.nodes[e.target].labels[0].clone()))
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                (":snt1".to_string(), "boat".to_string()),
+                (":snt2".to_string(), "house".to_string())
+            ]
+            .into()
+        );
+        // A third disjoint graph becomes :snt3 of the same root.
+        let c = vg("c3", &[("d", "dog")], &[], &[]);
+        let ctx = MergeContext {
+            rules: RuleSet::Coco,
+            similarity: &sim,
+            lexicon: ModifierLexicon::wordnet(),
+        };
+        let meta3 = merge_pair(&meta, &MetaGraph::from_vgamr(&c), &ctx);
+        assert_eq!(meta3.nodes.len(), 5);
+        assert!(meta3.edges.iter().any(|e| e.source == meta3.root
+            && e.role == ":snt3"
+            && meta3.nodes[e.target].labels[0] == "dog"));
+    }
+
+    #[test]
+    fn subset_edge_from_the_node_with_more_boxes() {
+        let a = vg(
+            "c1",
+            &[("p", "people")],
+            &[],
+            &[("p", boxed("people", &[A, B]))],
+        );
+        let b = vg("c2", &[("m", "man")], &[], &[("m", boxed("man", &[A]))]);
+        let close = SimilarityTable::new().with("people", "man", 0.5);
+        let (meta, _) = merge_with(RuleSet::Coco, &close, &a, &b);
+        let subset: Vec<(String, String)> = meta
+            .edges
+            .iter()
+            .filter(|e| e.role == ":subset")
+            .map(|e| {
+                (
+                    meta.nodes[e.source].labels[0].clone(),
+                    meta.nodes[e.target].labels[0].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(subset, vec![("people".to_string(), "man".to_string())]);
+        let far = SimilarityTable::new().with("people", "man", 0.3);
+        let (meta, _) = merge_with(RuleSet::Coco, &far, &a, &b);
+        assert!(meta.edges.iter().all(|e| e.role != ":subset"));
+    }
+
+    #[test]
+    fn cycles_from_merging_are_removed() {
+        // Caption 1: the man holds the dog; caption 2: the dog follows the man.
+        let a = vg(
+            "c1",
+            &[("m", "man"), ("d", "dog")],
+            &[("m", ":poss", "d")],
+            &[],
+        );
+        let b = vg(
+            "c2",
+            &[("d", "dog"), ("m", "man")],
+            &[("d", ":accompanier", "m")],
+            &[],
+        );
+        let (meta, pairs) = merge_with(RuleSet::Coco, &SimilarityTable::new(), &a, &b);
+        assert_eq!(pairs, set(&["m+m", "d+d"]));
+        assert_eq!(meta.edges.len(), 1);
+        assert_eq!(meta.edges[0].role, ":poss");
+    }
+
+    #[test]
+    fn remove_cycles_drops_back_edges_and_self_loops() {
+        let node = |l: &str| MetaNode {
+            labels: vec![l.into()],
+            grounding: None,
+            origins: vec![],
+        };
+        let edge = |s, r: &str, t| MetaEdge {
+            source: s,
+            role: r.into(),
+            target: t,
+        };
+        let mut g = MetaGraph {
+            nodes: vec![node("a"), node("b"), node("c")],
+            edges: vec![
+                edge(0, ":x", 1),
+                edge(1, ":y", 2),
+                edge(2, ":z", 0),
+                edge(1, ":self", 1),
+            ],
+            attributes: vec![],
+            root: 0,
+            captions: vec![],
+        };
+        remove_cycles(&mut g);
+        assert_eq!(g.edges, vec![edge(0, ":x", 1), edge(1, ":y", 2)]);
+    }
+
+    #[test]
+    fn label_similarity_strips_senses_and_takes_the_best_pair() {
+        let sim = SimilarityTable::new()
+            .with("man", "guy", 0.6)
+            .with("person", "guy", 0.7);
+        let labels = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            label_similarity(&labels(&["sit-01"]), &labels(&["sit-02"]), &sim),
+            1.0
+        );
+        assert_eq!(
+            label_similarity(&labels(&["man", "person"]), &labels(&["guy"]), &sim),
+            0.7
+        );
+        assert_eq!(
+            label_similarity(&labels(&["and"]), &labels(&["and"]), &sim),
+            -1.0
+        );
+        assert_eq!(
+            label_similarity(&labels(&["cat"]), &labels(&["dog"]), &sim),
+            -1.0
+        );
+    }
+
+    #[test]
+    fn smatch_distances_round_to_four_decimals() {
+        let g = Graph::default();
+        let graphs = [&g, &g, &g];
+        let d = smatch_distances(&graphs, &|_, _| 0.123_456);
+        assert_eq!(d[0][1], 0.8765);
+        assert_eq!(d[2][1], 0.8765);
+        assert_eq!(d[1][1], 0.0);
+    }
+
+    #[test]
+    fn merge_order_is_validated() {
+        assert!(validate_order(
+            3,
+            &[
+                MergeStep { left: 0, right: 1 },
+                MergeStep { left: 2, right: 3 }
+            ]
+        )
+        .is_ok());
+        assert!(validate_order(
+            3,
+            &[
+                MergeStep { left: 0, right: 1 },
+                MergeStep { left: 1, right: 2 }
+            ]
+        )
+        .is_err());
+        assert!(validate_order(
+            3,
+            &[
+                MergeStep { left: 0, right: 4 },
+                MergeStep { left: 1, right: 2 }
+            ]
+        )
+        .is_err());
+        assert!(validate_order(3, &[MergeStep { left: 0, right: 1 }]).is_err());
+    }
+}

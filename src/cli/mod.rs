@@ -6,6 +6,8 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod cluster;
+
 use crate::error::Error;
 
 /// capflow: augment image-caption datasets with grounded, controlled captions.
@@ -23,6 +25,9 @@ pub struct Cli {
 pub enum Command {
     /// Print the Arrow schemas of capflow's tables as JSON, or write them to a directory.
     Schema(SchemaArgs),
+    /// Clustering and matching on tab-separated matrices (UPGMA, flat clusters, Hungarian).
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -62,6 +67,7 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Schema(args) => schema_command(args),
+        Command::Cluster(cmd) => cluster::run(cmd),
     }
 }
 

@@ -5,6 +5,7 @@ pub mod align;
 pub mod dot;
 pub mod graph;
 pub mod merge;
+pub mod penman;
 pub mod sample;
 
 pub use graph::{Alignment, AlignmentFlavour, Graph, Triple};

@@ -41,7 +41,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::amr::align::{is_predicate, strip_sense, Grounding, ModifierLexicon, VgAmr};
 use crate::amr::graph::{Graph, Triple};
+use crate::cluster::{upgma, DistanceMatrix};
 use crate::error::{Error, Result};
+use crate::text::WordVectors;
 
 /// Separator of synonym labels in the reference's PENMAN output (`man#^#person`).
 pub const SYNONYM_SEPARATOR: &str = "#^#";
@@ -82,6 +84,27 @@ impl WordSimilarity for SimilarityTable {
             .get(&(a.to_string(), b.to_string()))
             .copied()
             .unwrap_or(-1.0)
+    }
+}
+
+impl WordSimilarity for WordVectors {
+    fn word_similarity(&self, a: &str, b: &str) -> f64 {
+        self.similarity(a, b)
+    }
+}
+
+/// Word similarity without vectors: equal words 1, anything else out of vocabulary (-1). With
+/// it only identical labels, groundings and argument structure merge nodes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExactWords;
+
+impl WordSimilarity for ExactWords {
+    fn word_similarity(&self, a: &str, b: &str) -> f64 {
+        if a == b {
+            1.0
+        } else {
+            -1.0
+        }
     }
 }
 
@@ -230,24 +253,34 @@ impl MetaGraph {
     }
 
     /// The meta graph as a PENMAN graph; synonym lists are written `a#^#b` as in the reference.
+    /// Triples are in the depth-first document order of a PENMAN tree rooted at the root.
     pub fn graph(&self) -> Graph {
         let mut triples = Vec::new();
         for (i, node) in self.nodes.iter().enumerate() {
             triples.push(Triple::new(self.var(i), ":instance", node.joined_label()));
-            for a in self.attributes.iter().filter(|a| a.node == i) {
-                triples.push(Triple::new(self.var(i), a.role.clone(), a.value.clone()));
-            }
-            for e in self.edges.iter().filter(|e| e.source == i) {
-                triples.push(Triple::new(self.var(i), e.role.clone(), self.var(e.target)));
-            }
         }
+        for a in &self.attributes {
+            triples.push(Triple::new(
+                self.var(a.node),
+                a.role.clone(),
+                a.value.clone(),
+            ));
+        }
+        for e in &self.edges {
+            triples.push(Triple::new(
+                self.var(e.source),
+                e.role.clone(),
+                self.var(e.target),
+            ));
+        }
+        let top = if self.nodes.is_empty() {
+            String::new()
+        } else {
+            self.var(self.root)
+        };
         Graph {
-            top: if self.nodes.is_empty() {
-                String::new()
-            } else {
-                self.var(self.root)
-            },
-            triples,
+            triples: tree_order(&top, triples),
+            top,
             metadata: vec![("snt-type".to_string(), "amr-merge".to_string())],
             alignments: Vec::new(),
         }
@@ -339,6 +372,83 @@ impl MetaGraph {
     }
 }
 
+/// Puts triples in the document order of a PENMAN tree rooted at `top`: depth first, every node's
+/// `:instance` right where the node is entered, its attributes and outgoing edges next, then
+/// incoming edges from nodes not yet entered (written inverted, `:role-of`). Triples not
+/// connected to `top` come last. Iterative, so deep graphs cannot overflow the stack.
+pub fn tree_order(top: &str, triples: Vec<Triple>) -> Vec<Triple> {
+    let mut instance: BTreeMap<&str, usize> = BTreeMap::new();
+    for (k, t) in triples.iter().enumerate() {
+        if t.is_instance() {
+            instance.entry(t.source.as_str()).or_insert(k);
+        }
+    }
+    let mut outgoing: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    let mut incoming: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (k, t) in triples.iter().enumerate() {
+        if t.is_instance() {
+            continue;
+        }
+        outgoing.entry(t.source.as_str()).or_default().push(k);
+        if instance.contains_key(t.target.as_str()) {
+            incoming.entry(t.target.as_str()).or_default().push(k);
+        }
+    }
+    let none: Vec<usize> = Vec::new();
+    let mut emitted = vec![false; triples.len()];
+    let mut order: Vec<usize> = Vec::with_capacity(triples.len());
+    let mut entered: HashSet<&str> = HashSet::new();
+    fn emit(k: usize, emitted: &mut [bool], order: &mut Vec<usize>) {
+        if !emitted[k] {
+            emitted[k] = true;
+            order.push(k);
+        }
+    }
+    // (node, next outgoing position, next incoming position)
+    let mut stack: Vec<(&str, usize, usize)> = Vec::new();
+    if let Some(&k) = instance.get(top) {
+        entered.insert(top);
+        emit(k, &mut emitted, &mut order);
+        stack.push((top, 0, 0));
+    }
+    while let Some(frame) = stack.last_mut() {
+        let (node, out_pos, in_pos) = *frame;
+        let outs = outgoing.get(node).unwrap_or(&none);
+        if let Some(&k) = outs.get(out_pos) {
+            frame.1 += 1;
+            emit(k, &mut emitted, &mut order);
+            let target = triples[k].target.as_str();
+            if let Some(&inst) = instance.get(target) {
+                if entered.insert(target) {
+                    emit(inst, &mut emitted, &mut order);
+                    stack.push((target, 0, 0));
+                }
+            }
+            continue;
+        }
+        let ins = incoming.get(node).unwrap_or(&none);
+        if let Some(&k) = ins.get(in_pos) {
+            frame.2 += 1;
+            let source = triples[k].source.as_str();
+            if !emitted[k] && !entered.contains(source) {
+                emit(k, &mut emitted, &mut order);
+                entered.insert(source);
+                if let Some(&inst) = instance.get(source) {
+                    emit(inst, &mut emitted, &mut order);
+                }
+                stack.push((source, 0, 0));
+            }
+            continue;
+        }
+        stack.pop();
+    }
+    for k in 0..triples.len() {
+        emit(k, &mut emitted, &mut order);
+    }
+    let mut slots: Vec<Option<Triple>> = triples.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|k| slots[k].take()).collect()
+}
+
 fn is_construct(label: &str) -> bool {
     matches!(label, "and" | "or" | "multi-sentence" | "include-91")
 }
@@ -422,6 +532,41 @@ pub fn smatch_distances(
         }
     }
     d
+}
+
+/// The merge order of an image's captions: UPGMA (scipy average linkage) over
+/// [`smatch_distances`]. Empty for fewer than two graphs.
+pub fn merge_order(
+    graphs: &[&Graph],
+    f_score: &dyn Fn(&Graph, &Graph) -> f64,
+) -> Result<Vec<MergeStep>> {
+    if graphs.len() < 2 {
+        return Ok(Vec::new());
+    }
+    let d = smatch_distances(graphs, f_score);
+    let matrix = DistanceMatrix::from_fn(graphs.len(), |i, j| d[i][j])
+        .map_err(|e| Error::invalid("Smatch distance matrix", e.to_string()))?;
+    Ok(upgma(&matrix)
+        .steps
+        .iter()
+        .map(|s| MergeStep {
+            left: s.a,
+            right: s.b,
+        })
+        .collect())
+}
+
+/// Merges an image's vgAMRs: the merge order from pairwise Smatch F and UPGMA, then the pairwise
+/// merges in that order. Returns the order and the meta graph.
+pub fn meta_graph(
+    vgamrs: &[VgAmr],
+    f_score: &dyn Fn(&Graph, &Graph) -> f64,
+    ctx: &MergeContext,
+) -> Result<(Vec<MergeStep>, MetaGraph)> {
+    let graphs: Vec<&Graph> = vgamrs.iter().map(|v| &v.graph).collect();
+    let order = merge_order(&graphs, f_score)?;
+    let meta = merge_in_order(vgamrs, &order, ctx)?;
+    Ok((order, meta))
 }
 
 /// Checks a merge order against the number of captions: N-1 steps, each id either a caption or

@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 
 use crate::amr::align::{is_predicate, strip_sense};
 use crate::amr::graph::{Graph, Triple};
-use crate::amr::merge::MetaGraph;
+use crate::amr::merge::{tree_order, MetaGraph};
 use crate::schema::BoxXyxy;
 
 /// The stage name mixed into the sampling seed.
@@ -334,7 +334,7 @@ fn build_subgraph(
         nodes: order.iter().map(|&n| meta.var(n)).collect(),
         graph: Graph {
             top: meta.var(predicate),
-            triples,
+            triples: tree_order(&meta.var(predicate), triples),
             metadata: vec![("snt-type".to_string(), variant.name())],
             alignments: Vec::new(),
         },

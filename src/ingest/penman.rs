@@ -19,9 +19,10 @@ use crate::schema::{AmrRow, MetadataEntry, RejectedRow, EXCERPT_LIMIT};
 pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut reader = BufReader::with_capacity(1 << 16, file);
-    let file_name = path
-        .file_name()
-        .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let file_name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let source_file = path.display().to_string();
     let mut splitter = BlockSplitter::default();
     let mut ready: Vec<RawBlock> = Vec::new();
@@ -162,7 +163,10 @@ mod tests {
         let ids = GraphIds::new(Some("plain"), "f.txt", 1);
         assert_eq!(ids.image_id, "plain");
         let ids = GraphIds::new(None, "f.txt", 3);
-        assert_eq!((ids.image_id.as_str(), ids.graph_id.as_str()), ("f.txt:3", "f.txt:3"));
+        assert_eq!(
+            (ids.image_id.as_str(), ids.graph_id.as_str()),
+            ("f.txt:3", "f.txt:3")
+        );
     }
 
     #[test]
@@ -176,15 +180,26 @@ mod tests {
         read(&path, &mut sink).unwrap();
         assert_eq!(sink.accepted, 2);
         assert_eq!(sink.rejected.len(), 2);
-        let Row::Amr(row) = &sink.rows[0] else { panic!("not an AMR row") };
+        let Row::Amr(row) = &sink.rows[0] else {
+            panic!("not an AMR row")
+        };
         assert_eq!(row.caption_id.as_deref(), Some("im#0"));
         assert_eq!(row.tokens.as_deref().map(<[String]>::len), Some(3));
         assert_eq!(row.alignment_flavour, "isi");
-        assert_eq!(row.penman, "# ::id im.0\n# ::snt A dog .\n# ::tok A dog .\n(d / dog~e.1)");
+        assert_eq!(
+            row.penman,
+            "# ::id im.0\n# ::snt A dog .\n# ::tok A dog .\n(d / dog~e.1)"
+        );
         assert_eq!(sink.rejected[0].record, "graph 2 (line 8)");
         assert_eq!(sink.rejected[0].byte_offset, Some(83));
-        assert!(sink.rejected[1].reason.contains("UTF-8"), "{}", sink.rejected[1].reason);
-        let Row::Amr(row) = &sink.rows[1] else { panic!("not an AMR row") };
+        assert!(
+            sink.rejected[1].reason.contains("UTF-8"),
+            "{}",
+            sink.rejected[1].reason
+        );
+        let Row::Amr(row) = &sink.rows[1] else {
+            panic!("not an AMR row")
+        };
         assert_eq!(row.graph_id, "g.txt:4");
     }
 }

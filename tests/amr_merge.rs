@@ -439,3 +439,162 @@ fn frame_list_restricts_predicates() {
     assert_eq!(events.len(), 2);
     assert!(events.iter().all(|e| described(e).0 == "dock-01"));
 }
+
+mod no_panic {
+    use super::*;
+    use capflow::amr::align::Grounding;
+    use capflow::amr::Triple;
+    use proptest::prelude::*;
+
+    const LABELS: [&str; 14] = [
+        "and",
+        "or",
+        "multi-sentence",
+        "include-91",
+        "sit-01",
+        "sit-02",
+        "stand-01",
+        "man",
+        "person",
+        "dock",
+        "boat",
+        "white",
+        "young",
+        "green-03",
+    ];
+    const ROLES: [&str; 10] = [
+        ":ARG0",
+        ":ARG1",
+        ":ARG2",
+        ":ARG3",
+        ":ARG5",
+        ":mod",
+        ":quant",
+        ":op1",
+        ":snt1",
+        ":location",
+    ];
+    const BOXES: [BoxXyxy; 3] = [MAN, DOCK, BOAT];
+
+    type RawGraph = (
+        Vec<usize>,
+        Vec<(usize, usize, usize)>,
+        Vec<(usize, usize)>,
+        Vec<Option<u8>>,
+    );
+
+    fn raw_graph() -> impl Strategy<Value = RawGraph> {
+        (1usize..7).prop_flat_map(|n| {
+            (
+                proptest::collection::vec(0..LABELS.len(), n),
+                proptest::collection::vec((0..n, 0..ROLES.len(), 0..n), 0..10),
+                proptest::collection::vec((0..n, 0..3usize), 0..3),
+                proptest::collection::vec(proptest::option::of(0u8..4), n),
+            )
+        })
+    }
+
+    fn build(k: usize, raw: &RawGraph) -> VgAmr {
+        let (labels, edges, attrs, groundings) = raw;
+        let var = |i: usize| format!("v{i}");
+        let mut triples: Vec<Triple> = labels
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| Triple::new(var(i), ":instance", LABELS[l]))
+            .collect();
+        for &(s, r, t) in edges {
+            triples.push(Triple::new(var(s), ROLES[r], var(t)));
+        }
+        for &(node, a) in attrs {
+            let (role, value) = [(":quant", "2"), (":polarity", "-"), (":op1", "\"x\"")][a];
+            triples.push(Triple::new(var(node), role, value));
+        }
+        let node_groundings = groundings
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| {
+                let g = (*g)?;
+                Some((
+                    var(i),
+                    Grounding {
+                        phrase_id: format!("p{g}"),
+                        label: "phrase".into(),
+                        boxes: if g == 0 {
+                            vec![]
+                        } else {
+                            BOXES[..usize::from(g)].to_vec()
+                        },
+                        unknown: g == 0,
+                    },
+                ))
+            })
+            .collect();
+        VgAmr {
+            caption_id: format!("img.{k}"),
+            graph: Graph {
+                top: var(0),
+                triples,
+                metadata: vec![],
+                alignments: vec![],
+            },
+            node_groundings,
+        }
+    }
+
+    fn acyclic(meta: &MetaGraph) -> bool {
+        // Kahn's algorithm: every node can be removed when there is no directed cycle.
+        let n = meta.nodes.len();
+        let mut indegree = vec![0usize; n];
+        for e in &meta.edges {
+            indegree[e.target] += 1;
+        }
+        let mut ready: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+        let mut removed = 0;
+        while let Some(i) = ready.pop() {
+            removed += 1;
+            for e in meta.edges.iter().filter(|e| e.source == i) {
+                indegree[e.target] -= 1;
+                if indegree[e.target] == 0 {
+                    ready.push(e.target);
+                }
+            }
+        }
+        removed == n
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn merge_and_sampling_never_panic(
+            raws in proptest::collection::vec(raw_graph(), 1..6),
+            f in proptest::collection::vec(0.0f64..=1.0, 15),
+            flickr in any::<bool>(),
+            seed in any::<u64>(),
+        ) {
+            let vg: Vec<VgAmr> = raws.iter().enumerate().map(|(k, r)| build(k, r)).collect();
+            let graphs: Vec<&Graph> = vg.iter().map(|v| &v.graph).collect();
+            let index = |g: &Graph| graphs.iter().position(|h| std::ptr::eq(*h, g)).unwrap_or(0);
+            let f_score = |a: &Graph, b: &Graph| {
+                let (i, j) = (index(a).min(index(b)), index(a).max(index(b)));
+                f[(i * 5 + j) % f.len()]
+            };
+            let sim = SimilarityTable::new().with("man", "person", 0.6).with("sit", "stand", 0.75);
+            let ctx = MergeContext {
+                rules: if flickr { RuleSet::Flickr } else { RuleSet::Coco },
+                similarity: &sim,
+                lexicon: ModifierLexicon::wordnet(),
+            };
+            let order = merge_order(&graphs, &f_score).unwrap();
+            let meta = merge_in_order(&vg, &order, &ctx).unwrap();
+            prop_assert!(meta.edges.iter().all(|e| e.source != e.target));
+            prop_assert!(acyclic(&meta));
+            prop_assert!(parse(&encode(&meta.graph())).is_ok());
+            for event in event_subgraphs(&meta, &SamplingConfig::new(seed, "img")) {
+                prop_assert!(event.nodes.len() >= 3);
+                let back = parse(&encode(&event.graph)).unwrap();
+                let set = |g: &Graph| g.triples.iter().cloned().collect::<BTreeSet<_>>();
+                prop_assert_eq!(set(&back), set(&event.graph));
+            }
+        }
+    }
+}

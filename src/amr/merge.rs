@@ -238,6 +238,7 @@ impl MetaGraph {
                 None => graph.add_attribute(source, &t.role, &t.target),
             }
         }
+        remove_cycles(&mut graph);
         graph
     }
 

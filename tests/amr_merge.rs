@@ -46,8 +46,11 @@ const LAWN: BoxXyxy = BoxXyxy {
     y2: 240.0,
 };
 
-/// (PENMAN with ISI alignments, grounded phrases as (class, start, end, box)).
-fn captions() -> Vec<(&'static str, Vec<(&'static str, i32, i32, BoxXyxy)>)> {
+/// A grounded phrase: (class, first token, end token, box).
+type Phrase = (&'static str, i32, i32, BoxXyxy);
+
+/// (PENMAN with ISI alignments, grounded phrases).
+fn captions() -> Vec<(&'static str, Vec<Phrase>)> {
     vec![
         (
             "# ::id img.0\n# ::snt A man sits on a dock .\n\

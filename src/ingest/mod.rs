@@ -108,6 +108,8 @@ pub mod capflow_parquet;
 pub mod coco;
 pub mod flickr30k;
 pub mod gbc;
+pub mod json_stream;
+pub mod ledger;
 pub mod penman;
 pub mod visual_genome;
 

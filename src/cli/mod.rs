@@ -4,6 +4,8 @@
 //! 0 success, 1 internal error, 2 usage or configuration error, 3 bad input data, 4 I/O error,
 //! 5 external model failure, 6 cluster failure.
 
+pub mod amr;
+
 use clap::{Parser, Subcommand};
 
 pub mod cluster;
@@ -28,6 +30,9 @@ pub enum Command {
     /// Clustering and matching on tab-separated matrices (UPGMA, flat clusters, Hungarian).
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
+    /// Work with AMR files in PENMAN notation: parse.
+    #[command(subcommand)]
+    Amr(amr::AmrCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -68,6 +73,7 @@ fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Schema(args) => schema_command(args),
         Command::Cluster(cmd) => cluster::run(cmd),
+        Command::Amr(cmd) => amr::run(cmd),
     }
 }
 

@@ -2,6 +2,7 @@
 //! event sampling. Plain functions over [`Graph`], usable without any dataflow.
 
 pub mod graph;
+pub mod penman;
 pub mod smatch;
 
 pub use graph::{Alignment, AlignmentFlavour, Graph, Triple};

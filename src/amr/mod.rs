@@ -7,5 +7,6 @@ pub mod graph;
 pub mod merge;
 pub mod penman;
 pub mod sample;
+pub mod smatch;
 
 pub use graph::{Alignment, AlignmentFlavour, Graph, Triple};

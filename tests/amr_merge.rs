@@ -601,3 +601,24 @@ mod no_panic {
         }
     }
 }
+
+#[test]
+fn capflow_smatch_agrees_with_the_hand_counts_and_order() {
+    use capflow::amr::smatch::{smatch, SmatchOptions};
+    let vg = vgamrs();
+    let graphs: Vec<&Graph> = vg.iter().map(|v| &v.graph).collect();
+    let options = SmatchOptions::default();
+    for i in 0..5 {
+        for j in (i + 1)..5 {
+            let f = smatch(graphs[i], graphs[j], &options).f1();
+            assert!(
+                (f - hand_f(i, j)).abs() < 1e-9,
+                "C{} vs C{}: {f}",
+                i + 1,
+                j + 1
+            );
+        }
+    }
+    let f = |a: &Graph, b: &Graph| smatch(a, b, &options).f1();
+    assert_eq!(merge_order(&graphs, &f).unwrap(), EXPECTED_ORDER);
+}

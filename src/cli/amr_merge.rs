@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 
 use crate::amr::align::{ground, ModifierLexicon, VgAmr};
 use crate::amr::dot::to_dot;
-use crate::amr::merge::{meta_graph, ExactWords, MergeContext, MergeStep, MetaGraph, RuleSet, WordSimilarity};
+use crate::amr::merge::{
+    meta_graph, ExactWords, MergeContext, MergeStep, MetaGraph, RuleSet, WordSimilarity,
+};
 use crate::amr::penman::{encode, parse_many};
 use crate::amr::sample::{event_subgraphs, SamplingConfig};
 use crate::amr::smatch::{smatch, SmatchOptions};
@@ -76,7 +78,12 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let w = |e| Error::io("<stdout>", e);
-    writeln!(out, "# merge order (ids >= {} are earlier merges)", built.captions.len()).map_err(w)?;
+    writeln!(
+        out,
+        "# merge order (ids >= {} are earlier merges)",
+        built.captions.len()
+    )
+    .map_err(w)?;
     for (k, step) in built.order.iter().enumerate() {
         writeln!(
             out,
@@ -89,7 +96,9 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
         .map_err(w)?;
     }
     let mut graph = built.meta.graph();
-    graph.metadata.insert(0, ("id".to_string(), built.image.clone()));
+    graph
+        .metadata
+        .insert(0, ("id".to_string(), built.image.clone()));
     writeln!(out, "{}\n", encode(&graph)).map_err(w)?;
     if args.events {
         let frames = match &args.frames {
@@ -100,10 +109,18 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
         config.frames = frames.as_ref();
         for (k, event) in event_subgraphs(&built.meta, &config).iter().enumerate() {
             let mut g = event.graph.clone();
-            g.metadata.insert(0, ("id".to_string(), format!("{}_{}_{}", built.image, event.predicate, k)));
-            g.metadata.push(("boxes".to_string(), event.boxes.len().to_string()));
+            g.metadata.insert(
+                0,
+                (
+                    "id".to_string(),
+                    format!("{}_{}_{}", built.image, event.predicate, k),
+                ),
+            );
+            g.metadata
+                .push(("boxes".to_string(), event.boxes.len().to_string()));
             if event.unknown {
-                g.metadata.push(("grounding".to_string(), "unknown".to_string()));
+                g.metadata
+                    .push(("grounding".to_string(), "unknown".to_string()));
             }
             writeln!(out, "{}\n", encode(&g)).map_err(w)?;
         }
@@ -125,7 +142,10 @@ pub fn run_inspect(args: &InspectArgs) -> Result<()> {
 }
 
 fn cluster_name(captions: &[String], id: usize) -> String {
-    captions.get(id).cloned().unwrap_or_else(|| format!("merge{id}"))
+    captions
+        .get(id)
+        .cloned()
+        .unwrap_or_else(|| format!("merge{id}"))
 }
 
 struct Built {
@@ -146,12 +166,20 @@ fn build(inputs: &MetaGraphInputs) -> Result<Built> {
     let mut vgamrs = Vec::new();
     for (k, block) in parse_many(&text).into_iter().enumerate() {
         let graph = block.graph.map_err(|e| {
-            Error::record(path.display().to_string(), format!("graph {} (line {})", k + 1, block.line), e.to_string())
+            Error::record(
+                path.display().to_string(),
+                format!("graph {} (line {})", k + 1, block.line),
+                e.to_string(),
+            )
         })?;
         vgamrs.push(ground_caption(&graph, k, &groundings, lexicon));
     }
     if vgamrs.is_empty() {
-        return Err(Error::record(path.display().to_string(), "file", "holds no AMR graph"));
+        return Err(Error::record(
+            path.display().to_string(),
+            "file",
+            "holds no AMR graph",
+        ));
     }
     let image = image_of(&vgamrs[0].caption_id);
     let vectors = match &inputs.vectors {
@@ -186,8 +214,15 @@ fn image_of(id: &str) -> String {
     }
 }
 
-fn ground_caption(graph: &Graph, ordinal: usize, groundings: &[GroundingRow], lexicon: &ModifierLexicon) -> VgAmr {
-    let id = graph.id().map_or_else(|| format!("graph{}", ordinal + 1), str::to_string);
+fn ground_caption(
+    graph: &Graph,
+    ordinal: usize,
+    groundings: &[GroundingRow],
+    lexicon: &ModifierLexicon,
+) -> VgAmr {
+    let id = graph
+        .id()
+        .map_or_else(|| format!("graph{}", ordinal + 1), str::to_string);
     let mut keys: HashSet<String> = [id.clone()].into();
     if let Some((image, k)) = id.rsplit_once('.') {
         keys.insert(format!("{image}#{k}"));
@@ -195,7 +230,11 @@ fn ground_caption(graph: &Graph, ordinal: usize, groundings: &[GroundingRow], le
     if let Some(c) = graph.meta("caption_id") {
         keys.insert(c.to_string());
     }
-    let phrases: Vec<GroundingRow> = groundings.iter().filter(|g| keys.contains(&g.caption_id)).cloned().collect();
+    let phrases: Vec<GroundingRow> = groundings
+        .iter()
+        .filter(|g| keys.contains(&g.caption_id))
+        .cloned()
+        .collect();
     let snt = graph.meta("snt").unwrap_or_default();
     let tokens: Vec<&str> = snt.split_whitespace().collect();
     ground(&id, graph, &tokens, &phrases, lexicon)
@@ -222,7 +261,11 @@ fn read_groundings(path: &Path, format: Option<Format>) -> Result<Vec<GroundingR
             continue;
         }
         let row: GroundingRow = serde_json::from_str(&line).map_err(|e| {
-            Error::record(path.display().to_string(), format!("line {}", k + 1), format!("not a grounding row: {e}"))
+            Error::record(
+                path.display().to_string(),
+                format!("line {}", k + 1),
+                format!("not a grounding row: {e}"),
+            )
         })?;
         rows.push(row);
     }

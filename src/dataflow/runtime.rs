@@ -86,7 +86,7 @@ impl RecordSink for DataflowSink<'_> {
         self.ordinal += 1;
         self.rows += 1;
         // Let the dataflow drain now and then so memory stays bounded by the batch, not the file.
-        if self.rows % 4096 == 0 {
+        if self.rows.is_multiple_of(4096) {
             self.worker.step();
         }
         Ok(())

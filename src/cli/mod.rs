@@ -5,6 +5,7 @@
 //! 5 external model failure, 6 cluster failure.
 
 pub mod amr;
+pub mod amr_merge;
 pub mod cluster;
 pub mod gbc;
 pub mod ingest;

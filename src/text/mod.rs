@@ -3,3 +3,6 @@
 pub mod lm;
 pub mod ppmi;
 pub mod tokenize;
+pub mod vectors;
+
+pub use vectors::{cosine, VectorFormat, WordVectors, OOV_SIMILARITY};

@@ -59,6 +59,9 @@ impl Default for PpmiConfig {
 ///
 /// An empty corpus gives an empty table; a word whose every co-occurrence has non-positive PMI
 /// gets the zero vector.
+///
+/// Every vector has the same length and finite values, so the table goes straight into
+/// [`WordVectors::from_pairs`](crate::text::vectors::WordVectors::from_pairs).
 pub fn train_ppmi_vectors<'a>(
     sentences: impl Iterator<Item = &'a [String]>,
     config: &PpmiConfig,
@@ -339,21 +342,12 @@ fn standard_normal(rng: &mut ChaCha8Rng) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::vectors::WordVectors;
 
     fn sentences(text: &[&str]) -> Vec<Vec<String>> {
         text.iter()
             .map(|s| s.split_whitespace().map(String::from).collect())
             .collect()
-    }
-
-    fn cosine(a: &[f32], b: &[f32]) -> f64 {
-        let dot: f64 = a
-            .iter()
-            .zip(b)
-            .map(|(x, y)| (*x as f64) * (*y as f64))
-            .sum();
-        let norm = |v: &[f32]| v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-        dot / (norm(a) * norm(b))
     }
 
     #[test]
@@ -441,15 +435,11 @@ mod tests {
             ..PpmiConfig::default()
         };
         let vectors = train_ppmi_vectors(corpus.iter().map(Vec::as_slice), &config);
-        let lookup = |w: &str| &vectors.iter().find(|(word, _)| word == w).unwrap().1;
-        let (cat, dog, car) = (lookup("cat"), lookup("dog"), lookup("car"));
-        assert_eq!(cat.len(), 8);
-        assert!(
-            cosine(cat, dog) > cosine(cat, car),
-            "cat-dog {} cat-car {}",
-            cosine(cat, dog),
-            cosine(cat, car)
-        );
+        let table = WordVectors::from_pairs(vectors.iter().map(|(w, v)| (w, v))).unwrap();
+        assert_eq!(table.dim(), 8);
+        let cat_dog = table.cosine("cat", "dog").unwrap();
+        let cat_car = table.cosine("cat", "car").unwrap();
+        assert!(cat_dog > cat_car, "cat-dog {cat_dog} cat-car {cat_car}");
         // Same seed, same vectors.
         let again = train_ppmi_vectors(corpus.iter().map(Vec::as_slice), &config);
         assert_eq!(vectors, again);

@@ -455,6 +455,37 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any corpus over a small alphabet, any order: every context seen in it (and some
+        /// unseen ones) defines a distribution over the vocabulary and `</s>`.
+        #[test]
+        fn random_corpora_are_normalised(
+            corpus in proptest::collection::vec(
+                proptest::collection::vec(proptest::sample::select(vec!["a", "b", "c", "d", "e"]), 0..8),
+                1..12,
+            ),
+            order in 1usize..5,
+            unk_max_count in 0u64..3,
+        ) {
+            let corpus: Vec<Vec<String>> = corpus
+                .iter()
+                .map(|s| s.iter().map(|w| w.to_string()).collect())
+                .collect();
+            let config = LmConfig { order, unk_max_count, fixed_discounts: None };
+            let lm = NgramLm::train_with(corpus.iter().map(Vec::as_slice), &config);
+            let mut contexts: Vec<Vec<&str>> = vec![vec![], vec![BOS], vec!["z", "a"]];
+            for sentence in &corpus {
+                let padded: Vec<&str> = std::iter::once(BOS)
+                    .chain(sentence.iter().map(String::as_str))
+                    .collect();
+                for end in 0..padded.len() {
+                    contexts.push(padded[end.saturating_sub(order)..end].to_vec());
+                }
+            }
+            assert_contexts_normalised(&lm, &contexts);
+        }
+    }
+
     #[test]
     fn singletons_become_unknown_and_unseen_words_score() {
         let corpus = sentences(&["a dog runs", "a dog sits", "a cat runs"]);

@@ -446,6 +446,24 @@ mod tests {
     }
 
     #[test]
+    fn vocabulary_respects_min_count_and_size() {
+        let corpus = sentences(&["b a b c a b", "d"]);
+        let refs: Vec<&[String]> = corpus.iter().map(Vec::as_slice).collect();
+        let config = PpmiConfig {
+            min_count: 2,
+            ..PpmiConfig::default()
+        };
+        assert_eq!(vocabulary(&refs, &config), ["b", "a"]);
+        let config = PpmiConfig {
+            max_vocabulary: Some(1),
+            ..PpmiConfig::default()
+        };
+        assert_eq!(vocabulary(&refs, &config), ["b"]);
+        let vectors = train_ppmi_vectors(refs.iter().copied(), &config);
+        assert_eq!(vectors.len(), 1);
+    }
+
+    #[test]
     fn empty_and_tiny_corpora() {
         assert!(train_ppmi_vectors(std::iter::empty(), &PpmiConfig::default()).is_empty());
         let corpus = sentences(&["alone"]);

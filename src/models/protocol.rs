@@ -355,6 +355,19 @@ mod tests {
     }
 
     #[test]
+    fn fixed_size_list_vectors_are_cast() {
+        let values = Float32Array::from(vec![1.0f32, 2.0, 3.0, 4.0]);
+        let item = Arc::new(Field::new_list_field(DataType::Float32, false));
+        let vectors =
+            arrow::array::FixedSizeListArray::try_new(item, 2, Arc::new(values), None).unwrap();
+        let vectors = ("vector", Arc::new(vectors) as ArrayRef);
+        assert_eq!(
+            decode_reply(ModelKind::Embedder, &reply(vec![0, 1], vectors), 0..2).unwrap(),
+            ReplyValues::Vectors(vec![vec![1.0, 2.0], vec![3.0, 4.0]])
+        );
+    }
+
+    #[test]
     fn missing_reply_column_names_the_expected_one() {
         let wrong = ("text", Arc::new(StringArray::from(vec!["x"])) as ArrayRef);
         let err = decode_reply(ModelKind::TextToAmr, &reply(vec![0], wrong), 0..1).unwrap_err();

@@ -21,7 +21,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::protocol::{decode_reply, encode_request, ModelKind, ReplyValues};
 use super::traits::{
@@ -39,7 +39,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 const CONTINUATION_MARKER: [u8; 4] = [0xff; 4];
 
 /// How to run one external model, as written under `[models.<kind>]` in a dataflow spec.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdapterConfig {
     /// Program and arguments, e.g. `["python3", "examples/adapters/amrlib_generate.py"]`.

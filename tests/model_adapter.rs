@@ -193,7 +193,9 @@ fn crash_is_restarted_and_a_second_crash_on_the_batch_fails() {
     };
     let mut sentences: Vec<String> = (0..200).map(|i| format!("sentence {i}")).collect();
     sentences[150] = "BOOM goes the model".to_string();
-    let (adapter, batch, reason) = adapter_error(scorer.score_sentences(&sentences).unwrap_err());
+    let err = scorer.score_sentences(&sentences).unwrap_err();
+    eprintln!("{err}");
+    let (adapter, batch, reason) = adapter_error(err);
     assert_eq!(adapter, "fragile");
     assert!(
         batch.contains("batch 2") && batch.contains("items 128..192"),
@@ -305,6 +307,56 @@ fn garbage_on_stdout_is_a_clear_error() {
 }
 
 #[test]
+fn text_on_stdout_after_a_reply_is_named_in_the_timeout() {
+    let Some(python) = common::oracle_python() else {
+        return;
+    };
+    let mut config = deterministic(
+        &python,
+        ModelKind::QualityScorer,
+        &["--garbage-after-first"],
+    );
+    config.batch_timeout_secs = 1.0;
+    let scorer = SubprocessAdapter::new("chatty", ModelKind::QualityScorer, config).unwrap();
+    assert_eq!(
+        scorer.score_sentences(&["abc".to_string()]).unwrap(),
+        vec![0.03]
+    );
+    let (_, batch, reason) =
+        adapter_error(scorer.score_sentences(&["abcd".to_string()]).unwrap_err());
+    assert!(batch.contains("request ids 1..2"), "{batch}");
+    assert!(
+        reason.contains("bytes arrived on stdout without forming a reply"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn one_adapter_serves_concurrent_callers_in_order() {
+    let Some(embedder) = adapter("sbert", ModelKind::Embedder, &[]) else {
+        return;
+    };
+    let embedder = std::sync::Arc::new(embedder);
+    let workers: Vec<_> = (0..4)
+        .map(|worker| {
+            let embedder = std::sync::Arc::clone(&embedder);
+            std::thread::spawn(move || {
+                let texts: Vec<String> = (0..150).map(|i| "a".repeat(worker * 1000 + i)).collect();
+                let vectors = embedder.embed(&texts).unwrap();
+                for (i, vector) in vectors.iter().enumerate() {
+                    let n = (worker * 1000 + i) as f32;
+                    assert_eq!(vector[..2], [n, n], "worker {worker} row {i}");
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    assert_eq!(embedder.restarts(), 0);
+}
+
+#[test]
 fn adapter_serving_another_kind_exits_with_a_message() {
     let Some(python) = common::oracle_python() else {
         return;
@@ -332,7 +384,7 @@ fn wrong_trait_for_the_configured_kind_is_rejected() {
         .unwrap_err()
         .to_string();
     assert!(
-        message.contains("configured as a embedder model but was used as a text_to_amr model"),
+        message.contains("configured for kind `embedder` but was used as kind `text_to_amr`"),
         "{message}"
     );
 }

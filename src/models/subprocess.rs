@@ -12,6 +12,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::ops::Range;
 use std::path::PathBuf;
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -152,6 +153,8 @@ struct RunningChild {
     events: Receiver<ChildEvent>,
     stderr_tail: Arc<Mutex<VecDeque<u8>>>,
     stderr_done: Receiver<()>,
+    /// Bytes read from stdout so far, to tell a silent hang from a reply that never completes.
+    stdout_bytes: Arc<AtomicU64>,
     answered: u64,
 }
 
@@ -237,9 +240,9 @@ impl SubprocessAdapter {
             return Ok(());
         }
         Err(self.error(
-            "its first batch",
+            "the call (nothing was sent)",
             format!(
-                "it is configured as a {} model but was used as a {used_as} model; check the \
+                "it is configured for kind `{}` but was used as kind `{used_as}`; check the \
                  spec's [models] section",
                 self.kind
             ),
@@ -342,6 +345,7 @@ impl SubprocessAdapter {
             timeout += Duration::from_secs_f64(self.config.startup_timeout_secs);
         }
         let deadline = Instant::now() + timeout;
+        let bytes_before = child.stdout_bytes.load(Ordering::Relaxed);
         let sent = child
             .requests
             .as_ref()
@@ -354,8 +358,17 @@ impl SubprocessAdapter {
         let event = match child.events.recv_deadline(deadline) {
             Ok(event) => event,
             Err(RecvTimeoutError::Timeout) => {
+                let partial = child.stdout_bytes.load(Ordering::Relaxed) - bytes_before;
+                let hint = if partial > 0 {
+                    format!(
+                        " ({partial} bytes arrived on stdout without forming a reply; text \
+                         printed to stdout corrupts the reply stream, log to stderr)"
+                    )
+                } else {
+                    String::new()
+                };
                 return Err(BatchFailure::Fatal(format!(
-                    "no reply within {:.1} s (batch_timeout_secs{}); the process was killed",
+                    "no reply within {:.1} s (batch_timeout_secs{}){hint}; the process was killed",
                     timeout.as_secs_f64(),
                     if child.answered == 0 {
                         " + startup_timeout_secs"
@@ -455,6 +468,11 @@ impl SubprocessAdapter {
         let (stderr_done_tx, stderr_done) = crossbeam_channel::bounded(1);
         let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL_BYTES)));
         let schema = Arc::new(self.kind.request_schema(&self.name));
+        let stdout_bytes = Arc::new(AtomicU64::new(0));
+        let stdout = CountingReader {
+            inner: stdout,
+            bytes: Arc::clone(&stdout_bytes),
+        };
 
         let mut spawned = Ok(());
         for (role, result) in [
@@ -492,6 +510,7 @@ impl SubprocessAdapter {
             events,
             stderr_tail,
             stderr_done,
+            stdout_bytes,
             answered: 0,
         };
         match spawned {
@@ -692,7 +711,7 @@ fn write_requests(
 
 /// Reads the reply stream and forwards each batch; checks the first bytes so that a child
 /// printing text to stdout gets a clear error instead of a parser waiting for a huge message.
-fn read_replies(stdout: ChildStdout, events: Sender<ChildEvent>) {
+fn read_replies(stdout: CountingReader<ChildStdout>, events: Sender<ChildEvent>) {
     let mut stdout = BufReader::new(stdout);
     let mut head = [0u8; 4];
     let mut filled = 0;
@@ -744,6 +763,20 @@ fn read_replies(stdout: ChildStdout, events: Sender<ChildEvent>) {
         }
     }
     let _ = events.send(ChildEvent::Ended);
+}
+
+/// Counts the bytes that pass through a reader.
+struct CountingReader<R> {
+    inner: R,
+    bytes: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
 }
 
 /// Reads stderr to EOF, keeping only the last [`STDERR_TAIL_BYTES`].

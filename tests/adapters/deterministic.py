@@ -13,6 +13,7 @@ Outputs (the Rust tests compute the same values independently):
   --crash-once FLAGFILE, only when FLAGFILE does not exist yet (it is created before exiting 4).
 --hang-on: sleep for an hour when an input contains MARKER.
 --garbage: write plain text to stdout instead of a reply, then keep running.
+--garbage-after-first: answer the first batch correctly, then write text to stdout.
 Every process writes its pid to stderr first, so tests can check it was reaped.
 """
 
@@ -31,6 +32,7 @@ parser.add_argument("--crash-on")
 parser.add_argument("--hang-on")
 parser.add_argument("--crash-once")
 parser.add_argument("--garbage", action="store_true")
+parser.add_argument("--garbage-after-first", action="store_true")
 args = parser.parse_args()
 print(f"deterministic adapter pid={os.getpid()} kind={args.kind}", file=sys.stderr, flush=True)
 
@@ -75,6 +77,21 @@ if args.garbage:
     reader = pa.ipc.open_stream(sys.stdin.buffer)
     reader.read_next_batch()
     sys.stdout.buffer.write(b"hello, this is not arrow\n")
+    sys.stdout.buffer.flush()
+    time.sleep(3600)
+elif args.garbage_after_first:
+    # A well-formed first reply, then a stray print on the reply stream.
+    import pyarrow as pa
+
+    reader = pa.ipc.open_stream(sys.stdin.buffer)
+    schema = pa.schema([("request_id", pa.int64()), ("score", pa.float64())])
+    writer = pa.ipc.new_stream(sys.stdout.buffer, schema)
+    first = reader.read_next_batch()
+    writer.write_batch(pa.record_batch([first.column("request_id"), pa.array(handle(first))],
+                                       schema=schema))
+    sys.stdout.buffer.flush()
+    reader.read_next_batch()
+    sys.stdout.buffer.write(b"loading weights... done\n")
     sys.stdout.buffer.flush()
     time.sleep(3600)
 else:

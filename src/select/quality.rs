@@ -49,6 +49,9 @@ use crate::text::tokenize::is_punctuation;
 /// token list, empty included, gets a score; an input it cannot judge scores 0, which rejects
 /// the caption rather than stopping the run. Failures belong to construction (a scorer that
 /// cannot be trained or loaded returns an [`Error`] there).
+///
+/// Models outside the process (GRUEN and the like) implement the batched, fallible
+/// [`crate::models::ExternalQualityScorer`] instead; this trait is for in-process scorers.
 pub trait QualityScorer: Send + Sync {
     /// The quality of the caption `caption_tokens` in `[0, 1]`.
     fn score(&self, caption_tokens: &[String]) -> f64;

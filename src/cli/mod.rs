@@ -4,6 +4,8 @@
 //! 0 success, 1 internal error, 2 usage or configuration error, 3 bad input data, 4 I/O error,
 //! 5 external model failure, 6 cluster failure.
 
+pub mod amr;
+
 use clap::{Parser, Subcommand};
 
 use crate::error::Error;
@@ -23,6 +25,9 @@ pub struct Cli {
 pub enum Command {
     /// Print the Arrow schemas of capflow's tables as JSON, or write them to a directory.
     Schema(SchemaArgs),
+    /// Work with AMR files in PENMAN notation: parse.
+    #[command(subcommand)]
+    Amr(amr::AmrCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -62,6 +67,7 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Schema(args) => schema_command(args),
+        Command::Amr(cmd) => amr::run(cmd),
     }
 }
 

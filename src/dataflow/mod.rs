@@ -1,1 +1,16 @@
-//! Pipeline specs and their timely/differential dataflows.
+//! Pipeline specs (`dataflows/*.toml`) and the timely dataflows that run them.
+//!
+//! A run reads its inputs on the workers (each input path is read whole by one worker, chosen
+//! round-robin), exchanges every record by a stable hash of its image key so that everything
+//! about one image meets on one worker, runs the spec's stages there, and hands the results to
+//! the export. Output order never depends on the number of workers: every record carries the
+//! position it was read at (input path, record ordinal) and the export sorts by it.
+
+pub mod cluster;
+pub mod key;
+pub mod runtime;
+pub mod spec;
+
+pub use cluster::ClusterOptions;
+pub use runtime::{run_collect, CollectedRun, KeyedRow, StageMetrics};
+pub use spec::{DataflowSpec, InputSpec};

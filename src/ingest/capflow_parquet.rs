@@ -1,10 +1,293 @@
-//! Reader for the `capflow_parquet` input format.
+//! Reader for capflow's own Parquet tables, so that an exported dataset (or any file written
+//! with capflow's schemas) can be the input of another run.
+//!
+//! The input is a dataset directory, whose `manifest.json` lists the data files (without a
+//! manifest every `*.parquet` under the directory is read, skipping hidden staging directories
+//! such as `.capflow-tmp-*`), or a single Parquet file. A file's table comes from its
+//! `capflow.table` key-value metadata, or else from matching its Arrow schema against
+//! [`TableKind::schema`]. One record is one Parquet row; a row that does not convert to its
+//! table's row type is rejected with its row number.
+//!
+//! The `rejected` table is the ledger of an earlier run, not input data: a dataset directory's
+//! ledger is skipped, and naming a ledger file on its own is a usage error.
 
-use std::path::Path;
+use std::fs::File;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
 
-use super::RecordSink;
+use arrow::array::RecordBatch;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use super::ledger::{Locator, Source};
+use super::{RecordSink, Row};
 use crate::error::{Error, Result};
+use crate::schema::{batch_to_rows, TableKind, TableRow};
 
-pub fn read(path: &Path, _sink: &mut dyn RecordSink) -> Result<()> {
-    Err(Error::Usage(format!("{}: reader not available yet", path.display())))
+/// Format name.
+pub const FORMAT: &str = "capflow";
+
+/// Key-value metadata key naming a file's table.
+pub const TABLE_KEY: &str = "capflow.table";
+
+/// Rows decoded per batch.
+const BATCH_ROWS: usize = 4096;
+
+/// Reads a capflow dataset directory or Parquet file.
+pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
+    if !path.is_dir() {
+        return match read_file(path, sink)? {
+            Some(TableKind::Rejected) => Err(Error::Usage(format!(
+                "{}: this is a rejected-record ledger of an earlier run, not input records",
+                path.display()
+            ))),
+            _ => Ok(()),
+        };
+    }
+    for file in dataset_files(path)? {
+        read_file(&file, sink)?;
+    }
+    Ok(())
+}
+
+#[derive(serde::Deserialize)]
+struct ManifestFiles {
+    files: Vec<ManifestFile>,
+}
+
+#[derive(serde::Deserialize)]
+struct ManifestFile {
+    path: String,
+    #[serde(default)]
+    table: Option<String>,
+}
+
+/// The data files of a dataset directory: from `manifest.json`, else every `*.parquet` below.
+fn dataset_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let manifest = dir.join("manifest.json");
+    if manifest.is_file() {
+        let bytes = std::fs::read(&manifest).map_err(|e| Error::io(&manifest, e))?;
+        let listed: ManifestFiles = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::invalid(
+                format!("manifest {}", manifest.display()),
+                format!("expected {{\"files\": [{{\"path\": ...}}]}}: {e}"),
+            )
+        })?;
+        return Ok(listed
+            .files
+            .into_iter()
+            .filter(|f| f.table.as_deref() != Some(TableKind::Rejected.name()))
+            .map(|f| dir.join(f.path))
+            .collect());
+    }
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
+            let path = entry.map_err(|e| Error::io(&d, e))?.path();
+            let hidden = path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+            if hidden {
+                continue;
+            }
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "parquet") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The table a file holds, from its metadata or its schema.
+fn table_of(builder: &ParquetRecordBatchReaderBuilder<File>) -> Option<TableKind> {
+    let named = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|e| e.key == TABLE_KEY))
+        .and_then(|e| e.value.as_deref())
+        .and_then(TableKind::from_name);
+    named.or_else(|| {
+        let schema = builder.schema();
+        TableKind::ALL.into_iter().find(|kind| {
+            let expected = kind.schema();
+            expected.fields().len() == schema.fields().len()
+                && expected
+                    .fields()
+                    .iter()
+                    .zip(schema.fields())
+                    .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type())
+        })
+    })
+}
+
+/// Reads one Parquet file; returns its table (`Rejected` files are skipped).
+fn read_file(path: &Path, sink: &mut dyn RecordSink) -> Result<Option<TableKind>> {
+    let what = || format!("reading {}", path.display());
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    // The Parquet decoder is third-party code fed untrusted bytes; a panic in it must not take
+    // the run down, so it becomes an error naming the file.
+    let decoded = catch_unwind(AssertUnwindSafe(|| -> Result<Option<TableKind>> {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+            .map_err(|e| Error::parquet(what(), e))?;
+        let Some(kind) = table_of(&builder) else {
+            return Err(Error::invalid(
+                format!("capflow table {}", path.display()),
+                format!(
+                    "no `{TABLE_KEY}` metadata and the schema matches none of capflow's tables"
+                ),
+            ));
+        };
+        if kind == TableKind::Rejected {
+            tracing::info!("{}: skipping the rejected-record ledger", path.display());
+            return Ok(Some(kind));
+        }
+        let reader = builder
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(|e| Error::parquet(what(), e))?;
+        let source = Source::new(FORMAT, path);
+        let mut first_row = 0usize;
+        for batch in reader {
+            let batch = batch.map_err(|e| Error::arrow(what(), e))?;
+            emit_batch(kind, &batch, first_row, &source, sink)?;
+            first_row += batch.num_rows();
+        }
+        Ok(Some(kind))
+    }));
+    decoded.unwrap_or_else(|_| {
+        Err(Error::invalid(
+            format!("Parquet file {}", path.display()),
+            "the decoder failed on corrupt data",
+        ))
+    })
+}
+
+fn emit_batch(
+    kind: TableKind,
+    batch: &RecordBatch,
+    first_row: usize,
+    source: &Source,
+    sink: &mut dyn RecordSink,
+) -> Result<()> {
+    match kind {
+        TableKind::Images => emit_rows(batch, first_row, Row::Image, source, sink),
+        TableKind::Captions => emit_rows(batch, first_row, Row::Caption, source, sink),
+        TableKind::Groundings => emit_rows(batch, first_row, Row::Grounding, source, sink),
+        TableKind::Detections => emit_rows(batch, first_row, Row::Detection, source, sink),
+        TableKind::Amrs => emit_rows(batch, first_row, Row::Amr, source, sink),
+        TableKind::SceneGraphs => emit_rows(batch, first_row, Row::SceneGraph, source, sink),
+        TableKind::GbcGraphs => emit_rows(batch, first_row, Row::GbcGraph, source, sink),
+        TableKind::Samples => emit_rows(batch, first_row, Row::Sample, source, sink),
+        TableKind::Rejected => Ok(()),
+    }
+}
+
+/// Converts a batch to rows; when the batch as a whole does not convert, each row is tried on
+/// its own so that only the broken ones are rejected.
+fn emit_rows<R: TableRow>(
+    batch: &RecordBatch,
+    first_row: usize,
+    wrap: fn(R) -> Row,
+    source: &Source,
+    sink: &mut dyn RecordSink,
+) -> Result<()> {
+    if let Ok(rows) = batch_to_rows::<R>(batch) {
+        if rows.len() == batch.num_rows() {
+            for row in rows {
+                sink.row(wrap(row))?;
+                sink.accepted()?;
+            }
+            return Ok(());
+        }
+    }
+    for i in 0..batch.num_rows() {
+        let one = batch.slice(i, 1);
+        match batch_to_rows::<R>(&one).map(|mut rows| rows.pop()) {
+            Ok(Some(row)) => {
+                sink.row(wrap(row))?;
+                sink.accepted()?;
+            }
+            outcome => {
+                let reason = match outcome {
+                    Err(e) => format!("row does not fit the {} table: {e}", R::KIND.name()),
+                    _ => format!("row does not fit the {} table", R::KIND.name()),
+                };
+                let excerpt = arrow::util::pretty::pretty_format_batches(&[one])
+                    .map(|t| t.to_string())
+                    .unwrap_or_default();
+                let row = first_row + i;
+                let at = Locator {
+                    record: format!("row {row}"),
+                    line: None,
+                    byte_offset: None,
+                };
+                source.reject(sink, at, reason, &excerpt)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::VecSink;
+    use crate::schema::{rows_to_batch, CaptionRow};
+    use parquet::arrow::ArrowWriter;
+
+    fn caption(i: i32) -> CaptionRow {
+        CaptionRow {
+            image_id: format!("img{i}"),
+            caption_id: format!("img{i}#0"),
+            dataset: "coco".into(),
+            split: "train".into(),
+            caption_index: 0,
+            text: format!("caption number {i}"),
+        }
+    }
+
+    #[test]
+    fn tables_are_found_by_schema_without_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows: Vec<CaptionRow> = (0..5).map(caption).collect();
+        let batch = rows_to_batch(&rows).unwrap();
+        let path = dir
+            .path()
+            .join("data")
+            .join("captions-00000-of-00001.parquet");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut writer =
+            ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        // A hidden staging directory is never read.
+        std::fs::create_dir_all(dir.path().join(".capflow-tmp-1")).unwrap();
+        std::fs::copy(&path, dir.path().join(".capflow-tmp-1/x.parquet")).unwrap();
+
+        let mut sink = VecSink::default();
+        read(dir.path(), &mut sink).unwrap();
+        assert_eq!(sink.accepted, 5);
+        let back: Vec<CaptionRow> = sink
+            .rows
+            .into_iter()
+            .filter_map(|r| match r {
+                Row::Caption(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(back, rows);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.parquet");
+        std::fs::write(&path, b"PAR1 not really parquet PAR1").unwrap();
+        let mut sink = VecSink::default();
+        assert!(read(&path, &mut sink).is_err());
+    }
 }

@@ -1,18 +1,727 @@
-//! Reader for the `coco` input format.
+//! Readers for COCO captions, COCO instances and COCO-Entities JSON.
+//!
+//! All three stream the file with [`super::json_stream`]: memory stays bounded by one record
+//! (an image, an annotation, or one COCO-Entities image with its captions) plus small per-file
+//! lookups (a caption counter per image id, the category names).
+//!
+//! Records, for the `accepted + rejected = read` accounting:
+//! - captions: every element of `images` and of `annotations` (the results layout, a top-level
+//!   array of `{image_id, caption}`, is read too: every element is a record);
+//! - instances: every element of `images`, `annotations` and `categories` (a category gives no
+//!   row, but a broken one is rejected like any other record);
+//! - COCO-Entities: every caption of every image; an image entry that is not an object of
+//!   captions is one rejected record.
+//!
+//! `info`, `licenses` and other top-level keys are skipped. Annotations whose `image_id` is not
+//! among the file's `images` are accepted: the official files always have their images, and
+//! truncated samples (the first N images and first N annotations kept independently) would lose
+//! nearly every caption otherwise.
 
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use super::RecordSink;
+use serde_json::{Map, Value};
+
+use super::json_stream::{
+    for_each_element, for_each_entry, kind, Fields, JsonScanner, RawRecord, ScanResult,
+    MAX_RECORD_BYTES,
+};
+use super::ledger::{Locator, Source};
+use super::{RecordSink, Row};
 use crate::error::{Error, Result};
+use crate::schema::{BoxXyxy, CaptionRow, DetectionRow, GroundingRow, ImageRow};
 
-pub fn read_captions(path: &Path, _sink: &mut dyn RecordSink) -> Result<()> {
-    Err(Error::Usage(format!("{}: reader not available yet", path.display())))
+/// Format name of the COCO captions reader.
+pub const CAPTIONS_FORMAT: &str = "coco-captions";
+/// Format name of the COCO instances reader.
+pub const INSTANCES_FORMAT: &str = "coco-instances";
+/// Format name of the COCO-Entities reader.
+pub const ENTITIES_FORMAT: &str = "coco-entities";
+/// `dataset` of every COCO row.
+pub const DATASET: &str = "coco";
+
+fn open(path: &Path) -> Result<File> {
+    File::open(path).map_err(|e| Error::io(path, e))
 }
 
-pub fn read_instances(path: &Path, _sink: &mut dyn RecordSink) -> Result<()> {
-    Err(Error::Usage(format!("{}: reader not available yet", path.display())))
+/// The split named by a COCO file name: `captions_train2014.json` → `train`,
+/// `instances_val2017.json` → `val`, `image_info_test-dev2015.json` → `test`; `unknown` when the
+/// name carries none.
+pub fn split_from_file_name(path: &Path) -> &'static str {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    for (tag, split) in [("train", "train"), ("val", "val"), ("test", "test")] {
+        for (at, _) in name.match_indices(tag) {
+            let rest = name[at + tag.len()..].trim_start_matches("-dev");
+            if rest.len() >= 4 && rest.as_bytes()[..4].iter().all(u8::is_ascii_digit) {
+                return split;
+            }
+        }
+    }
+    "unknown"
 }
 
-pub fn read_entities(path: &Path, _sink: &mut dyn RecordSink) -> Result<()> {
-    Err(Error::Usage(format!("{}: reader not available yet", path.display())))
+/// Reads a COCO captions file (`captions_*.json`): `images` become [`ImageRow`]s and
+/// `annotations` [`CaptionRow`]s, with the split taken from the file name.
+pub fn read_captions(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
+    let source = Source::new(CAPTIONS_FORMAT, path);
+    read_captions_from(open(path)?, &source, split_from_file_name(path), sink)
+}
+
+/// [`read_captions`] over any byte stream.
+pub fn read_captions_from(
+    reader: impl Read,
+    source: &Source,
+    split: &str,
+    sink: &mut dyn RecordSink,
+) -> Result<()> {
+    let mut scanner = JsonScanner::new(reader);
+    let mut captions = CaptionCounter::default();
+    let outcome = (|| -> Result<ScanResult<()>> {
+        if let Err(e) = scanner.skip_bom() {
+            return Ok(Err(e));
+        }
+        let walked = match scanner.skip_ws() {
+            Ok(Some(b'[')) => for_each_element(&mut scanner, |rec| {
+                let at = Locator::at(format!("[{}]", rec.index), rec.offset);
+                let parsed = rec
+                    .parse_object("a caption result {image_id, caption}")
+                    .and_then(|obj| captions.caption_row(&obj, split, true));
+                emit(
+                    source,
+                    sink,
+                    at,
+                    &rec,
+                    parsed.map(|r| vec![Row::Caption(r)]),
+                )
+            })?,
+            Ok(_) => for_each_entry(&mut scanner, |key, s| match key {
+                "images" => for_each_element(s, |rec| image_record(source, sink, &rec, split)),
+                "annotations" => for_each_element(s, |rec| {
+                    let at = Locator::at(format!("annotations[{}]", rec.index), rec.offset);
+                    let parsed = rec
+                        .parse_object("a caption annotation {id, image_id, caption}")
+                        .and_then(|obj| captions.caption_row(&obj, split, false));
+                    emit(
+                        source,
+                        sink,
+                        at,
+                        &rec,
+                        parsed.map(|r| vec![Row::Caption(r)]),
+                    )
+                }),
+                _ => Ok(s.skip_value()),
+            })?,
+            Err(e) => Err(e.into()),
+        };
+        Ok(walked.and_then(|()| scanner.expect_end()))
+    })()?;
+    source.scan_outcome(sink, outcome, || scanner.excerpt_here())
+}
+
+/// Running caption index per image, in file order.
+#[derive(Default)]
+struct CaptionCounter {
+    next_index: HashMap<String, i32>,
+}
+
+impl CaptionCounter {
+    fn caption_row(
+        &mut self,
+        obj: &Map<String, Value>,
+        split: &str,
+        results_layout: bool,
+    ) -> std::result::Result<CaptionRow, String> {
+        let image_id = obj.id("image_id")?;
+        let text = obj.str("caption")?.trim().to_string();
+        let own_id = if results_layout {
+            match obj.get("id") {
+                None | Some(Value::Null) => None,
+                Some(_) => Some(obj.id("id")?),
+            }
+        } else {
+            Some(obj.id("id")?)
+        };
+        let counter = self.next_index.entry(image_id.clone()).or_insert(0);
+        let caption_index = *counter;
+        *counter = counter.saturating_add(1);
+        Ok(CaptionRow {
+            caption_id: own_id.unwrap_or_else(|| format!("{image_id}#{caption_index}")),
+            image_id,
+            dataset: DATASET.into(),
+            split: split.into(),
+            caption_index,
+            text,
+        })
+    }
+}
+
+/// Emits the rows of an accepted record or rejects it.
+fn emit(
+    source: &Source,
+    sink: &mut dyn RecordSink,
+    at: Locator,
+    rec: &RawRecord<'_>,
+    parsed: std::result::Result<Vec<Row>, String>,
+) -> Result<()> {
+    match parsed {
+        Ok(rows) => {
+            for row in rows {
+                sink.row(row)?;
+            }
+            sink.accepted()
+        }
+        Err(reason) => source.reject(sink, at, reason, &rec.excerpt()),
+    }
+}
+
+fn image_record(
+    source: &Source,
+    sink: &mut dyn RecordSink,
+    rec: &RawRecord<'_>,
+    split: &str,
+) -> Result<()> {
+    let at = Locator::at(format!("images[{}]", rec.index), rec.offset);
+    let parsed = rec
+        .parse_object("an image {id, file_name, width, height}")
+        .and_then(|obj| image_row(&obj, split))
+        .map(|row| vec![Row::Image(row)]);
+    emit(source, sink, at, rec, parsed)
+}
+
+fn image_row(obj: &Map<String, Value>, split: &str) -> std::result::Result<ImageRow, String> {
+    let url = match obj.opt_str("coco_url")? {
+        Some(u) => Some(u.to_string()),
+        None => obj.opt_str("flickr_url")?.map(str::to_string),
+    };
+    Ok(ImageRow {
+        image_id: obj.id("id")?,
+        dataset: DATASET.into(),
+        split: split.into(),
+        file_name: obj.opt_str("file_name")?.map(str::to_string),
+        url,
+        width: obj.opt_dim("width")?,
+        height: obj.opt_dim("height")?,
+    })
+}
+
+/// Reads a COCO instances file (`instances_*.json`): `images` become [`ImageRow`]s and
+/// `annotations` [`DetectionRow`]s labelled with their category's name.
+///
+/// The official files put `categories` after `annotations`. Rather than buffering every
+/// annotation until the names are known, the reader makes a second pass over the file for the
+/// annotations when it met them before the categories (only the category names are kept).
+pub fn read_instances(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
+    let source = Source::new(INSTANCES_FORMAT, path);
+    read_instances_from(open(path)?, &source, split_from_file_name(path), sink)
+}
+
+/// [`read_instances`] over any seekable byte stream.
+pub fn read_instances_from<R: Read + Seek>(
+    mut reader: R,
+    source: &Source,
+    split: &str,
+    sink: &mut dyn RecordSink,
+) -> Result<()> {
+    let mut categories: HashMap<String, String> = HashMap::new();
+    let mut categories_seen = false;
+    let mut deferred = false;
+    {
+        let mut scanner = JsonScanner::new(&mut reader);
+        let outcome = (|| -> Result<ScanResult<()>> {
+            if let Err(e) = scanner.skip_bom() {
+                return Ok(Err(e));
+            }
+            let walked = for_each_entry(&mut scanner, |key, s| match key {
+                "images" => for_each_element(s, |rec| image_record(source, sink, &rec, split)),
+                "categories" => {
+                    categories_seen = true;
+                    for_each_element(s, |rec| {
+                        category_record(source, sink, &rec, &mut categories)
+                    })
+                }
+                "annotations" if !categories_seen => {
+                    deferred = true;
+                    Ok(s.skip_value())
+                }
+                "annotations" => {
+                    for_each_element(s, |rec| detection_record(source, sink, &rec, &categories))
+                }
+                _ => Ok(s.skip_value()),
+            })?;
+            Ok(walked.and_then(|()| scanner.expect_end()))
+        })()?;
+        source.scan_outcome(sink, outcome, || scanner.excerpt_here())?;
+    }
+    if !deferred {
+        return Ok(());
+    }
+    reader
+        .seek(SeekFrom::Start(0))
+        .map_err(|e| Error::io(&source.file, e))?;
+    let mut scanner = JsonScanner::new(&mut reader);
+    // The first pass already went past these annotations, so the structure up to their end is
+    // sound; the second pass stops there and leaves the ledger of the rest to the first.
+    let outcome = (|| -> Result<ScanResult<()>> {
+        if let Err(e) = scanner.skip_bom() {
+            return Ok(Err(e));
+        }
+        let mut done = false;
+        for_each_entry(&mut scanner, |key, s| {
+            if done {
+                return Ok(s.skip_value());
+            }
+            match key {
+                "annotations" => {
+                    done = true;
+                    for_each_element(s, |rec| detection_record(source, sink, &rec, &categories))
+                }
+                _ => Ok(s.skip_value()),
+            }
+        })
+    })()?;
+    match outcome {
+        Err(super::json_stream::ScanError::Io(e)) => Err(Error::io(&source.file, e)),
+        _ => Ok(()),
+    }
+}
+
+fn category_record(
+    source: &Source,
+    sink: &mut dyn RecordSink,
+    rec: &RawRecord<'_>,
+    categories: &mut HashMap<String, String>,
+) -> Result<()> {
+    let at = Locator::at(format!("categories[{}]", rec.index), rec.offset);
+    let parsed = rec
+        .parse_object("a category {id, name}")
+        .and_then(|obj| Ok((obj.id("id")?, obj.str("name")?.to_string())));
+    match parsed {
+        Ok((id, name)) => {
+            categories.insert(id, name);
+            sink.accepted()
+        }
+        Err(reason) => source.reject(sink, at, reason, &rec.excerpt()),
+    }
+}
+
+fn detection_record(
+    source: &Source,
+    sink: &mut dyn RecordSink,
+    rec: &RawRecord<'_>,
+    categories: &HashMap<String, String>,
+) -> Result<()> {
+    let at = Locator::at(format!("annotations[{}]", rec.index), rec.offset);
+    let parsed = rec
+        .parse_object("an object annotation {id, image_id, category_id, bbox}")
+        .and_then(|obj| detection_row(&obj, categories))
+        .map(|row| vec![Row::Detection(row)]);
+    emit(source, sink, at, rec, parsed)
+}
+
+fn detection_row(
+    obj: &Map<String, Value>,
+    categories: &HashMap<String, String>,
+) -> std::result::Result<DetectionRow, String> {
+    let category = obj.id("category_id")?;
+    let label = categories
+        .get(&category)
+        .ok_or_else(|| format!("category_id {category} is not among the file's categories"))?;
+    let bbox = xywh_box(obj.array("bbox")?)?;
+    let crowd = obj.opt_int("iscrowd")?.unwrap_or(0) != 0;
+    Ok(DetectionRow {
+        image_id: obj.id("image_id")?,
+        detection_id: obj.id("id")?,
+        source: INSTANCES_FORMAT.into(),
+        label: label.clone(),
+        score: None,
+        bbox,
+        attributes: if crowd {
+            vec!["crowd".into()]
+        } else {
+            Vec::new()
+        },
+        feature: None,
+    })
+}
+
+fn numbers<const N: usize>(items: &[Value], what: &str) -> std::result::Result<[f64; N], String> {
+    if items.len() != N {
+        return Err(format!(
+            "{what} should have {N} numbers, found {}",
+            items.len()
+        ));
+    }
+    let mut out = [0.0; N];
+    for (slot, item) in out.iter_mut().zip(items) {
+        *slot = item
+            .as_f64()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| format!("{what} should hold finite numbers, found {}", kind(item)))?;
+    }
+    Ok(out)
+}
+
+/// COCO's `[x, y, width, height]` (0-based, top-left corner) as a corner box.
+fn xywh_box(items: &[Value]) -> std::result::Result<BoxXyxy, String> {
+    let [x, y, w, h] = numbers::<4>(items, "`bbox` [x, y, width, height]")?;
+    if w < 0.0 || h < 0.0 {
+        return Err(format!("`bbox` has a negative size ({w} x {h})"));
+    }
+    Ok(BoxXyxy::new(x, y, x + w, y + h))
+}
+
+/// Reads a COCO-Entities file: `{image_id: {caption: {det_sequences, noun_chunks, detections}}}`.
+///
+/// Each caption becomes a [`CaptionRow`] (`caption_id` = `<image_id>#<index>` in file order, the
+/// text is the caption's whitespace tokens joined by single spaces), one [`GroundingRow`] per
+/// maximal run of equal non-null `det_sequences` entries (`phrase_id` = the class, the boxes of
+/// `detections[class]`; the class `_` marks a grounded phrase whose class is unknown and keeps
+/// empty boxes, as does a class with no detections; `no_box` says the boxes are empty), and one
+/// [`DetectionRow`] per detection id of the image, emitted with the first caption that lists it
+/// (the captions of one image repeat the same detections). `noun_chunks` duplicates what the
+/// runs say and is not kept. The split comes from a caption's `split` field when present.
+pub fn read_entities(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
+    let source = Source::new(ENTITIES_FORMAT, path);
+    read_entities_from(open(path)?, &source, sink)
+}
+
+/// [`read_entities`] over any byte stream.
+pub fn read_entities_from(
+    reader: impl Read,
+    source: &Source,
+    sink: &mut dyn RecordSink,
+) -> Result<()> {
+    let mut scanner = JsonScanner::new(reader);
+    let mut raw = Vec::new();
+    let outcome = (|| -> Result<ScanResult<()>> {
+        if let Err(e) = scanner.skip_bom() {
+            return Ok(Err(e));
+        }
+        let walked = for_each_entry(&mut scanner, |image_id, s| {
+            if let Err(e) = s.skip_ws() {
+                return Ok(Err(e.into()));
+            }
+            let offset = s.offset();
+            let captured = match s.capture_value(&mut raw, MAX_RECORD_BYTES) {
+                Ok(c) => c,
+                Err(e) => return Ok(Err(e)),
+            };
+            let rec = RawRecord {
+                index: 0,
+                offset,
+                bytes: &raw,
+                captured,
+            };
+            entity_image(source, sink, image_id, &rec)?;
+            Ok(Ok(()))
+        })?;
+        Ok(walked.and_then(|()| scanner.expect_end()))
+    })()?;
+    source.scan_outcome(sink, outcome, || scanner.excerpt_here())
+}
+
+fn entity_image(
+    source: &Source,
+    sink: &mut dyn RecordSink,
+    image_id: &str,
+    rec: &RawRecord<'_>,
+) -> Result<()> {
+    let captions = match rec.parse_object("an object of captions") {
+        Ok(map) => map,
+        Err(reason) => {
+            return source.reject(
+                sink,
+                Locator::at(format!("image {image_id}"), rec.offset),
+                reason,
+                &rec.excerpt(),
+            )
+        }
+    };
+    let mut seen_detections = HashSet::new();
+    for (index, (caption, info)) in captions.iter().enumerate() {
+        let at = Locator::at(format!("image {image_id}, caption {index}"), rec.offset);
+        match entity_caption(image_id, index, caption, info, &mut seen_detections) {
+            Ok(rows) => {
+                for row in rows {
+                    sink.row(row)?;
+                }
+                sink.accepted()?;
+            }
+            Err(reason) => {
+                let raw = format!("{}: {}", Value::String(caption.clone()), info);
+                source.reject(sink, at, reason, &raw)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn entity_caption(
+    image_id: &str,
+    index: usize,
+    caption: &str,
+    info: &Value,
+    seen_detections: &mut HashSet<String>,
+) -> std::result::Result<Vec<Row>, String> {
+    let info = match info {
+        Value::Object(map) => map,
+        other => {
+            return Err(format!(
+                "expected {{det_sequences, noun_chunks, detections}} for the caption, found {}",
+                kind(other)
+            ))
+        }
+    };
+    let tokens: Vec<&str> = caption.split_whitespace().collect();
+    let sequence = info.array("det_sequences")?;
+    if sequence.len() != tokens.len() {
+        return Err(format!(
+            "`det_sequences` has {} entries but the caption has {} tokens",
+            sequence.len(),
+            tokens.len()
+        ));
+    }
+    let classes: Vec<Option<&str>> = sequence
+        .iter()
+        .map(|v| match v {
+            Value::Null => Ok(None),
+            Value::String(s) => Ok(Some(s.as_str())),
+            other => Err(format!(
+                "`det_sequences` entries should be class names or null, found {}",
+                kind(other)
+            )),
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    let detections = entity_detections(info)?;
+    let caption_index =
+        i32::try_from(index).map_err(|_| "too many captions for one image".to_string())?;
+    let caption_id = format!("{image_id}#{caption_index}");
+    let mut rows = vec![Row::Caption(CaptionRow {
+        image_id: image_id.to_string(),
+        caption_id: caption_id.clone(),
+        dataset: DATASET.into(),
+        split: info.opt_str("split")?.unwrap_or("unknown").to_string(),
+        caption_index,
+        text: tokens.join(" "),
+    })];
+    let mut start = 0;
+    while start < classes.len() {
+        let Some(class) = classes[start] else {
+            start += 1;
+            continue;
+        };
+        let mut end = start + 1;
+        while end < classes.len() && classes[end] == Some(class) {
+            end += 1;
+        }
+        let boxes: Vec<BoxXyxy> = if class == "_" {
+            Vec::new()
+        } else {
+            detections
+                .iter()
+                .filter(|d| d.0 == class)
+                .map(|d| d.2)
+                .collect()
+        };
+        rows.push(Row::Grounding(GroundingRow {
+            image_id: image_id.to_string(),
+            caption_id: caption_id.clone(),
+            phrase_id: class.to_string(),
+            phrase: tokens[start..end].join(" "),
+            phrase_types: Vec::new(),
+            token_start: start as i32,
+            token_end: end as i32,
+            no_box: boxes.is_empty(),
+            boxes,
+            is_scene: false,
+            not_visual: false,
+        }));
+        start = end;
+    }
+    for (class, det_id, bbox) in detections {
+        if seen_detections.insert(det_id.clone()) {
+            rows.push(Row::Detection(DetectionRow {
+                image_id: image_id.to_string(),
+                detection_id: det_id,
+                source: ENTITIES_FORMAT.into(),
+                label: class.to_string(),
+                score: None,
+                bbox,
+                attributes: Vec::new(),
+                feature: None,
+            }));
+        }
+    }
+    Ok(rows)
+}
+
+/// `detections: {class: [[det_id, [x1, y1, x2, y2]], ...]}` as (class, id, box) in file order.
+fn entity_detections(
+    info: &Map<String, Value>,
+) -> std::result::Result<Vec<(&str, String, BoxXyxy)>, String> {
+    let map = match info.get("detections") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(map)) => map,
+        Some(other) => {
+            return Err(format!(
+                "`detections` should map classes to detections, found {}",
+                kind(other)
+            ))
+        }
+    };
+    let mut out = Vec::new();
+    for (class, list) in map {
+        let Value::Array(list) = list else {
+            return Err(format!(
+                "`detections[{class}]` should be a list of [id, box], found {}",
+                kind(list)
+            ));
+        };
+        for det in list {
+            let pair = match det {
+                Value::Array(pair) if pair.len() == 2 => pair,
+                _ => {
+                    return Err(format!(
+                    "`detections[{class}]` entries should be [id, [x1, y1, x2, y2]], found {det}"
+                ))
+                }
+            };
+            let id = match &pair[0] {
+                Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+                other => {
+                    return Err(format!(
+                        "`detections[{class}]` ids should be integers, found {}",
+                        kind(other)
+                    ))
+                }
+            };
+            let Value::Array(coords) = &pair[1] else {
+                return Err(format!(
+                    "`detections[{class}]` boxes should be [x1, y1, x2, y2], found {}",
+                    kind(&pair[1])
+                ));
+            };
+            let [x1, y1, x2, y2] = numbers::<4>(coords, "a detection box [x1, y1, x2, y2]")?;
+            if x2 < x1 || y2 < y1 {
+                return Err(format!(
+                    "detection {id} has an inverted box [{x1}, {y1}, {x2}, {y2}]"
+                ));
+            }
+            out.push((class.as_str(), id, BoxXyxy::new(x1, y1, x2, y2)));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::VecSink;
+
+    fn source(format: &'static str) -> Source {
+        Source {
+            format,
+            file: "test.json".into(),
+        }
+    }
+
+    #[test]
+    fn splits_come_from_file_names() {
+        assert_eq!(
+            split_from_file_name(Path::new("captions_train2014.json")),
+            "train"
+        );
+        assert_eq!(
+            split_from_file_name(Path::new("minyus_captions_val2014.json_samples.json")),
+            "val"
+        );
+        assert_eq!(
+            split_from_file_name(Path::new("image_info_test-dev2015.json")),
+            "test"
+        );
+        assert_eq!(split_from_file_name(Path::new("captions.json")), "unknown");
+        assert_eq!(split_from_file_name(Path::new("interval.json")), "unknown");
+    }
+
+    #[test]
+    fn instances_boxes_and_categories_after_annotations() {
+        let doc = r#"{"annotations": [
+            {"id": 7, "image_id": 1, "category_id": 18, "bbox": [10.5, 20, 30, 40], "iscrowd": 1},
+            {"id": 8, "image_id": 1, "category_id": 99, "bbox": [0, 0, 1, 1]},
+            {"id": 9, "image_id": 1, "category_id": 18, "bbox": [0, 0, -1, 1]}],
+            "categories": [{"id": 18, "name": "dog", "supercategory": "animal"}, {"id": 3}]}"#;
+        let mut sink = VecSink::default();
+        read_instances_from(
+            std::io::Cursor::new(doc),
+            &source(INSTANCES_FORMAT),
+            "val",
+            &mut sink,
+        )
+        .unwrap();
+        assert_eq!(sink.counts().read, 5);
+        assert_eq!(sink.accepted, 2);
+        let Row::Detection(d) = &sink.rows[0] else {
+            panic!("expected a detection")
+        };
+        // [x, y, w, h] = [10.5, 20, 30, 40] → x2 = 10.5 + 30, y2 = 20 + 40.
+        assert_eq!(d.bbox, BoxXyxy::new(10.5, 20.0, 40.5, 60.0));
+        assert_eq!(
+            (d.label.as_str(), d.attributes.clone()),
+            ("dog", vec!["crowd".to_string()])
+        );
+        let records: Vec<&str> = sink.rejected.iter().map(|r| r.record.as_str()).collect();
+        assert_eq!(
+            records,
+            ["categories[1]", "annotations[1]", "annotations[2]"]
+        );
+        assert!(sink.rejected[1].reason.contains("category_id 99"));
+    }
+
+    #[test]
+    fn entity_runs_become_groundings() {
+        let doc = r#"{"5": {"a dog on a red mat": {
+            "det_sequences": ["dog", "dog", null, "_", "mat", "mat"],
+            "detections": {"dog": [[3, [1, 2, 3, 4]]], "mat": [[4, [0, 0, 9, 9]], [5, [1, 1, 2, 2]]]}},
+            "a dog": {"det_sequences": [null, "dog"], "detections": {"dog": [[3, [1, 2, 3, 4]]]}}}}"#;
+        let mut sink = VecSink::default();
+        read_entities_from(doc.as_bytes(), &source(ENTITIES_FORMAT), &mut sink).unwrap();
+        assert!(sink.rejected.is_empty(), "{:?}", sink.rejected);
+        assert_eq!(sink.accepted, 2);
+        let spans: Vec<(String, i32, i32, usize)> = sink
+            .rows
+            .iter()
+            .filter_map(|r| match r {
+                Row::Grounding(g) => Some((
+                    g.phrase_id.clone(),
+                    g.token_start,
+                    g.token_end,
+                    g.boxes.len(),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            spans,
+            [
+                ("dog".to_string(), 0, 2, 1),
+                ("_".to_string(), 3, 4, 0),
+                ("mat".to_string(), 4, 6, 2),
+                ("dog".to_string(), 1, 2, 1)
+            ]
+        );
+        let detections = sink
+            .rows
+            .iter()
+            .filter(|r| matches!(r, Row::Detection(_)))
+            .count();
+        assert_eq!(
+            detections, 3,
+            "detection 3 is repeated by the second caption"
+        );
+    }
 }

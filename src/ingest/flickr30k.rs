@@ -1,10 +1,781 @@
-//! Reader for the `flickr30k` input format.
+//! Reader for Flickr30k Entities: `Sentences/<image>.txt` (captions with phrase markup) and
+//! `Annotations/<image>.xml` (boxes per coreference chain).
+//!
+//! The input path is the dataset root (holding `Sentences/` and `Annotations/`), a directory of
+//! sentence files (annotations are looked up in `../Annotations`), or a single `.txt` or `.xml`
+//! file. Images are read one at a time in order of their ids, each image's annotation file
+//! before its sentences, so every grounding leaves the reader with its boxes while memory holds
+//! one image. When the root (the parent of `Sentences/`) holds the upstream split lists
+//! `train.txt`, `val.txt` and `test.txt`, rows carry that split, else `unknown`.
+//!
+//! Records: one non-blank sentence line (a [`CaptionRow`] and one [`GroundingRow`] per
+//! phrase), and one annotation file (an [`ImageRow`] with the image size). The upstream parser
+//! (`flickr30k_entities_utils.py`) is followed for what the files mean; where it would crash or
+//! silently misread (nested or unbalanced brackets, a phrase with no words, a missing size), the
+//! record is rejected instead.
+//!
+//! Boxes: the annotation files hold 1-based inclusive pixel coordinates and upstream subtracts 1
+//! from all four to get 0-based inclusive pixel indices. capflow boxes are 0-based with an
+//! exclusive far edge, so `x1 = xmin - 1`, `y1 = ymin - 1`, `x2 = xmax`, `y2 = ymax`: the box
+//! covers the same pixels and its width is `xmax - xmin + 1`.
 
-use std::path::Path;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
 
-use super::RecordSink;
+use quick_xml::events::Event;
+
+use super::ledger::{Locator, Source};
+use super::{RecordSink, Row};
 use crate::error::{Error, Result};
+use crate::schema::{BoxXyxy, CaptionRow, GroundingRow, ImageRow};
 
-pub fn read(path: &Path, _sink: &mut dyn RecordSink) -> Result<()> {
-    Err(Error::Usage(format!("{}: reader not available yet", path.display())))
+/// Format name, and `dataset` of every row.
+pub const FORMAT: &str = "flickr30k-entities";
+
+/// Longest sentence line kept; a longer line is rejected without being held in memory.
+const MAX_LINE_BYTES: u64 = 1 << 20;
+/// Largest annotation file read; real ones are a few KB.
+const MAX_XML_BYTES: u64 = 16 << 20;
+
+/// One annotated phrase of a caption.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MarkedPhrase {
+    /// The coreference chain id (`EN#<id>`); `0` for phrases marked `notvisual`.
+    pub chain_id: String,
+    /// The coarse types, in markup order (`people`, `clothing`, `notvisual`, ...).
+    pub types: Vec<String>,
+    /// Token span `[start, end)` over [`MarkedCaption::tokens`].
+    pub start: usize,
+    pub end: usize,
+}
+
+/// A caption line with its markup taken apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MarkedCaption {
+    pub tokens: Vec<String>,
+    pub phrases: Vec<MarkedPhrase>,
+}
+
+/// Parses one caption line, e.g. `[/EN#137644/people A group] playing [/EN#137645/other cards] .`
+///
+/// Tokens are the line's whitespace-separated words with the markup removed. A phrase opens
+/// with a token `[/EN#<digits>/<type>[/<type>...]` and closes at the first following token
+/// that ends in `]`.
+pub fn parse_caption_markup(line: &str) -> std::result::Result<MarkedCaption, String> {
+    let mut tokens: Vec<String> = Vec::new();
+    let mut phrases = Vec::new();
+    let mut open: Option<MarkedPhrase> = None;
+    for token in line.split_whitespace() {
+        if token.starts_with('[') {
+            if let Some(phrase) = &open {
+                return Err(format!(
+                    "nested phrase `{token}` inside the open phrase [/EN#{}",
+                    phrase.chain_id
+                ));
+            }
+            open = Some(phrase_header(token, tokens.len())?);
+            continue;
+        }
+        let Some(phrase) = open.as_mut() else {
+            if token.ends_with(']') {
+                return Err(format!("`{token}` closes a phrase that was never opened"));
+            }
+            tokens.push(token.to_string());
+            continue;
+        };
+        match token.strip_suffix(']') {
+            Some(word) => {
+                if word.ends_with(']') {
+                    return Err(format!("`{token}` closes more phrases than are open"));
+                }
+                if !word.is_empty() {
+                    tokens.push(word.to_string());
+                }
+                phrase.end = tokens.len();
+                if phrase.end == phrase.start {
+                    return Err(format!("phrase [/EN#{} has no words", phrase.chain_id));
+                }
+                phrases.extend(open.take());
+            }
+            None => tokens.push(token.to_string()),
+        }
+    }
+    if let Some(phrase) = open {
+        return Err(format!(
+            "phrase [/EN#{} is not closed by the end of the line (expected a word ending in `]`)",
+            phrase.chain_id
+        ));
+    }
+    if tokens.is_empty() {
+        return Err("the caption has no words".into());
+    }
+    Ok(MarkedCaption { tokens, phrases })
+}
+
+fn phrase_header(token: &str, start: usize) -> std::result::Result<MarkedPhrase, String> {
+    let Some(rest) = token.strip_prefix("[/EN#") else {
+        return Err(format!(
+            "`{token}` opens a bracket but is not phrase markup `[/EN#<id>/<type>`"
+        ));
+    };
+    if rest.ends_with(']') {
+        return Err(format!("phrase `{token}` has no words"));
+    }
+    let mut parts = rest.split('/');
+    let chain_id = parts.next().unwrap_or_default();
+    if chain_id.is_empty() || !chain_id.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "`{token}` should carry a numeric chain id after `EN#`"
+        ));
+    }
+    let types: Vec<String> = parts.map(str::to_string).collect();
+    if types.is_empty() || types.iter().any(|t| t.is_empty() || t.contains(['[', ']'])) {
+        return Err(format!(
+            "`{token}` should name one or more phrase types (`/people`, `/bodyparts/people`)"
+        ));
+    }
+    Ok(MarkedPhrase {
+        chain_id: chain_id.to_string(),
+        types,
+        start,
+        end: start,
+    })
+}
+
+/// What one `Annotations/<image>.xml` file says.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ImageAnnotation {
+    pub file_name: Option<String>,
+    pub width: Option<i32>,
+    pub height: Option<i32>,
+    /// Boxes per chain id in file order, already converted to 0-based exclusive corners.
+    pub boxes: HashMap<String, Vec<BoxXyxy>>,
+    /// Chain ids annotated as the whole scene (`<scene>1</scene>`).
+    pub scene: HashSet<String>,
+    /// Chain ids annotated as not visible (`<nobndbox>1</nobndbox>`).
+    pub no_box: HashSet<String>,
+}
+
+#[derive(Default)]
+struct XmlObject {
+    names: Vec<String>,
+    has_bndbox: bool,
+    /// xmin, ymin, xmax, ymax
+    corners: [Option<i64>; 4],
+    nobndbox: Option<i64>,
+    scene: Option<i64>,
+}
+
+fn xml_int(tag: &str, text: &str) -> std::result::Result<i64, String> {
+    text.trim()
+        .parse::<i64>()
+        .map_err(|_| format!("<{tag}> should hold an integer, found `{}`", text.trim()))
+}
+
+/// Parses one annotation file the way the upstream `get_annotations` does: the children of the
+/// root's `<size>` are the image size; every root `<object>` has one or more `<name>`s (chain
+/// ids) and either a `<bndbox>` (one box for each name) or `<nobndbox>` and `<scene>` flags.
+pub fn parse_annotation_xml(bytes: &[u8]) -> std::result::Result<ImageAnnotation, String> {
+    let mut reader = quick_xml::Reader::from_reader(bytes);
+    reader.config_mut().expand_empty_elements = true;
+    let mut ann = ImageAnnotation::default();
+    let mut path: Vec<String> = Vec::new();
+    let mut text = String::new();
+    let mut object: Option<XmlObject> = None;
+    let mut saw_size = false;
+    let mut buf = Vec::new();
+    loop {
+        let event = reader
+            .read_event_into(&mut buf)
+            .map_err(|e| format!("broken XML at byte {}: {e}", reader.error_position()))?;
+        match event {
+            Event::Start(e) => {
+                let name = String::from_utf8_lossy(e.name().as_ref()).into_owned();
+                if path.len() == 1 && name == "object" {
+                    object = Some(XmlObject::default());
+                }
+                if path.len() == 2 && path[1] == "object" && name == "bndbox" {
+                    if let Some(o) = object.as_mut() {
+                        o.has_bndbox = true;
+                    }
+                }
+                if path.len() == 1 && name == "size" {
+                    saw_size = true;
+                }
+                path.push(name);
+                text.clear();
+            }
+            Event::Text(t) => {
+                let decoded = t.decode().map_err(|e| format!("undecodable text: {e}"))?;
+                text.push_str(&decoded);
+            }
+            Event::CData(t) => {
+                let decoded = t.decode().map_err(|e| format!("undecodable text: {e}"))?;
+                text.push_str(&decoded);
+            }
+            Event::GeneralRef(r) => {
+                if let Some(ch) = r
+                    .resolve_char_ref()
+                    .map_err(|e| format!("bad character reference: {e}"))?
+                {
+                    text.push(ch);
+                } else {
+                    let name = r.decode().map_err(|e| format!("undecodable entity: {e}"))?;
+                    let resolved = quick_xml::escape::resolve_predefined_entity(&name)
+                        .ok_or_else(|| format!("unknown entity `&{name};`"))?;
+                    text.push_str(resolved);
+                }
+            }
+            Event::End(_) => {
+                end_element(&path, &text, &mut ann, &mut object)?;
+                path.pop();
+                text.clear();
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+        buf.clear();
+    }
+    if !path.is_empty() {
+        return Err(format!("the file ends inside <{}>", path.join("><")));
+    }
+    if !saw_size {
+        return Err("expected a <size> element with <width> and <height>".into());
+    }
+    Ok(ann)
+}
+
+fn end_element(
+    path: &[String],
+    text: &str,
+    ann: &mut ImageAnnotation,
+    object: &mut Option<XmlObject>,
+) -> std::result::Result<(), String> {
+    let below_root: Vec<&str> = path.iter().skip(1).map(String::as_str).collect();
+    match below_root.as_slice() {
+        ["filename"] => ann.file_name = Some(text.trim().to_string()),
+        ["size", dim] => {
+            let value = xml_int(dim, text)?;
+            let value = i32::try_from(value)
+                .ok()
+                .filter(|v| *v >= 0)
+                .ok_or_else(|| format!("<{dim}> is not a pixel size: {value}"));
+            match *dim {
+                "width" => ann.width = Some(value?),
+                "height" => ann.height = Some(value?),
+                // Upstream parses every child of <size> as an integer (depth too).
+                _ => {
+                    value?;
+                }
+            }
+        }
+        ["object", field] => {
+            let Some(o) = object.as_mut() else {
+                return Ok(());
+            };
+            match *field {
+                "name" => {
+                    let name = text.trim();
+                    if name.is_empty() {
+                        return Err("an <object> has an empty <name>".into());
+                    }
+                    o.names.push(name.to_string());
+                }
+                "nobndbox" => o.nobndbox = Some(xml_int(field, text)?),
+                "scene" => o.scene = Some(xml_int(field, text)?),
+                _ => {}
+            }
+        }
+        ["object", "bndbox", corner] => {
+            let slot = match *corner {
+                "xmin" => 0,
+                "ymin" => 1,
+                "xmax" => 2,
+                "ymax" => 3,
+                _ => return Ok(()),
+            };
+            if let Some(o) = object.as_mut() {
+                // Upstream takes the first of repeated corners.
+                if o.corners[slot].is_none() {
+                    o.corners[slot] = Some(xml_int(corner, text)?);
+                }
+            }
+        }
+        ["object"] => {
+            if let Some(o) = object.take() {
+                finish_object(o, ann)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn finish_object(o: XmlObject, ann: &mut ImageAnnotation) -> std::result::Result<(), String> {
+    let names = o.names.join(", ");
+    if o.has_bndbox {
+        let [Some(xmin), Some(ymin), Some(xmax), Some(ymax)] = o.corners else {
+            return Err(format!(
+                "the <bndbox> of object {names} should have <xmin>, <ymin>, <xmax> and <ymax>"
+            ));
+        };
+        if xmax < xmin - 1 || ymax < ymin - 1 {
+            return Err(format!(
+                "object {names} has an inverted box ({xmin}, {ymin}, {xmax}, {ymax})"
+            ));
+        }
+        let bbox = BoxXyxy::new(
+            (xmin - 1) as f64,
+            (ymin - 1) as f64,
+            xmax as f64,
+            ymax as f64,
+        );
+        for name in o.names {
+            ann.boxes.entry(name).or_default().push(bbox);
+        }
+        return Ok(());
+    }
+    let (Some(nobndbox), Some(scene)) = (o.nobndbox, o.scene) else {
+        return Err(format!(
+            "object {names} has no <bndbox>, so it should have <nobndbox> and <scene>"
+        ));
+    };
+    for name in o.names {
+        if nobndbox > 0 {
+            ann.no_box.insert(name.clone());
+        }
+        if scene > 0 {
+            ann.scene.insert(name);
+        }
+    }
+    Ok(())
+}
+
+/// Where the files of one input path are.
+struct Layout {
+    sentences: Option<PathBuf>,
+    annotations: Option<PathBuf>,
+    /// Where `train.txt`, `val.txt` and `test.txt` may sit.
+    root: Option<PathBuf>,
+    /// A single file was named: read only that image.
+    only: Option<(String, Option<PathBuf>, Option<PathBuf>)>,
+}
+
+fn dir_if_exists(path: PathBuf) -> Option<PathBuf> {
+    path.is_dir().then_some(path)
+}
+
+fn layout(path: &Path) -> Result<Layout> {
+    if path.is_dir() {
+        let sentences = path.join("Sentences");
+        let annotations = path.join("Annotations");
+        if sentences.is_dir() || annotations.is_dir() {
+            return Ok(Layout {
+                sentences: dir_if_exists(sentences),
+                annotations: dir_if_exists(annotations),
+                root: Some(path.to_path_buf()),
+                only: None,
+            });
+        }
+        let parent = path.parent().map(Path::to_path_buf);
+        return Ok(Layout {
+            sentences: Some(path.to_path_buf()),
+            annotations: parent
+                .as_ref()
+                .and_then(|p| dir_if_exists(p.join("Annotations"))),
+            root: parent,
+            only: None,
+        });
+    }
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .ok_or_else(|| Error::Usage(format!("{}: not a file or directory", path.display())))?;
+    let root = path.parent().and_then(Path::parent).map(Path::to_path_buf);
+    let is_xml = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("xml"));
+    let (sentence, annotation) = if is_xml {
+        (None, Some(path.to_path_buf()))
+    } else {
+        let xml = root
+            .as_ref()
+            .map(|r| r.join("Annotations").join(format!("{stem}.xml")))
+            .filter(|p| p.is_file());
+        (Some(path.to_path_buf()), xml)
+    };
+    Ok(Layout {
+        sentences: None,
+        annotations: None,
+        root,
+        only: Some((stem, sentence, annotation)),
+    })
+}
+
+fn stems(dir: Option<&Path>, extension: &str) -> Result<BTreeSet<String>> {
+    let mut out = BTreeSet::new();
+    let Some(dir) = dir else {
+        return Ok(out);
+    };
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let path = entry.path();
+        if path.is_file()
+            && path
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case(extension))
+        {
+            if let Some(stem) = path.file_stem() {
+                out.insert(stem.to_string_lossy().into_owned());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The upstream split lists (`train.txt`, `val.txt`, `test.txt`: one image id per line).
+fn split_lists(root: Option<&Path>) -> Result<HashMap<String, &'static str>> {
+    let mut splits = HashMap::new();
+    let Some(root) = root else {
+        return Ok(splits);
+    };
+    for split in ["train", "val", "test"] {
+        let path = root.join(format!("{split}.txt"));
+        if !path.is_file() {
+            continue;
+        }
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        for id in String::from_utf8_lossy(&bytes).lines() {
+            let id = id.trim();
+            if !id.is_empty() {
+                splits.insert(id.to_string(), split);
+            }
+        }
+    }
+    Ok(splits)
+}
+
+/// Reads a Flickr30k Entities dataset root, sentence directory, or single file.
+pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
+    let layout = layout(path)?;
+    let splits = split_lists(layout.root.as_deref())?;
+    let split_of = |id: &str| splits.get(id).copied().unwrap_or("unknown");
+    if let Some((stem, sentence, annotation)) = &layout.only {
+        return read_image(
+            stem,
+            split_of(stem),
+            sentence.as_deref(),
+            annotation.as_deref(),
+            sink,
+        );
+    }
+    let sentence_ids = stems(layout.sentences.as_deref(), "txt")?;
+    let annotation_ids = stems(layout.annotations.as_deref(), "xml")?;
+    for id in sentence_ids.union(&annotation_ids) {
+        let sentence = sentence_ids
+            .contains(id)
+            .then(|| {
+                layout
+                    .sentences
+                    .as_ref()
+                    .map(|d| d.join(format!("{id}.txt")))
+            })
+            .flatten();
+        let annotation = annotation_ids
+            .contains(id)
+            .then(|| {
+                layout
+                    .annotations
+                    .as_ref()
+                    .map(|d| d.join(format!("{id}.xml")))
+            })
+            .flatten();
+        read_image(
+            id,
+            split_of(id),
+            sentence.as_deref(),
+            annotation.as_deref(),
+            sink,
+        )?;
+    }
+    Ok(())
+}
+
+/// Reads one image: its annotation file (if any) first, then its sentences.
+fn read_image(
+    image_id: &str,
+    split: &str,
+    sentence: Option<&Path>,
+    annotation: Option<&Path>,
+    sink: &mut dyn RecordSink,
+) -> Result<()> {
+    let ann = match annotation {
+        Some(path) => {
+            let file = File::open(path).map_err(|e| Error::io(path, e))?;
+            read_annotation_from(file, image_id, split, &Source::new(FORMAT, path), sink)?
+        }
+        None => None,
+    };
+    if let Some(path) = sentence {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        read_sentences_from(
+            BufReader::new(file),
+            image_id,
+            split,
+            ann.as_ref(),
+            &Source::new(FORMAT, path),
+            sink,
+        )?;
+    }
+    Ok(())
+}
+
+/// Reads one annotation file as one record: an [`ImageRow`] when it parses (the parsed
+/// annotation is returned for the image's groundings), a rejected record when it does not.
+pub fn read_annotation_from(
+    reader: impl Read,
+    image_id: &str,
+    split: &str,
+    source: &Source,
+    sink: &mut dyn RecordSink,
+) -> Result<Option<ImageAnnotation>> {
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_XML_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(&source.file, e))?;
+    let parsed = if bytes.len() as u64 > MAX_XML_BYTES {
+        Err(format!(
+            "annotation file is larger than {} MiB",
+            MAX_XML_BYTES >> 20
+        ))
+    } else {
+        parse_annotation_xml(&bytes)
+    };
+    match parsed {
+        Ok(ann) => {
+            sink.row(Row::Image(ImageRow {
+                image_id: image_id.to_string(),
+                dataset: FORMAT.into(),
+                split: split.into(),
+                file_name: ann.file_name.clone(),
+                url: None,
+                width: ann.width,
+                height: ann.height,
+            }))?;
+            sink.accepted()?;
+            Ok(Some(ann))
+        }
+        Err(reason) => {
+            let at = Locator {
+                record: "annotation file".into(),
+                line: None,
+                byte_offset: Some(0),
+            };
+            source.reject(
+                sink,
+                at,
+                reason,
+                &String::from_utf8_lossy(&bytes[..bytes.len().min(1024)]),
+            )?;
+            Ok(None)
+        }
+    }
+}
+
+/// Reads one sentence file: every non-blank line is a caption record. `annotation` supplies
+/// the boxes and flags of the image's chains.
+pub fn read_sentences_from(
+    mut reader: impl BufRead,
+    image_id: &str,
+    split: &str,
+    annotation: Option<&ImageAnnotation>,
+    source: &Source,
+    sink: &mut dyn RecordSink,
+) -> Result<()> {
+    let mut line = Vec::new();
+    let mut line_number = 0usize;
+    let mut offset = 0u64;
+    let mut caption_index = 0i32;
+    loop {
+        line.clear();
+        let read = (&mut reader)
+            .take(MAX_LINE_BYTES)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Error::io(&source.file, e))?;
+        if read == 0 {
+            return Ok(());
+        }
+        line_number += 1;
+        let start = offset;
+        offset += read as u64;
+        let too_long = line.last() != Some(&b'\n') && read as u64 == MAX_LINE_BYTES;
+        if too_long {
+            offset += skip_rest_of_line(&mut reader).map_err(|e| Error::io(&source.file, e))?;
+        }
+        let at = Locator {
+            byte_offset: Some(start),
+            ..Locator::line(line_number)
+        };
+        let text = match std::str::from_utf8(&line) {
+            _ if too_long => Err(format!("line is longer than {} KiB", MAX_LINE_BYTES >> 10)),
+            Ok(t) => Ok(t),
+            Err(e) => Err(format!("line is not UTF-8: {e}")),
+        };
+        let text = match text {
+            Ok(t) if t.trim().is_empty() => continue,
+            Ok(t) => t,
+            Err(reason) => {
+                source.reject(sink, at, reason, &String::from_utf8_lossy(&line))?;
+                caption_index = caption_index.saturating_add(1);
+                continue;
+            }
+        };
+        match parse_caption_markup(text) {
+            Ok(caption) => {
+                for row in caption_rows(image_id, split, caption_index, &caption, annotation) {
+                    sink.row(row)?;
+                }
+                sink.accepted()?;
+            }
+            Err(reason) => source.reject(sink, at, reason, text.trim_end())?,
+        }
+        caption_index = caption_index.saturating_add(1);
+    }
+}
+
+fn skip_rest_of_line(reader: &mut impl BufRead) -> std::io::Result<u64> {
+    let mut skipped = 0u64;
+    loop {
+        let (done, used) = {
+            let buf = reader.fill_buf()?;
+            if buf.is_empty() {
+                return Ok(skipped);
+            }
+            match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (true, i + 1),
+                None => (false, buf.len()),
+            }
+        };
+        reader.consume(used);
+        skipped += used as u64;
+        if done {
+            return Ok(skipped);
+        }
+    }
+}
+
+fn caption_rows(
+    image_id: &str,
+    split: &str,
+    caption_index: i32,
+    caption: &MarkedCaption,
+    annotation: Option<&ImageAnnotation>,
+) -> Vec<Row> {
+    let caption_id = format!("{image_id}#{caption_index}");
+    let mut rows = Vec::with_capacity(1 + caption.phrases.len());
+    rows.push(Row::Caption(CaptionRow {
+        image_id: image_id.to_string(),
+        caption_id: caption_id.clone(),
+        dataset: FORMAT.into(),
+        split: split.into(),
+        caption_index,
+        text: caption.tokens.join(" "),
+    }));
+    for phrase in &caption.phrases {
+        let id = phrase.chain_id.as_str();
+        rows.push(Row::Grounding(GroundingRow {
+            image_id: image_id.to_string(),
+            caption_id: caption_id.clone(),
+            phrase_id: phrase.chain_id.clone(),
+            phrase: caption.tokens[phrase.start..phrase.end].join(" "),
+            phrase_types: phrase.types.clone(),
+            // A caption line is at most MAX_LINE_BYTES long, so token positions fit in i32.
+            token_start: phrase.start as i32,
+            token_end: phrase.end as i32,
+            boxes: annotation
+                .and_then(|a| a.boxes.get(id).cloned())
+                .unwrap_or_default(),
+            is_scene: annotation.is_some_and(|a| a.scene.contains(id)),
+            no_box: annotation.is_some_and(|a| a.no_box.contains(id)),
+            not_visual: phrase.types.iter().any(|t| t == "notvisual"),
+        }));
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markup_spans_and_types() {
+        let c = parse_caption_markup(
+            "[/EN#255543/people A woman] holds [/EN#255545/bodyparts/people a man 's arm] .",
+        )
+        .unwrap();
+        assert_eq!(c.tokens.join(" "), "A woman holds a man 's arm .");
+        assert_eq!(c.phrases.len(), 2);
+        assert_eq!((c.phrases[1].start, c.phrases[1].end), (3, 7));
+        assert_eq!(c.phrases[1].types, ["bodyparts", "people"]);
+        assert_eq!(c.phrases[1].chain_id, "255545");
+    }
+
+    #[test]
+    fn broken_markup_is_an_error() {
+        for line in [
+            "[/EN#1/people a [/EN#2/other b] c]",
+            "[/EN#1/people a man",
+            "a man]",
+            "[/EN#1/people]",
+            "[/EN#/people a]",
+            "[/EN#1 a]",
+            "[/EN#1/ a]",
+            "[EN#1/people a]",
+            "[/EN#1/people a]]",
+        ] {
+            assert!(parse_caption_markup(line).is_err(), "{line}");
+        }
+    }
+
+    const XML: &str = r#"<annotation><filename>1.jpg</filename>
+        <size><width>500</width><height>375</height><depth>3</depth></size>
+        <object><name>10</name><name>11</name><bndbox><xmin>1</xmin><ymin>5</ymin><xmax>100</xmax><ymax>50</ymax></bndbox></object>
+        <object><name>10</name><bndbox><xmin>20</xmin><ymin>30</ymin><xmax>40</xmax><ymax>60</ymax></bndbox></object>
+        <object><name>12</name><nobndbox>1</nobndbox><scene>0</scene></object>
+        <object><name>13</name><nobndbox>0</nobndbox><scene>1</scene></object>
+        </annotation>"#;
+
+    #[test]
+    fn annotation_follows_the_upstream_parser() {
+        let ann = parse_annotation_xml(XML.as_bytes()).unwrap();
+        assert_eq!((ann.width, ann.height), (Some(500), Some(375)));
+        // Upstream gives [0, 4, 99, 49] (inclusive); the exclusive far edge adds one.
+        assert_eq!(
+            ann.boxes["10"],
+            [
+                BoxXyxy::new(0.0, 4.0, 100.0, 50.0),
+                BoxXyxy::new(19.0, 29.0, 40.0, 60.0)
+            ]
+        );
+        assert_eq!(ann.boxes["11"], [BoxXyxy::new(0.0, 4.0, 100.0, 50.0)]);
+        assert!(ann.no_box.contains("12") && !ann.scene.contains("12"));
+        assert!(ann.scene.contains("13") && !ann.no_box.contains("13"));
+    }
+
+    #[test]
+    fn broken_annotations_are_errors() {
+        for xml in [
+            "<annotation><size><width>x</width></size></annotation>",
+            "<annotation><object><name>1</name></object></annotation>",
+            "<annotation><size><width>1</width></size><object><name>1</name><bndbox><xmin>1</xmin></bndbox></object></annotation>",
+            "<annotation><size><width>1</width></size>",
+            "<annotation><size><width>1</width></size><object><name>1</name><nobndbox>1</nobndbox></object></annotation>",
+        ] {
+            assert!(parse_annotation_xml(xml.as_bytes()).is_err(), "{xml}");
+        }
+    }
 }

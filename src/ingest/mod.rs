@@ -10,8 +10,8 @@
 
 use crate::error::Result;
 use crate::schema::{
-    AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, RejectedRow,
-    SampleRow, SceneGraphRow,
+    AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, RejectedRow, SampleRow,
+    SceneGraphRow,
 };
 
 /// Counts of one reader run.
@@ -31,7 +31,7 @@ impl IngestCounts {
 }
 
 /// One typed row of any capflow table.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Row {
     Image(ImageRow),
     Caption(CaptionRow),
@@ -108,13 +108,17 @@ pub mod capflow_parquet;
 pub mod coco;
 pub mod flickr30k;
 pub mod gbc;
+pub mod json_stream;
+pub mod ledger;
 pub mod penman;
 pub mod visual_genome;
 
 use std::path::Path;
 
 /// The input formats `capflow ingest` understands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// Flickr30k Entities: `Sentences/<image>.txt` markup and `Annotations/<image>.xml` boxes.
@@ -162,5 +166,93 @@ pub fn read_input(format: Format, path: &Path, sink: &mut dyn RecordSink) -> Res
         Format::Gbc => gbc::read(path, sink),
         Format::Penman => penman::read(path, sink),
         Format::Capflow => capflow_parquet::read(path, sink),
+    }
+}
+
+impl Row {
+    /// The table this row belongs to.
+    pub fn table(&self) -> crate::schema::TableKind {
+        use crate::schema::TableKind;
+        match self {
+            Row::Image(_) => TableKind::Images,
+            Row::Caption(_) => TableKind::Captions,
+            Row::Grounding(_) => TableKind::Groundings,
+            Row::Detection(_) => TableKind::Detections,
+            Row::Amr(_) => TableKind::Amrs,
+            Row::SceneGraph(_) => TableKind::SceneGraphs,
+            Row::GbcGraph(_) => TableKind::GbcGraphs,
+            Row::Sample(_) => TableKind::Samples,
+        }
+    }
+}
+
+/// Rows of one table, ready to become RecordBatches.
+#[derive(Debug, Default)]
+pub struct TableRows {
+    pub images: Vec<ImageRow>,
+    pub captions: Vec<CaptionRow>,
+    pub groundings: Vec<GroundingRow>,
+    pub detections: Vec<DetectionRow>,
+    pub amrs: Vec<AmrRow>,
+    pub scene_graphs: Vec<SceneGraphRow>,
+    pub gbc_graphs: Vec<GbcGraphRow>,
+    pub samples: Vec<SampleRow>,
+}
+
+impl TableRows {
+    pub fn push(&mut self, row: Row) {
+        match row {
+            Row::Image(r) => self.images.push(r),
+            Row::Caption(r) => self.captions.push(r),
+            Row::Grounding(r) => self.groundings.push(r),
+            Row::Detection(r) => self.detections.push(r),
+            Row::Amr(r) => self.amrs.push(r),
+            Row::SceneGraph(r) => self.scene_graphs.push(r),
+            Row::GbcGraph(r) => self.gbc_graphs.push(r),
+            Row::Sample(r) => self.samples.push(r),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.images.len()
+            + self.captions.len()
+            + self.groundings.len()
+            + self.detections.len()
+            + self.amrs.len()
+            + self.scene_graphs.len()
+            + self.gbc_graphs.len()
+            + self.samples.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Each non-empty table as RecordBatches of at most `batch_rows` rows, in table order.
+    pub fn into_batches(
+        self,
+        batch_rows: usize,
+    ) -> Result<Vec<(crate::schema::TableKind, arrow::array::RecordBatch)>> {
+        use crate::schema::{rows_to_batch, TableRow};
+        fn chunks<R: TableRow>(
+            rows: &[R],
+            batch_rows: usize,
+            out: &mut Vec<(crate::schema::TableKind, arrow::array::RecordBatch)>,
+        ) -> Result<()> {
+            for chunk in rows.chunks(batch_rows.max(1)) {
+                out.push((R::KIND, rows_to_batch(chunk)?));
+            }
+            Ok(())
+        }
+        let mut out = Vec::new();
+        chunks(&self.images, batch_rows, &mut out)?;
+        chunks(&self.captions, batch_rows, &mut out)?;
+        chunks(&self.groundings, batch_rows, &mut out)?;
+        chunks(&self.detections, batch_rows, &mut out)?;
+        chunks(&self.amrs, batch_rows, &mut out)?;
+        chunks(&self.scene_graphs, batch_rows, &mut out)?;
+        chunks(&self.gbc_graphs, batch_rows, &mut out)?;
+        chunks(&self.samples, batch_rows, &mut out)?;
+        Ok(out)
     }
 }

@@ -7,55 +7,23 @@
 //! Ids follow the SSA convention `# ::id <image>.<k>`: the image is the id before its last `.`,
 //! and the caption is `<image>#<k>` when `k` is a number.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use super::{RecordSink, Row};
-use crate::amr::penman::{alignment_flavour, parse_block, BlockSplitter, GraphBlock, RawBlock};
-use crate::error::{Error, Result};
+use crate::amr::penman::{alignment_flavour, read_blocks, GraphBlock};
+use crate::error::Result;
 use crate::schema::{AmrRow, MetadataEntry, RejectedRow, EXCERPT_LIMIT};
 
 /// Reads the PENMAN file at `path` into `sink`.
 pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut reader = BufReader::with_capacity(1 << 16, file);
-    let file_name = path
-        .file_name()
-        .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let file_name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let source_file = path.display().to_string();
-    let mut splitter = BlockSplitter::default();
-    let mut ready: Vec<RawBlock> = Vec::new();
-    let mut buffer = Vec::with_capacity(256);
-    let mut line_no = 0;
-    let mut offset = 0;
-    let mut ordinal = 0;
-    loop {
-        buffer.clear();
-        let read = reader
-            .read_until(b'\n', &mut buffer)
-            .map_err(|e| Error::io(path, e))?;
-        if read == 0 {
-            break;
-        }
-        line_no += 1;
-        match std::str::from_utf8(&buffer) {
-            Ok(line) => splitter.push_line(line, line_no, offset, true, &mut ready),
-            Err(_) => {
-                let line = String::from_utf8_lossy(&buffer);
-                splitter.push_line(&line, line_no, offset, false, &mut ready);
-            }
-        }
-        offset += read;
-        for block in ready.drain(..) {
-            ordinal += 1;
-            emit(parse_block(block), ordinal, &file_name, &source_file, sink)?;
-        }
-    }
-    if let Some(block) = splitter.finish() {
-        ordinal += 1;
-        emit(parse_block(block), ordinal, &file_name, &source_file, sink)?;
-    }
-    Ok(())
+    read_blocks(path, |ordinal, block| {
+        emit(block, ordinal, &file_name, &source_file, sink)
+    })
 }
 
 fn emit(
@@ -162,7 +130,10 @@ mod tests {
         let ids = GraphIds::new(Some("plain"), "f.txt", 1);
         assert_eq!(ids.image_id, "plain");
         let ids = GraphIds::new(None, "f.txt", 3);
-        assert_eq!((ids.image_id.as_str(), ids.graph_id.as_str()), ("f.txt:3", "f.txt:3"));
+        assert_eq!(
+            (ids.image_id.as_str(), ids.graph_id.as_str()),
+            ("f.txt:3", "f.txt:3")
+        );
     }
 
     #[test]
@@ -176,15 +147,27 @@ mod tests {
         read(&path, &mut sink).unwrap();
         assert_eq!(sink.accepted, 2);
         assert_eq!(sink.rejected.len(), 2);
-        let Row::Amr(row) = &sink.rows[0] else { panic!("not an AMR row") };
+        let Row::Amr(row) = &sink.rows[0] else {
+            panic!("not an AMR row")
+        };
         assert_eq!(row.caption_id.as_deref(), Some("im#0"));
         assert_eq!(row.tokens.as_deref().map(<[String]>::len), Some(3));
         assert_eq!(row.alignment_flavour, "isi");
-        assert_eq!(row.penman, "# ::id im.0\n# ::snt A dog .\n# ::tok A dog .\n(d / dog~e.1)");
+        assert_eq!(
+            row.penman,
+            "# ::id im.0\n# ::snt A dog .\n# ::tok A dog .\n(d / dog~e.1)"
+        );
         assert_eq!(sink.rejected[0].record, "graph 2 (line 8)");
-        assert_eq!(sink.rejected[0].byte_offset, Some(83));
-        assert!(sink.rejected[1].reason.contains("UTF-8"), "{}", sink.rejected[1].reason);
-        let Row::Amr(row) = &sink.rows[1] else { panic!("not an AMR row") };
+        // 17 + 1 (header, blank) + 12 + 16 + 16 + 14 (graph 1) + 1 (blank) bytes before it.
+        assert_eq!(sink.rejected[0].byte_offset, Some(77));
+        assert!(
+            sink.rejected[1].reason.contains("UTF-8"),
+            "{}",
+            sink.rejected[1].reason
+        );
+        let Row::Amr(row) = &sink.rows[1] else {
+            panic!("not an AMR row")
+        };
         assert_eq!(row.graph_id, "g.txt:4");
     }
 }

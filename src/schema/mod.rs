@@ -12,7 +12,7 @@
 
 mod json;
 
-pub use json::{schema_to_json, schema_fingerprint};
+pub use json::{schema_fingerprint, schema_to_json};
 
 use std::sync::Arc;
 

@@ -180,7 +180,8 @@ mod tests {
 
     #[test]
     fn broken_graph_ends_at_next_graph() {
-        let text = "# ::id 1\n(a / b\n   :ARG0 (c / d)\n\n# ::id 2\n(e / f)\n(g / h :ARG0 \"x)\")\n";
+        let text =
+            "# ::id 1\n(a / b\n   :ARG0 (c / d)\n\n# ::id 2\n(e / f)\n(g / h :ARG0 \"x)\")\n";
         let blocks = split(text);
         assert_eq!(blocks.len(), 3);
         assert_eq!(blocks[0].2, "# ::id 1\n(a / b\n   :ARG0 (c / d)");
@@ -191,7 +192,10 @@ mod tests {
     #[test]
     fn blank_line_inside_an_indented_graph_is_kept() {
         let text = "(a / b\n\n   :ARG0 (c / d))\n";
-        assert_eq!(split(text), vec![(1, 0, "(a / b\n\n   :ARG0 (c / d))".to_string())]);
+        assert_eq!(
+            split(text),
+            vec![(1, 0, "(a / b\n\n   :ARG0 (c / d))".to_string())]
+        );
     }
 
     #[test]

@@ -53,7 +53,9 @@ pub(crate) struct LayoutChild {
 pub(crate) enum LayoutTarget {
     Node(usize),
     /// A symbol or string written in place; `reference` when it names a variable of the graph.
-    Atomic { reference: bool },
+    Atomic {
+        reference: bool,
+    },
     Missing,
 }
 
@@ -195,7 +197,9 @@ impl<'a> Parser<'a> {
                 match index.parse::<usize>() {
                     Ok(i) => indices.push(i),
                     Err(_) => {
-                        return Err(self.error_at(t, format!("alignment index `{index}` is too large")))
+                        return Err(
+                            self.error_at(t, format!("alignment index `{index}` is too large"))
+                        )
                     }
                 }
             }
@@ -370,10 +374,7 @@ impl<'a> Parser<'a> {
         }
         if let Some(layout) = &mut self.layout {
             for node in &mut layout.nodes {
-                node.instance = node
-                    .instance
-                    .filter(|i| !dropped.contains(i))
-                    .map(shift);
+                node.instance = node.instance.filter(|i| !dropped.contains(i)).map(shift);
                 for child in &mut node.children {
                     child.triple = shift(child.triple);
                 }

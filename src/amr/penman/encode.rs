@@ -166,8 +166,8 @@ impl<'g> Writer<'g> {
                 let nest = may_open && !t.target.is_empty() && self.opens(i + 1, &t.target);
                 // A role that looks inverted is turned around by the parser unless its target
                 // is a constant.
-                let fits = !is_inverted(&t.role)
-                    || (!nest && !self.variables.contains(t.target.as_str()));
+                let fits =
+                    !is_inverted(&t.role) || (!nest && !self.variables.contains(t.target.as_str()));
                 if fits {
                     self.close_to(depth);
                     return Some(self.write_edge(i, &t.role, &t.target, nest));

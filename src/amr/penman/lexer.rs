@@ -54,7 +54,9 @@ fn terminator_len(bytes: &[u8], i: usize) -> usize {
     match bytes[i] {
         b'\n' | b'\r' | 0x0b | 0x0c | 0x1c | 0x1d | 0x1e => 1,
         0xc2 if bytes.get(i + 1) == Some(&0x85) => 2,
-        0xe2 if bytes.get(i + 1) == Some(&0x80) && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9)) => {
+        0xe2 if bytes.get(i + 1) == Some(&0x80)
+            && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9)) =>
+        {
             3
         }
         _ => 0,
@@ -255,7 +257,10 @@ pub(crate) fn line_column(text: &str, pos: usize) -> (usize, usize) {
     let pos = pos.min(text.len());
     let before = &text.as_bytes()[..pos];
     let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
-    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
     // `pos` is always a token boundary, hence a character boundary; fall back to bytes if not.
     let column = text
         .get(line_start..pos)
@@ -334,7 +339,11 @@ mod tests {
     fn unicode_line_separators_split_symbols() {
         assert_eq!(
             lex("ab\u{2028}cd é"),
-            vec![(Kind::Symbol, "ab"), (Kind::Symbol, "cd"), (Kind::Symbol, "é")]
+            vec![
+                (Kind::Symbol, "ab"),
+                (Kind::Symbol, "cd"),
+                (Kind::Symbol, "é")
+            ]
         );
     }
 

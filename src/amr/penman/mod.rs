@@ -24,13 +24,16 @@ mod lexer;
 mod metadata;
 
 use std::fmt;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
 
-pub(crate) use blocks::{BlockSplitter, RawBlock};
+use blocks::{BlockSplitter, RawBlock};
 pub use decode::MAX_DEPTH;
 pub use encode::encode;
 pub use metadata::{AlignmentMetadata, JamrEdge, MetadataAlignment, MetadataNotation};
 
 use crate::amr::graph::{AlignmentFlavour, Graph};
+use crate::error::{Error, Result};
 
 /// A syntax error in PENMAN text, located by 1-based line and column (in characters).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,7 +45,11 @@ pub struct PenmanError {
 
 impl fmt::Display for PenmanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}, column {}: {}", self.line, self.column, self.message)
+        write!(
+            f,
+            "line {}, column {}: {}",
+            self.line, self.column, self.message
+        )
     }
 }
 
@@ -84,7 +91,7 @@ pub fn parse_many(text: &str) -> Vec<GraphBlock> {
 }
 
 /// Parses one raw block; errors are located in file lines.
-pub(crate) fn parse_block(block: RawBlock) -> GraphBlock {
+fn parse_block(block: RawBlock) -> GraphBlock {
     let graph = match block.invalid_utf8 {
         Some(line) => Err(PenmanError {
             line,
@@ -141,8 +148,8 @@ pub fn parse_with_alignment_metadata(
 /// or `# ::alignments` holds tree positions; JAMR for bare `~3` markers, JAMR span alignments
 /// or `# ::node` lines; none otherwise.
 pub fn alignment_flavour(graph: &Graph) -> AlignmentFlavour {
-    if let Some(a) = graph.alignments.first() {
-        return if graph.alignments.iter().any(|a| !a.prefix.is_empty()) || !a.prefix.is_empty() {
+    if !graph.alignments.is_empty() {
+        return if graph.alignments.iter().any(|a| !a.prefix.is_empty()) {
             AlignmentFlavour::Isi
         } else {
             AlignmentFlavour::Jamr
@@ -157,6 +164,45 @@ pub fn alignment_flavour(graph: &Graph) -> AlignmentFlavour {
         }
     }
     AlignmentFlavour::None
+}
+/// Streams the AMR file at `path` block by block (never holding more than one graph) and
+/// calls `visit` with each graph's ordinal (1-based) and block; an error from `visit` stops.
+pub fn read_blocks(
+    path: &Path,
+    mut visit: impl FnMut(usize, GraphBlock) -> Result<()>,
+) -> Result<()> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut splitter = BlockSplitter::default();
+    let mut ready: Vec<RawBlock> = Vec::new();
+    let mut buffer = Vec::new();
+    let (mut line_no, mut offset, mut ordinal) = (0, 0, 0);
+    loop {
+        buffer.clear();
+        let read = reader
+            .read_until(b'\n', &mut buffer)
+            .map_err(|e| Error::io(path, e))?;
+        if read == 0 {
+            break;
+        }
+        line_no += 1;
+        match std::str::from_utf8(&buffer) {
+            Ok(line) => splitter.push_line(line, line_no, offset, true, &mut ready),
+            Err(_) => {
+                let line = String::from_utf8_lossy(&buffer);
+                splitter.push_line(&line, line_no, offset, false, &mut ready);
+            }
+        }
+        offset += read;
+        for block in ready.drain(..) {
+            ordinal += 1;
+            visit(ordinal, parse_block(block))?;
+        }
+    }
+    if let Some(block) = splitter.finish() {
+        visit(ordinal + 1, parse_block(block))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -20,7 +20,9 @@ fn t(s: &str, r: &str, x: &str) -> (String, String, String) {
 #[test]
 fn inverted_roles_follow_the_default_model() {
     assert_eq!(
-        triples(r#"(a / b :consist-of (c / d) :mod e :domain-of (f / g) :ARG0-of a :ARG1-of "x" :polarity -)"#),
+        triples(
+            r#"(a / b :consist-of (c / d) :mod e :domain-of (f / g) :ARG0-of a :ARG1-of "x" :polarity -)"#
+        ),
         vec![
             t("a", ":instance", "b"),
             t("c", ":consist", "a"),
@@ -56,11 +58,19 @@ fn missing_concepts_and_targets() {
     );
     assert_eq!(
         triples("(a / x :ARG0 :ARG1 c)"),
-        vec![t("a", ":instance", "x"), t("a", ":ARG0", ""), t("a", ":ARG1", "c")]
+        vec![
+            t("a", ":instance", "x"),
+            t("a", ":ARG0", ""),
+            t("a", ":ARG1", "c")
+        ]
     );
     assert_eq!(
         triples("(a :ARG0 (b / c) :instance foo)"),
-        vec![t("a", ":ARG0", "b"), t("b", ":instance", "c"), t("a", ":instance", "foo")]
+        vec![
+            t("a", ":ARG0", "b"),
+            t("b", ":instance", "c"),
+            t("a", ":instance", "foo")
+        ]
     );
 }
 
@@ -98,7 +108,11 @@ fn alignments_and_metadata() {
 fn strings_keep_quotes_escapes_and_tildes() {
     assert_eq!(
         triples(r#"(a / x :op1 "a~b" :op2 "c\"d"~1)"#),
-        vec![t("a", ":instance", "x"), t("a", ":op1", "\"a~b\""), t("a", ":op2", r#""c\"d""#)]
+        vec![
+            t("a", ":instance", "x"),
+            t("a", ":op1", "\"a~b\""),
+            t("a", ":op2", r#""c\"d""#)
+        ]
     );
 }
 
@@ -142,7 +156,13 @@ fn isi_tree_alignments_resolve_to_triples() {
     let resolved: Vec<_> = meta
         .alignments
         .iter()
-        .map(|a| (a.tokens.clone(), a.triple.map(|i| g.triples[i].clone()), a.on_role))
+        .map(|a| {
+            (
+                a.tokens.clone(),
+                a.triple.map(|i| g.triples[i].clone()),
+                a.on_role,
+            )
+        })
         .collect();
     assert_eq!(
         resolved,
@@ -161,7 +181,11 @@ fn jamr_alignments_skip_reentrancies() {
     let text = "# ::alignments 1-2|0.0 6-8|0.1.0+0.1.0.0.1\n# ::node\t0.1.0\tcity\t6-8\n# ::edge\twant-01\tARG1\tgo-02\t0\t0.1\n# ::root\t0\twant-01\n(w / want-01 :ARG0 (b / boy)\n :ARG1 (g / go-02 :ARG0 b\n :ARG4 (c / city :name (n / name :op1 \"New\" :op2 \"York\"))))";
     let (g, meta) = parse_with_alignment_metadata(text).unwrap();
     let concept = |a: &MetadataAlignment| a.triple.map(|i| g.triples[i].target.clone());
-    let got: Vec<_> = meta.alignments.iter().map(|a| (a.tokens.clone(), concept(a))).collect();
+    let got: Vec<_> = meta
+        .alignments
+        .iter()
+        .map(|a| (a.tokens.clone(), concept(a)))
+        .collect();
     assert_eq!(
         got,
         vec![
@@ -194,6 +218,9 @@ fn parse_many_recovers_and_locates() {
     let err = blocks[0].graph.as_ref().unwrap_err();
     assert_eq!(err.line, 4);
     assert_eq!(blocks[1].line, 6);
-    assert_eq!(&text[blocks[1].byte_offset..][..blocks[1].text.len()], blocks[1].text);
+    assert_eq!(
+        &text[blocks[1].byte_offset..][..blocks[1].text.len()],
+        blocks[1].text
+    );
     assert_eq!(blocks[1].graph.as_ref().unwrap().id(), Some("2"));
 }

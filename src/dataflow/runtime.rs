@@ -1,0 +1,232 @@
+//! Builds and runs the timely dataflow of a spec.
+//!
+//! Execution model: every worker reads the input units assigned to it (unit `i` goes to worker
+//! `i % peers`), pushes each record into the dataflow tagged with its read position, and the
+//! dataflow exchanges records by image key. What leaves the dataflow is sent over a channel to
+//! the calling thread, which sorts by read position so that the result is the same for any
+//! number of workers.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
+use timely::dataflow::InputHandle;
+
+use super::key::image_route;
+use super::spec::DataflowSpec;
+use super::ClusterOptions;
+use crate::error::{Error, Result};
+use crate::ingest::{read_input, Format, IngestCounts, RecordSink, Row};
+use crate::schema::RejectedRow;
+
+/// The dataflow's input handle: rows with their read position, timestamped by a round number.
+type RowInput = InputHandle<u64, CapacityContainerBuilder<Vec<KeyedRow>>>;
+
+/// A row with the position it was read at: input unit, then record ordinal within the unit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KeyedRow {
+    pub unit: u32,
+    pub ordinal: u64,
+    pub row: Row,
+}
+
+/// Rows in, rows out, rejected and time spent of one stage.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageMetrics {
+    pub name: String,
+    pub rows_in: u64,
+    pub rows_out: u64,
+    pub rejected: u64,
+    pub elapsed_ms: u64,
+}
+
+/// Everything a run produced, in deterministic order.
+#[derive(Debug, Default)]
+pub struct CollectedRun {
+    pub rows: Vec<KeyedRow>,
+    pub rejected: Vec<(u32, u64, RejectedRow)>,
+    pub counts: IngestCounts,
+    pub stages: Vec<StageMetrics>,
+}
+
+enum WorkerMessage {
+    Row(KeyedRow),
+    Rejected(u32, u64, RejectedRow),
+    UnitDone { counts: IngestCounts, rows: u64 },
+    Failed(String),
+}
+
+/// One path of one input, read whole by one worker.
+#[derive(Clone, Debug)]
+struct InputUnit {
+    format: Format,
+    path: PathBuf,
+}
+
+/// Feeds one unit's records into the dataflow input and reports rejections on the channel.
+struct DataflowSink<'a> {
+    input: &'a mut RowInput,
+    worker: &'a mut timely::worker::Worker,
+    messages: &'a crossbeam_channel::Sender<WorkerMessage>,
+    unit: u32,
+    ordinal: u64,
+    counts: IngestCounts,
+    rows: u64,
+}
+
+impl RecordSink for DataflowSink<'_> {
+    fn row(&mut self, row: Row) -> Result<()> {
+        self.input.send(KeyedRow {
+            unit: self.unit,
+            ordinal: self.ordinal,
+            row,
+        });
+        self.ordinal += 1;
+        self.rows += 1;
+        // Let the dataflow drain now and then so memory stays bounded by the batch, not the file.
+        if self.rows % 4096 == 0 {
+            self.worker.step();
+        }
+        Ok(())
+    }
+
+    fn reject(&mut self, rejected: RejectedRow) -> Result<()> {
+        self.counts.read += 1;
+        self.counts.rejected += 1;
+        let message = WorkerMessage::Rejected(self.unit, self.ordinal, rejected);
+        self.ordinal += 1;
+        self.messages
+            .send(message)
+            .map_err(|_| Error::Usage("run was cancelled".into()))
+    }
+
+    fn accepted(&mut self) -> Result<()> {
+        self.counts.read += 1;
+        self.counts.accepted += 1;
+        Ok(())
+    }
+}
+
+/// Runs the read → exchange part of `spec` on the configured workers and collects the rows.
+pub fn run_collect(spec: &DataflowSpec, cluster: &ClusterOptions) -> Result<CollectedRun> {
+    let config = cluster.timely_config()?;
+    let units: Vec<InputUnit> = spec
+        .inputs
+        .iter()
+        .flat_map(|input| {
+            input.paths.iter().map(|path| InputUnit {
+                format: input.format,
+                path: path.clone(),
+            })
+        })
+        .collect();
+    for unit in &units {
+        if !unit.path.exists() {
+            return Err(Error::Config(format!(
+                "input {} ({}) does not exist",
+                unit.path.display(),
+                unit.format.name()
+            )));
+        }
+    }
+    let (sender, receiver) = crossbeam_channel::bounded::<WorkerMessage>(16 * 1024);
+    let started = Instant::now();
+    let guards = timely::execute(config, move |worker| {
+        let index = worker.index();
+        let peers = worker.peers();
+        let messages = sender.clone();
+        let mut input = RowInput::new();
+        let out = messages.clone();
+        let probe = worker.dataflow(|scope| {
+            scope
+                .input_from(&mut input)
+                .container::<Vec<KeyedRow>>()
+                .exchange(|keyed: &KeyedRow| image_route(keyed.row.image_id()))
+                .inspect(move |keyed: &KeyedRow| {
+                    let _ = out.send(WorkerMessage::Row(keyed.clone()));
+                })
+                .probe()
+                .0
+        });
+        for (i, unit) in units.iter().enumerate() {
+            if i % peers != index {
+                continue;
+            }
+            let mut sink = DataflowSink {
+                input: &mut input,
+                worker: &mut *worker,
+                messages: &messages,
+                unit: i as u32,
+                ordinal: 0,
+                counts: IngestCounts::default(),
+                rows: 0,
+            };
+            let outcome = read_input(unit.format, &unit.path, &mut sink);
+            let (counts, rows) = (sink.counts, sink.rows);
+            match outcome {
+                Ok(()) => {
+                    let _ = messages.send(WorkerMessage::UnitDone { counts, rows });
+                }
+                Err(err) => {
+                    let _ = messages.send(WorkerMessage::Failed(format!(
+                        "reading {} as {}: {err}",
+                        unit.path.display(),
+                        unit.format.name()
+                    )));
+                }
+            }
+        }
+        input.close();
+        while !probe.done() {
+            worker.step();
+        }
+    })
+    .map_err(|e| Error::Config(format!("starting workers: {e}")))?;
+
+    let mut run = CollectedRun::default();
+    let mut failures = Vec::new();
+    let mut rows_read = 0u64;
+    let progress = indicatif::ProgressBar::new_spinner();
+    progress.set_message("reading inputs");
+    for message in receiver.iter() {
+        match message {
+            WorkerMessage::Row(row) => {
+                run.rows.push(row);
+                if run.rows.len() % 10_000 == 0 {
+                    progress.set_message(format!("{} rows", run.rows.len()));
+                    progress.tick();
+                }
+            }
+            WorkerMessage::Rejected(unit, ordinal, rejected) => {
+                run.rejected.push((unit, ordinal, rejected))
+            }
+            WorkerMessage::UnitDone { counts, rows } => {
+                run.counts.add(counts);
+                rows_read += rows;
+            }
+            WorkerMessage::Failed(reason) => failures.push(reason),
+        }
+    }
+    progress.finish_and_clear();
+    let joined = guards.join();
+    for (i, result) in joined.into_iter().enumerate() {
+        if let Err(reason) = result {
+            failures.push(format!("worker {i} panicked: {reason}"));
+        }
+    }
+    if let Some(first) = failures.into_iter().next() {
+        return Err(Error::Config(first));
+    }
+    run.rows.sort_by_key(|r| (r.unit, r.ordinal));
+    run.rejected.sort_by_key(|r| (r.0, r.1));
+    run.stages.push(StageMetrics {
+        name: "read".into(),
+        rows_in: run.counts.read,
+        rows_out: rows_read,
+        rejected: run.counts.rejected,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    });
+    Ok(run)
+}

@@ -1,0 +1,142 @@
+//! Dataflow specs: the TOML files under `dataflows/`.
+//!
+//! ```toml
+//! name = "sample"
+//! description = "The embedded sample data as capflow tables."
+//! seed = 0
+//!
+//! [[inputs]]
+//! format = "flickr30k-entities"
+//! paths = ["../examples/data/flickr30k_entities"]   # relative to this file
+//!
+//! [output]
+//! dir = "out/sample"            # relative to the working directory; --out overrides
+//! shard_bytes = 134217728
+//! ```
+//!
+//! Input paths are resolved against the spec file's directory so a recipe runs from anywhere;
+//! `capflow run SPEC --input DIR` replaces every input's paths by the matching subdirectory of
+//! `DIR` (see [`DataflowSpec::with_input_root`]).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::ingest::Format;
+
+/// One input of a dataflow: a format and the paths to read in it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputSpec {
+    pub format: Format,
+    pub paths: Vec<PathBuf>,
+    /// Subdirectory of `--input DIR` that replaces `paths` (defaults to the last component of the
+    /// first path).
+    #[serde(default)]
+    pub input_subdir: Option<PathBuf>,
+}
+
+/// Where and how the dataset is written.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSpec {
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+    #[serde(default = "default_shard_bytes")]
+    pub shard_bytes: u64,
+}
+
+fn default_shard_bytes() -> u64 {
+    128 * 1024 * 1024
+}
+
+impl Default for OutputSpec {
+    fn default() -> Self {
+        OutputSpec {
+            dir: None,
+            shard_bytes: default_shard_bytes(),
+        }
+    }
+}
+
+/// A parsed dataflow spec.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataflowSpec {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub seed: u64,
+    pub inputs: Vec<InputSpec>,
+    #[serde(default)]
+    pub output: OutputSpec,
+}
+
+impl DataflowSpec {
+    /// Reads a spec file; input paths become relative to the file's directory.
+    pub fn from_file(path: &Path) -> Result<DataflowSpec> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let mut spec: DataflowSpec = toml::from_str(&text)
+            .map_err(|e| Error::Config(format!("{}: {}", path.display(), e)))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for input in &mut spec.inputs {
+            for p in &mut input.paths {
+                if p.is_relative() {
+                    *p = base.join(&*p);
+                }
+            }
+        }
+        spec.validate()
+            .map_err(|e| Error::Config(format!("{}: {}", path.display(), e)))?;
+        Ok(spec)
+    }
+
+    fn validate(&self) -> std::result::Result<(), String> {
+        if self.name.trim().is_empty() {
+            return Err("`name` must not be empty".into());
+        }
+        if self.inputs.is_empty() {
+            return Err("at least one [[inputs]] entry is needed".into());
+        }
+        for (i, input) in self.inputs.iter().enumerate() {
+            if input.paths.is_empty() {
+                return Err(format!("inputs[{i}] ({}) lists no paths", input.format.name()));
+            }
+        }
+        if self.output.shard_bytes == 0 {
+            return Err("output.shard_bytes must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Replaces every input's paths by `root/<input_subdir>`.
+    pub fn with_input_root(mut self, root: &Path) -> DataflowSpec {
+        for input in &mut self.inputs {
+            let sub = input.input_subdir.clone().or_else(|| {
+                input
+                    .paths
+                    .first()
+                    .and_then(|p| p.file_name())
+                    .map(PathBuf::from)
+            });
+            if let Some(sub) = sub {
+                input.paths = vec![root.join(sub)];
+            }
+        }
+        self
+    }
+
+    /// SHA-256 over everything in the spec that changes the output (not where it is written).
+    pub fn config_hash(&self) -> String {
+        let mut hashed = self.clone();
+        hashed.output.dir = None;
+        for input in &mut hashed.inputs {
+            input.input_subdir = None;
+        }
+        let text = serde_json::to_string(&hashed).unwrap_or_default();
+        hex::encode(Sha256::digest(text.as_bytes()))
+    }
+}

@@ -11,6 +11,8 @@ use crate::error::{Error, Result};
 pub enum AmrCommand {
     /// Parse a PENMAN file and print each graph (JSON lines with --json).
     Parse(ParseArgs),
+    /// Smatch between graph i of a test file and graph i of a gold file (TSV).
+    Smatch(crate::cli::amr_smatch::SmatchArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -25,6 +27,7 @@ pub struct ParseArgs {
 pub fn run(cmd: AmrCommand) -> Result<()> {
     match cmd {
         AmrCommand::Parse(args) => parse_command(&args),
+        AmrCommand::Smatch(args) => crate::cli::amr_smatch::run(args),
     }
 }
 

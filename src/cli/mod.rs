@@ -5,6 +5,7 @@
 //! 5 external model failure, 6 cluster failure.
 
 pub mod amr;
+pub mod amr_smatch;
 
 use clap::{Parser, Subcommand};
 

@@ -70,8 +70,23 @@ pub(crate) fn best_match(problem: &Problem, state: &mut SearchState, effort: Eff
     if n1 == 0 || problem.gold_nodes == 0 {
         return (0, true);
     }
+    prepare_bounds(problem, state);
+    // The bound at the root: when the local search reaches it, the search is over.
+    let root_bound: i64 = (0..n1)
+        .map(|i| {
+            problem
+                .candidates_of(i)
+                .iter()
+                .map(|&j| state.static_bound[i * problem.gold_nodes + usize::from(j)])
+                .max()
+                .unwrap_or(0)
+        })
+        .sum();
     let mut rng = SplitMix64::new(effort.seed);
-    let best = local_search(problem, state, &mut rng, effort);
+    let best = local_search(problem, state, &mut rng, effort, root_bound);
+    if best >= root_bound {
+        return (best, true);
+    }
     branch_and_bound(problem, state, best, effort.node_budget)
 }
 
@@ -87,10 +102,14 @@ fn local_search(
     state: &mut SearchState,
     rng: &mut SplitMix64,
     effort: Effort,
+    upper_bound: i64,
 ) -> i64 {
     let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
     let mut best = -1i64;
     for start in 0..=effort.restarts {
+        if best >= upper_bound {
+            break;
+        }
         reset_mapping(state, n1, n2);
         if start == 0 {
             smart_start(problem, state, rng);
@@ -105,7 +124,7 @@ fn local_search(
         }
         // Rounds since the last improvement: easy pairs stop early, hard ones keep searching.
         let mut idle = 0;
-        while idle < effort.perturbation_rounds {
+        while idle < effort.perturbation_rounds && best < upper_bound {
             idle += 1;
             state.saved_mapping.clone_from(&state.mapping);
             let strength = 2 + rng.below(n1.div_ceil(8).max(1));
@@ -330,6 +349,26 @@ fn branch_and_bound(
     node_budget: u64,
 ) -> (i64, bool) {
     let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
+    state.dynamic.clear();
+    state.dynamic.resize(n1 * n2, 0);
+    reset_mapping(state, n1, n2);
+
+    let mut search = BranchAndBound {
+        problem,
+        state,
+        best,
+        nodes: 0,
+        node_budget,
+        exhausted: false,
+    };
+    search.descend(0, 0);
+    let (best, exhausted) = (search.best, search.exhausted);
+    (best, !exhausted)
+}
+
+/// Fixes the branching order and each pair's static bound.
+fn prepare_bounds(problem: &Problem, state: &mut SearchState) {
+    let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
     branching_order(problem, state);
     // static_bound[i * n2 + j]: unary + best weights towards neighbours later in the order.
     state.static_bound.clear();
@@ -355,21 +394,6 @@ fn branch_and_bound(
             state.static_bound[i * n2 + j] = value;
         }
     }
-    state.dynamic.clear();
-    state.dynamic.resize(n1 * n2, 0);
-    reset_mapping(state, n1, n2);
-
-    let mut search = BranchAndBound {
-        problem,
-        state,
-        best,
-        nodes: 0,
-        node_budget,
-        exhausted: false,
-    };
-    search.descend(0, 0);
-    let (best, exhausted) = (search.best, search.exhausted);
-    (best, !exhausted)
 }
 
 /// Heavy nodes first, then nodes joined by relations to those already placed, so pairwise

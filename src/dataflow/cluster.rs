@@ -51,7 +51,9 @@ impl ClusterOptions {
             timely::CommunicationConfig::Process(self.workers)
         } else {
             let hostfile = self.hostfile.as_ref().ok_or_else(|| {
-                Error::Usage("--processes > 1 needs --hostfile with one host:port per process".into())
+                Error::Usage(
+                    "--processes > 1 needs --hostfile with one host:port per process".into(),
+                )
             })?;
             let addresses = read_hostfile(hostfile)?;
             if addresses.len() != self.processes {

@@ -103,7 +103,10 @@ impl DataflowSpec {
         }
         for (i, input) in self.inputs.iter().enumerate() {
             if input.paths.is_empty() {
-                return Err(format!("inputs[{i}] ({}) lists no paths", input.format.name()));
+                return Err(format!(
+                    "inputs[{i}] ({}) lists no paths",
+                    input.format.name()
+                ));
             }
         }
         if self.output.shard_bytes == 0 {

@@ -177,7 +177,9 @@ mod tests {
         for r1 in &test.relations {
             for r2 in &gold.relations {
                 matched += usize::from(
-                    r1.name.same(&r2.name) && maps(r1.source, r2.source) && maps(r1.target, r2.target),
+                    r1.name.same(&r2.name)
+                        && maps(r1.source, r2.source)
+                        && maps(r1.target, r2.target),
                 );
             }
         }
@@ -306,7 +308,10 @@ mod tests {
         };
         let score = smatch(&a, &b, &SmatchOptions::default());
         // Matched: TOP, want-01, boy, ARG0(a,b), ARG1(a,c): 5 of 7 test and 6 gold triples.
-        assert_eq!((score.matched, score.test_total, score.gold_total), (5, 7, 6));
+        assert_eq!(
+            (score.matched, score.test_total, score.gold_total),
+            (5, 7, 6)
+        );
         let (p, r, f) = score.prf();
         assert_eq!((p, r), (5.0 / 7.0, 5.0 / 6.0));
         assert!((f - 2.0 * p * r / (p + r)).abs() < 1e-15);
@@ -317,7 +322,11 @@ mod tests {
         assert_eq!(compute_f(0, 0, 5), (0.0, 0.0, 0.0));
         assert_eq!(compute_f(0, 3, 5), (0.0, 0.0, 0.0));
         assert_eq!(compute_f(3, 3, 3), (1.0, 1.0, 1.0));
-        let empty = smatch(&Graph::default(), &Graph::default(), &SmatchOptions::default());
+        let empty = smatch(
+            &Graph::default(),
+            &Graph::default(),
+            &SmatchOptions::default(),
+        );
         assert_eq!((empty.matched, empty.test_total, empty.f1()), (0, 0, 0.0));
     }
 }

@@ -141,7 +141,8 @@ impl Problem {
             self.test_neighbor_start[i + 1] += self.test_neighbor_start[i];
         }
         self.test_neighbors.clear();
-        self.test_neighbors.resize(self.test_neighbor_start[n1] as usize, 0);
+        self.test_neighbors
+            .resize(self.test_neighbor_start[n1] as usize, 0);
         // Fill from the back of each node's slice, counting its start down as we go.
         let mut fill: Vec<u32> = self.test_neighbor_start[1..].to_vec();
         for r in test.relations.iter().filter(|r| r.source != r.target) {

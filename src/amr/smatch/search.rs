@@ -65,7 +65,11 @@ pub(crate) struct Effort {
 }
 
 /// The best matched-triple count found and whether it is proven optimal.
-pub(crate) fn best_match(problem: &Problem, state: &mut SearchState, effort: Effort) -> (i64, bool) {
+pub(crate) fn best_match(
+    problem: &Problem,
+    state: &mut SearchState,
+    effort: Effort,
+) -> (i64, bool) {
     let n1 = problem.test_nodes;
     if n1 == 0 || problem.gold_nodes == 0 {
         return (0, true);
@@ -117,7 +121,13 @@ fn local_search(
             random_start(problem, state, rng);
         }
         enqueue_all(state, n1);
-        let mut current = climb(problem, state, rng, problem.score(&state.mapping), effort.sideways);
+        let mut current = climb(
+            problem,
+            state,
+            rng,
+            problem.score(&state.mapping),
+            effort.sideways,
+        );
         if current > best {
             best = current;
             state.best_mapping.clone_from(&state.mapping);
@@ -132,7 +142,13 @@ fn local_search(
             state.queued.clear();
             state.queued.resize(n1, false);
             perturb(problem, state, rng, strength);
-            let score = climb(problem, state, rng, problem.score(&state.mapping), effort.sideways);
+            let score = climb(
+                problem,
+                state,
+                rng,
+                problem.score(&state.mapping),
+                effort.sideways,
+            );
             if score >= current {
                 if score > current {
                     idle = 0;
@@ -498,7 +514,8 @@ impl BranchAndBound<'_> {
                 self.state.choices.push((value, j));
             }
         }
-        self.state.choices[first_choice..].sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        self.state.choices[first_choice..]
+            .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let choice_count = self.state.choices.len() - first_choice;
         // The remaining bound counts node i at its best choice; each branch replaces that share.
         let share_of_i = if choice_count > 0 {

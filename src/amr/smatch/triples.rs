@@ -104,7 +104,9 @@ impl SmatchGraph {
                 break;
             };
             node_index.insert(triple.source.as_str(), index);
-            concepts.push(Label::normalized(&concept_as_smatch_reads_it(&triple.target)));
+            concepts.push(Label::normalized(&concept_as_smatch_reads_it(
+                &triple.target,
+            )));
         }
 
         let mut attributes = Vec::new();
@@ -297,7 +299,10 @@ mod tests {
             .iter()
             .map(|r| (r.source, &*r.name.text, r.target))
             .collect();
-        assert_eq!(rel, vec![(0, "arg0", 1), (2, "domain", 0), (0, "consist-of", 3)]);
+        assert_eq!(
+            rel,
+            vec![(0, "arg0", 1), (2, "domain", 0), (0, "consist-of", 3)]
+        );
         let name = &s.attributes[2];
         assert_eq!((&*name.name.text, &*name.value.text), ("name", "a"));
     }

@@ -86,12 +86,25 @@ pub(crate) fn best_match(
                 .unwrap_or(0)
         })
         .sum();
+    // A quick climb from the concept-match start gives branch and bound its first incumbent;
+    // small pairs are usually settled there, and only unsettled ones pay for the full search.
     let mut rng = SplitMix64::new(effort.seed);
-    let best = local_search(problem, state, &mut rng, effort, root_bound);
-    if best >= root_bound {
-        return (best, true);
+    let quick_effort = Effort {
+        restarts: 0,
+        perturbation_rounds: 0,
+        ..effort
+    };
+    let quick = local_search(problem, state, &mut rng, quick_effort, root_bound);
+    if quick >= root_bound {
+        return (quick, true);
     }
-    branch_and_bound(problem, state, best, effort.node_budget)
+    let (bounded, proven) = branch_and_bound(problem, state, quick, effort.node_budget);
+    if proven {
+        return (bounded, true);
+    }
+    let mut rng = SplitMix64::new(effort.seed);
+    let searched = local_search(problem, state, &mut rng, effort, root_bound);
+    (bounded.max(searched), searched >= root_bound)
 }
 
 fn reset_mapping(state: &mut SearchState, n1: usize, n2: usize) {

@@ -11,6 +11,11 @@ use crate::error::{Error, Result};
 pub enum AmrCommand {
     /// Parse a PENMAN file and print each graph (JSON lines with --json).
     Parse(ParseArgs),
+    /// Merge one image's caption AMRs into a meta-vgAMR: print the merge order and the meta
+    /// graph (and its event subgraphs with --events).
+    Merge(super::amr_merge::MergeArgs),
+    /// Show one image's meta-vgAMR (as Graphviz DOT with --dot).
+    Inspect(super::amr_merge::InspectArgs),
     /// Smatch between graph i of a test file and graph i of a gold file (TSV).
     Smatch(crate::cli::amr_smatch::SmatchArgs),
 }
@@ -27,6 +32,8 @@ pub struct ParseArgs {
 pub fn run(cmd: AmrCommand) -> Result<()> {
     match cmd {
         AmrCommand::Parse(args) => parse_command(&args),
+        AmrCommand::Merge(args) => super::amr_merge::run_merge(&args),
+        AmrCommand::Inspect(args) => super::amr_merge::run_inspect(&args),
         AmrCommand::Smatch(args) => crate::cli::amr_smatch::run(args),
     }
 }

@@ -5,7 +5,14 @@
 //! 5 external model failure, 6 cluster failure.
 
 pub mod amr;
+pub mod amr_merge;
 pub mod amr_smatch;
+pub mod cluster;
+pub mod gbc;
+pub mod ingest;
+pub mod inspect;
+pub mod progress;
+pub mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -24,11 +31,24 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a dataflow spec (`dataflows/*.toml`) and write its dataset.
+    Run(run::RunArgs),
     /// Print the Arrow schemas of capflow's tables as JSON, or write them to a directory.
     Schema(SchemaArgs),
-    /// Work with AMR files in PENMAN notation: parse.
+    /// Read input files of one format into a Parquet dataset directory.
+    Ingest(ingest::IngestArgs),
+    /// Summarise a dataset directory (tables, rows, files, counts, stages, versions).
+    Inspect(inspect::InspectArgs),
+    /// Check that a dataset directory holds exactly what its manifest says.
+    Validate(inspect::ValidateArgs),
+    /// Convert and summarize apple/ml-gbc graph files.
+    Gbc(gbc::GbcArgs),
+    /// Work with AMR graphs: parse, score with Smatch, merge, inspect.
     #[command(subcommand)]
     Amr(amr::AmrCommand),
+    /// Clustering and matching on tab-separated matrices (UPGMA, flat clusters, Hungarian).
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -68,7 +88,13 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Schema(args) => schema_command(args),
+        Command::Run(args) => run::run(args),
+        Command::Ingest(args) => ingest::run(args),
+        Command::Inspect(args) => inspect::run_inspect(args),
+        Command::Validate(args) => inspect::run_validate(args),
+        Command::Gbc(args) => gbc::run(args),
         Command::Amr(cmd) => amr::run(cmd),
+        Command::Cluster(cmd) => cluster::run(cmd),
     }
 }
 

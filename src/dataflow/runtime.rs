@@ -18,6 +18,7 @@ use super::key::image_route;
 use super::spec::DataflowSpec;
 use super::ClusterOptions;
 use crate::error::{Error, Result};
+pub use crate::export::StageMetrics;
 use crate::ingest::{read_input, Format, IngestCounts, RecordSink, Row};
 use crate::schema::RejectedRow;
 
@@ -30,16 +31,6 @@ pub struct KeyedRow {
     pub unit: u32,
     pub ordinal: u64,
     pub row: Row,
-}
-
-/// Rows in, rows out, rejected and time spent of one stage.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct StageMetrics {
-    pub name: String,
-    pub rows_in: u64,
-    pub rows_out: u64,
-    pub rejected: u64,
-    pub elapsed_ms: u64,
 }
 
 /// Everything a run produced, in deterministic order.
@@ -86,7 +77,7 @@ impl RecordSink for DataflowSink<'_> {
         self.ordinal += 1;
         self.rows += 1;
         // Let the dataflow drain now and then so memory stays bounded by the batch, not the file.
-        if self.rows % 4096 == 0 {
+        if self.rows.is_multiple_of(4096) {
             self.worker.step();
         }
         Ok(())

@@ -1,1 +1,2 @@
 //! Scene graphs and GBC graphs: traversal, masks, minimum spanning trees, filtering.
+pub mod gbc;

@@ -333,12 +333,18 @@ fn detection_row(
         .ok_or_else(|| format!("category_id {category} is not among the file's categories"))?;
     let bbox = xywh_box(obj.array("bbox")?)?;
     let crowd = obj.opt_int("iscrowd")?.unwrap_or(0) != 0;
+    // Detector output in the instances layout carries a confidence per annotation.
+    let score = match obj.field("score") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => n.as_f64(),
+        Some(other) => return Err(format!("`score` must be a number, found {other}")),
+    };
     Ok(DetectionRow {
         image_id: obj.id("image_id")?,
         detection_id: obj.id("id")?,
         source: INSTANCES_FORMAT.into(),
         label: label.clone(),
-        score: None,
+        score,
         bbox,
         attributes: if crowd {
             vec!["crowd".into()]
@@ -402,7 +408,7 @@ pub fn read_entities_from(
         if let Err(e) = scanner.skip_bom() {
             return Ok(Err(e));
         }
-        let walked = for_each_entry(&mut scanner, |image_id, s| {
+        let walked = for_each_entry::<_, crate::error::Error>(&mut scanner, |image_id, s| {
             if let Err(e) = s.skip_ws() {
                 return Ok(Err(e.into()));
             }

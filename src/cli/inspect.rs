@@ -1,0 +1,207 @@
+//! `capflow inspect DIR` (what a dataset holds) and `capflow validate DIR` (whether it holds
+//! exactly that).
+
+use std::path::{Path, PathBuf};
+
+use arrow::array::RecordBatch;
+
+use crate::error::{Error, Result};
+use crate::export::{read_manifest, read_table, validate, Manifest};
+use crate::schema::TableKind;
+
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// Dataset directory.
+    pub dir: PathBuf,
+    /// Also print the first N rows of a table.
+    #[arg(long, value_name = "N")]
+    pub rows: Option<usize>,
+    /// The table `--rows` shows (default: samples when present, else the first table with rows).
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Print the manifest as JSON instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// Dataset directory.
+    pub dir: PathBuf,
+}
+
+/// A missing manifest is the normal state of a directory nobody committed to (or whose write
+/// was interrupted), so it gets its own explanation.
+fn manifest_of(dir: &Path) -> Result<Manifest> {
+    read_manifest(dir).map_err(|e| match e {
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            Error::invalid(
+                format!("dataset {}", dir.display()),
+                "no manifest.json: not a committed capflow dataset (an interrupted write \
+                 leaves none; run the command that writes it again)",
+            )
+        }
+        other => other,
+    })
+}
+
+pub fn run_inspect(args: InspectArgs) -> Result<()> {
+    let manifest = manifest_of(&args.dir)?;
+    if args.json {
+        let text = serde_json::to_string_pretty(&manifest)
+            .map_err(|e| Error::invalid("manifest", e.to_string()))?;
+        println!("{text}");
+    } else {
+        print!("{}", summary(&args.dir, &manifest));
+    }
+    if let Some(limit) = args.rows {
+        let table = match &args.table {
+            Some(name) => TableKind::from_name(name).ok_or_else(|| {
+                let names: Vec<&str> = TableKind::ALL.iter().map(|k| k.name()).collect();
+                Error::Usage(format!(
+                    "unknown table {name:?}; tables are {}",
+                    names.join(", ")
+                ))
+            })?,
+            None => default_table(&manifest),
+        };
+        let batches = first_rows(&args.dir, table, limit)?;
+        println!("\nfirst {limit} rows of {}:", table.name());
+        let shown = arrow::util::pretty::pretty_format_batches(&batches)
+            .map_err(|e| Error::arrow(format!("printing {} rows", table.name()), e))?;
+        println!("{shown}");
+    }
+    Ok(())
+}
+
+fn default_table(manifest: &Manifest) -> TableKind {
+    if manifest.table_rows(TableKind::Samples) > 0 {
+        return TableKind::Samples;
+    }
+    TableKind::ALL
+        .into_iter()
+        .find(|k| manifest.table_rows(*k) > 0)
+        .unwrap_or(TableKind::Rejected)
+}
+
+fn first_rows(dir: &Path, table: TableKind, limit: usize) -> Result<Vec<RecordBatch>> {
+    let mut batches = Vec::new();
+    let mut left = limit;
+    for batch in read_table(dir, table)? {
+        if left == 0 {
+            break;
+        }
+        let batch = batch?;
+        let take = left.min(batch.num_rows());
+        batches.push(batch.slice(0, take));
+        left -= take;
+    }
+    Ok(batches)
+}
+
+/// The human-readable summary `inspect` prints.
+pub fn summary(dir: &Path, manifest: &Manifest) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let c = manifest.counts;
+    let _ = writeln!(out, "dataset {}", dir.display());
+    let _ = writeln!(
+        out,
+        "  version {} (engine {}, config {}), committed {}",
+        manifest.version,
+        manifest.engine_version,
+        manifest
+            .config_hash
+            .get(..16)
+            .unwrap_or(&manifest.config_hash),
+        manifest.created_at
+    );
+    let _ = writeln!(
+        out,
+        "  records: {} read, {} accepted, {} rejected",
+        c.read, c.accepted, c.rejected
+    );
+    let total_bytes: u64 = manifest.files.iter().map(|f| f.bytes).sum();
+    let _ = writeln!(
+        out,
+        "  files: {} ({} bytes)",
+        manifest.files.len(),
+        total_bytes
+    );
+    let _ = writeln!(out, "  tables:");
+    for kind in TableKind::ALL {
+        if let Some(table) = manifest.tables.get(kind.name()) {
+            let splits: Vec<String> = table
+                .splits
+                .iter()
+                .map(|(split, rows)| format!("{split}={rows}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "    {:<13} {:>10} rows in {:>3} files  [{}]",
+                kind.name(),
+                table.rows,
+                table.files,
+                splits.join(", ")
+            );
+        }
+    }
+    if !manifest.stages.is_empty() {
+        let _ = writeln!(out, "  stages:");
+        for stage in &manifest.stages {
+            let _ = writeln!(
+                out,
+                "    {}: {} in, {} out, {} rejected, {} ms",
+                stage.name, stage.rows_in, stage.rows_out, stage.rejected, stage.elapsed_ms
+            );
+        }
+    }
+    if !manifest.history.is_empty() {
+        let _ = writeln!(out, "  earlier versions:");
+        for old in &manifest.history {
+            let rows: u64 = old
+                .rows
+                .iter()
+                .filter(|(name, _)| name.as_str() != TableKind::Rejected.name())
+                .map(|(_, rows)| rows)
+                .sum();
+            let _ = writeln!(
+                out,
+                "    version {} committed {}: {} records read, {} rows",
+                old.version, old.created_at, old.counts.read, rows
+            );
+        }
+    }
+    out
+}
+
+pub fn run_validate(args: ValidateArgs) -> Result<()> {
+    // Read once here for the friendly missing-manifest message; validate reads it again.
+    manifest_of(&args.dir)?;
+    let report = validate(&args.dir)?;
+    for warning in &report.warnings {
+        eprintln!("capflow: warning: {warning}");
+    }
+    if report.is_ok() {
+        println!(
+            "{}: valid (version {}): {} files, {} rows, {} bytes checked",
+            args.dir.display(),
+            report.version,
+            report.files_checked,
+            report.rows_checked,
+            report.bytes_checked
+        );
+        return Ok(());
+    }
+    for problem in &report.problems {
+        eprintln!("capflow: {}: {problem}", args.dir.display());
+    }
+    Err(Error::invalid(
+        format!("dataset {}", args.dir.display()),
+        format!(
+            "{} problem{} found (listed above)",
+            report.problems.len(),
+            if report.problems.len() == 1 { "" } else { "s" }
+        ),
+    ))
+}

@@ -1,0 +1,162 @@
+//! `manifest.json`: what a committed dataset holds, with enough to check every byte of it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::ingest::IngestCounts;
+use crate::schema::TableKind;
+
+/// The manifest's file name at the top of a dataset.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// The value of [`Manifest::format`].
+pub const MANIFEST_FORMAT: &str = "capflow-dataset";
+/// The layout version this code writes and reads.
+pub const MANIFEST_FORMAT_VERSION: u32 = 1;
+
+/// One Parquet file of a dataset.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Relative to the dataset directory, `/`-separated (`data/captions-00000-of-00001-….parquet`).
+    pub path: String,
+    pub table: TableKind,
+    /// The shard group the file belongs to: the table name, or the sample split.
+    pub split: String,
+    pub rows: u64,
+    pub bytes: u64,
+    /// SHA-256 of the file's bytes, lowercase hex.
+    pub sha256: String,
+}
+
+/// Rows in, rows out, rejections and time of one stage of the run that made the dataset.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageMetrics {
+    pub name: String,
+    pub rows_in: u64,
+    pub rows_out: u64,
+    pub rejected: u64,
+    pub elapsed_ms: u64,
+}
+
+/// Per-table totals and the schema fingerprint the table was written with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSummary {
+    /// [`crate::schema::schema_fingerprint`] of the table's schema.
+    pub schema_fingerprint: String,
+    pub rows: u64,
+    pub files: u64,
+    /// Rows per split.
+    pub splits: BTreeMap<String, u64>,
+}
+
+/// What remains of an earlier version in the manifests that replaced it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionSummary {
+    pub version: u64,
+    pub created_at: String,
+    pub engine_version: String,
+    pub config_hash: String,
+    pub counts: IngestCounts,
+    pub rows: BTreeMap<String, u64>,
+    /// SHA-256 of that version's `manifest.json`, to recognise it if a copy turns up.
+    pub manifest_sha256: String,
+}
+
+/// The content of `manifest.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Always [`MANIFEST_FORMAT`].
+    pub format: String,
+    /// The dataset layout version ([`MANIFEST_FORMAT_VERSION`]).
+    pub format_version: u32,
+    /// 1 for the first commit into a directory, +1 for each commit after it.
+    pub version: u64,
+    pub engine_version: String,
+    pub config_hash: String,
+    /// Wall-clock time of the commit (RFC 3339, UTC). Informational only.
+    pub created_at: String,
+    /// Input records read, accepted and rejected over the whole run.
+    pub counts: IngestCounts,
+    pub stages: Vec<StageMetrics>,
+    /// Keyed by table name.
+    pub tables: BTreeMap<String, TableSummary>,
+    pub files: Vec<FileEntry>,
+    /// Earlier versions, oldest first.
+    pub history: Vec<VersionSummary>,
+}
+
+impl Manifest {
+    /// The files of one table, in shard order.
+    pub fn table_files(&self, table: TableKind) -> impl Iterator<Item = &FileEntry> {
+        self.files.iter().filter(move |f| f.table == table)
+    }
+
+    /// Total rows of one table (0 when absent).
+    pub fn table_rows(&self, table: TableKind) -> u64 {
+        self.tables.get(table.name()).map_or(0, |t| t.rows)
+    }
+
+    /// This version as an entry of a later manifest's history.
+    pub(crate) fn summary(&self, manifest_sha256: String) -> VersionSummary {
+        VersionSummary {
+            version: self.version,
+            created_at: self.created_at.clone(),
+            engine_version: self.engine_version.clone(),
+            config_hash: self.config_hash.clone(),
+            counts: self.counts,
+            rows: self
+                .tables
+                .iter()
+                .map(|(name, t)| (name.clone(), t.rows))
+                .collect(),
+            manifest_sha256,
+        }
+    }
+
+    /// Pretty JSON with a trailing newline, as written to disk.
+    pub(crate) fn to_json(&self) -> Result<String> {
+        let mut text = serde_json::to_string_pretty(self)
+            .map_err(|e| Error::invalid("manifest", e.to_string()))?;
+        text.push('\n');
+        Ok(text)
+    }
+}
+
+/// Reads `DIR/manifest.json`. A missing manifest means the directory holds no committed dataset
+/// (an I/O "not found" error).
+pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let path = dir.join(MANIFEST_FILE);
+    let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    parse_manifest(&path, &text)
+}
+
+pub(crate) fn parse_manifest(path: &Path, text: &[u8]) -> Result<Manifest> {
+    let manifest: Manifest = serde_json::from_slice(text).map_err(|e| {
+        Error::record(
+            path.display().to_string(),
+            format!("line {}", e.line()),
+            format!("not a capflow manifest: {e}"),
+        )
+    })?;
+    if manifest.format != MANIFEST_FORMAT {
+        return Err(Error::invalid(
+            path.display().to_string(),
+            format!(
+                "`format` is {:?}, expected {MANIFEST_FORMAT:?}",
+                manifest.format
+            ),
+        ));
+    }
+    if manifest.format_version > MANIFEST_FORMAT_VERSION {
+        return Err(Error::invalid(
+            path.display().to_string(),
+            format!(
+                "dataset layout version {} is newer than this capflow ({}) reads; upgrade capflow",
+                manifest.format_version, MANIFEST_FORMAT_VERSION
+            ),
+        ));
+    }
+    Ok(manifest)
+}

@@ -1,0 +1,123 @@
+//! Reading a committed table back as RecordBatches, shard by shard.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use arrow::array::RecordBatch;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+
+use super::manifest::read_manifest;
+use super::validate::safe_relative_path;
+use crate::error::{Error, Result};
+use crate::schema::{schema_fingerprint, TableKind};
+
+/// Rows per batch handed out by [`TableReader`].
+const READ_BATCH_ROWS: usize = 8192;
+
+/// Batches of one table of a dataset, in manifest order; opens one shard at a time, so memory
+/// stays bounded by a batch and a shard's footer.
+pub struct TableReader {
+    table: TableKind,
+    files: VecDeque<PathBuf>,
+    current: Option<(PathBuf, ParquetRecordBatchReader)>,
+}
+
+/// Reads every split of `table` in the dataset at `dir`, as listed by its manifest.
+pub fn read_table(dir: &Path, table: TableKind) -> Result<TableReader> {
+    open(dir, table, None)
+}
+
+/// Reads one split of `table` (a sample split such as `train`, or the table name).
+pub fn read_split(dir: &Path, table: TableKind, split: &str) -> Result<TableReader> {
+    open(dir, table, Some(split))
+}
+
+fn open(dir: &Path, table: TableKind, split: Option<&str>) -> Result<TableReader> {
+    let manifest = read_manifest(dir)?;
+    let mut files = VecDeque::new();
+    for file in manifest.table_files(table) {
+        if split.is_some_and(|s| s != file.split) {
+            continue;
+        }
+        let relative = safe_relative_path(&file.path).ok_or_else(|| {
+            Error::invalid(
+                format!("{}/manifest.json", dir.display()),
+                format!("file path {:?} leaves the dataset directory", file.path),
+            )
+        })?;
+        files.push_back(dir.join(relative));
+    }
+    Ok(TableReader {
+        table,
+        files,
+        current: None,
+    })
+}
+
+impl TableReader {
+    fn open_next(&mut self) -> Result<bool> {
+        let Some(path) = self.files.pop_front() else {
+            return Ok(false);
+        };
+        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+            .map_err(|e| Error::parquet(format!("opening {}", path.display()), e))?;
+        let expected = schema_fingerprint(&self.table.schema());
+        let found = schema_fingerprint(builder.schema());
+        if found != expected {
+            return Err(Error::invalid(
+                path.display().to_string(),
+                format!(
+                    "schema fingerprint {found} is not table {}'s {expected}; the file was \
+                     written by another capflow version or is not part of this table",
+                    self.table.name()
+                ),
+            ));
+        }
+        let reader = builder
+            .with_batch_size(READ_BATCH_ROWS)
+            .build()
+            .map_err(|e| Error::parquet(format!("reading {}", path.display()), e))?;
+        self.current = Some((path, reader));
+        Ok(true)
+    }
+}
+
+impl Iterator for TableReader {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some((path, reader)) = self.current.as_mut() {
+                match reader.next() {
+                    Some(Ok(batch)) => {
+                        // Batches carry the code's schema (without the file's metadata) so
+                        // that they concatenate with freshly built ones.
+                        return Some(
+                            RecordBatch::try_new(self.table.schema(), batch.columns().to_vec())
+                                .map_err(|e| {
+                                    Error::arrow(format!("reading {}", path.display()), e)
+                                }),
+                        );
+                    }
+                    Some(Err(e)) => {
+                        let what = format!("reading {}", path.display());
+                        self.current = None;
+                        self.files.clear();
+                        return Some(Err(Error::arrow(what, e)));
+                    }
+                    None => self.current = None,
+                }
+            }
+            match self.open_next() {
+                Ok(true) => continue,
+                Ok(false) => return None,
+                Err(e) => {
+                    self.files.clear();
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Byte-sized Parquet shards of one split of one table.
+//!
+//! Rows reach the Parquet writer in fixed chunks of [`CHUNK_ROWS`] whatever batches the caller
+//! hands in: row-group and shard boundaries then depend only on the sequence of rows, so the
+//! same rows give byte-identical files however they were batched upstream.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use arrow::array::RecordBatch;
+use arrow::compute::concat_batches;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use sha2::{Digest, Sha256};
+
+use super::{KV_CONFIG_HASH, KV_ENGINE_VERSION, KV_SCHEMA_FINGERPRINT, KV_TABLE};
+use crate::error::{Error, Result};
+use crate::schema::{schema_fingerprint, TableKind};
+
+/// Rows per write into the Parquet writer; also the granularity of shard roll-over.
+pub(crate) const CHUNK_ROWS: usize = 1024;
+
+/// Parquet settings shared by every shard of a dataset.
+#[derive(Clone, Debug)]
+pub(crate) struct ShardSettings {
+    pub config_hash: String,
+    /// Roll to the next shard once this many encoded bytes are written.
+    pub shard_bytes: u64,
+    pub max_row_group_rows: usize,
+    /// Cap on a row group's estimated encoded size before compression.
+    pub max_row_group_bytes: usize,
+    pub zstd_level: i32,
+}
+
+impl ShardSettings {
+    fn properties(&self, table: TableKind) -> Result<WriterProperties> {
+        let level = ZstdLevel::try_new(self.zstd_level)
+            .map_err(|e| Error::parquet(format!("zstd level {}", self.zstd_level), e))?;
+        // A row group must close often enough for a shard to roll near its byte target.
+        let row_group_bytes = self
+            .max_row_group_bytes
+            .min((self.shard_bytes / 4).try_into().unwrap_or(usize::MAX))
+            .max(1);
+        let metadata = vec![
+            KeyValue::new(
+                KV_ENGINE_VERSION.to_string(),
+                crate::ENGINE_VERSION.to_string(),
+            ),
+            KeyValue::new(KV_CONFIG_HASH.to_string(), self.config_hash.clone()),
+            KeyValue::new(KV_TABLE.to_string(), table.name().to_string()),
+            KeyValue::new(
+                KV_SCHEMA_FINGERPRINT.to_string(),
+                schema_fingerprint(&table.schema()),
+            ),
+        ];
+        Ok(WriterProperties::builder()
+            .set_compression(Compression::ZSTD(level))
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .set_max_row_group_row_count(Some(self.max_row_group_rows.max(1)))
+            .set_max_row_group_bytes(Some(row_group_bytes))
+            .set_key_value_metadata(Some(metadata))
+            .build())
+    }
+}
+
+/// A file writer that hashes and counts what passes through it, so a shard's checksum is known
+/// when it closes without reading it back.
+struct HashingFile {
+    file: File,
+    hasher: Sha256,
+    bytes: u64,
+}
+
+impl Write for HashingFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// A closed, synced shard waiting in the staging directory for its final name.
+#[derive(Clone, Debug)]
+pub(crate) struct FinishedShard {
+    pub table: TableKind,
+    pub split: String,
+    pub staged_path: PathBuf,
+    pub rows: u64,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+struct OpenShard {
+    path: PathBuf,
+    writer: ArrowWriter<HashingFile>,
+    rows: u64,
+}
+
+/// Writes one split of one table as a sequence of shards in a staging directory.
+pub(crate) struct SplitWriter {
+    table: TableKind,
+    split: String,
+    staging: PathBuf,
+    settings: ShardSettings,
+    /// `None` for a split that is never divided (the rejected ledger).
+    shard_bytes: Option<u64>,
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+    open: Option<OpenShard>,
+    finished: Vec<FinishedShard>,
+}
+
+impl SplitWriter {
+    pub(crate) fn new(
+        table: TableKind,
+        split: &str,
+        staging: &Path,
+        settings: ShardSettings,
+        sharded: bool,
+    ) -> SplitWriter {
+        let shard_bytes = sharded.then_some(settings.shard_bytes.max(1));
+        SplitWriter {
+            table,
+            split: split.to_string(),
+            staging: staging.to_path_buf(),
+            settings,
+            shard_bytes,
+            pending: Vec::new(),
+            pending_rows: 0,
+            open: None,
+            finished: Vec::new(),
+        }
+    }
+
+    /// Queues `batch` and writes every full chunk. Memory stays bounded by one chunk plus one
+    /// row group per split.
+    pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.pending_rows += batch.num_rows();
+        self.pending.push(batch.clone());
+        if self.pending_rows < CHUNK_ROWS {
+            return Ok(());
+        }
+        let all = self.take_pending()?;
+        let mut offset = 0;
+        while all.num_rows() - offset >= CHUNK_ROWS {
+            self.write_chunk(&all.slice(offset, CHUNK_ROWS))?;
+            offset += CHUNK_ROWS;
+        }
+        if offset < all.num_rows() {
+            self.pending_rows = all.num_rows() - offset;
+            self.pending.push(all.slice(offset, self.pending_rows));
+        }
+        Ok(())
+    }
+
+    fn take_pending(&mut self) -> Result<RecordBatch> {
+        let schema = self.table.schema();
+        let all = concat_batches(&schema, &self.pending)
+            .map_err(|e| Error::arrow(format!("collecting {} rows", self.table.name()), e))?;
+        self.pending.clear();
+        self.pending_rows = 0;
+        Ok(all)
+    }
+
+    fn write_chunk(&mut self, chunk: &RecordBatch) -> Result<()> {
+        if self.open.is_none() {
+            self.open = Some(self.open_shard()?);
+        }
+        let Some(open) = self.open.as_mut() else {
+            return Ok(()); // unreachable: opened just above
+        };
+        open.writer
+            .write(chunk)
+            .map_err(|e| Error::parquet(format!("writing {}", open.path.display()), e))?;
+        open.rows += chunk.num_rows() as u64;
+        let full = self
+            .shard_bytes
+            .is_some_and(|target| open.writer.bytes_written() as u64 >= target);
+        if full {
+            self.close_shard()?;
+        }
+        Ok(())
+    }
+
+    fn open_shard(&self) -> Result<OpenShard> {
+        let index = self.finished.len();
+        let path = self.staging.join(format!(
+            "{}-{}-{index:05}.parquet",
+            self.table.name(),
+            self.split
+        ));
+        let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+        let sink = HashingFile {
+            file,
+            hasher: Sha256::new(),
+            bytes: 0,
+        };
+        let writer = ArrowWriter::try_new(
+            sink,
+            self.table.schema(),
+            Some(self.settings.properties(self.table)?),
+        )
+        .map_err(|e| Error::parquet(format!("creating {}", path.display()), e))?;
+        Ok(OpenShard {
+            path,
+            writer,
+            rows: 0,
+        })
+    }
+
+    fn close_shard(&mut self) -> Result<()> {
+        let Some(open) = self.open.take() else {
+            return Ok(());
+        };
+        let OpenShard { path, writer, rows } = open;
+        let sink = writer
+            .into_inner()
+            .map_err(|e| Error::parquet(format!("finishing {}", path.display()), e))?;
+        // `into_inner` wrote the footer; the data must be on disk before a manifest names it.
+        sink.file.sync_all().map_err(|e| Error::io(&path, e))?;
+        self.finished.push(FinishedShard {
+            table: self.table,
+            split: self.split.clone(),
+            staged_path: path,
+            rows,
+            bytes: sink.bytes,
+            sha256: hex::encode(sink.hasher.finalize()),
+        });
+        Ok(())
+    }
+
+    /// Writes what is queued, closes the last shard and returns every shard in order. A split
+    /// with no rows yields one empty file only when `keep_empty` (the rejected ledger, which is
+    /// always written).
+    pub(crate) fn finish(mut self, keep_empty: bool) -> Result<Vec<FinishedShard>> {
+        if self.pending_rows > 0 {
+            let rest = self.take_pending()?;
+            self.write_chunk(&rest)?;
+        }
+        if self.finished.is_empty() && self.open.is_none() && keep_empty {
+            self.open = Some(self.open_shard()?);
+        }
+        self.close_shard()?;
+        Ok(self.finished)
+    }
+}

@@ -1,0 +1,137 @@
+//! [`DatasetSink`]: the bridge from the readers' [`RecordSink`] to a [`DatasetWriter`].
+
+use std::collections::BTreeMap;
+
+use super::writer::DatasetWriter;
+use crate::error::Result;
+use crate::ingest::{IngestCounts, RecordSink, Row};
+use crate::schema::{
+    AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, RejectedRow, SampleRow,
+    SceneGraphRow, TableRow,
+};
+
+/// Rows buffered across all tables before they are handed to the writer.
+pub const DEFAULT_FLUSH_ROWS: usize = 8192;
+
+/// Buffers typed rows per table (bounded by `flush_rows` rows in all) and writes them to a
+/// [`DatasetWriter`]; rejected records go straight to its ledger. Counts records as readers
+/// report them, for the commit.
+///
+/// Input tables go to the split named after the table; samples go to their own `split`.
+/// Call [`finish`](DatasetSink::finish) after the last reader to write what is buffered.
+pub struct DatasetSink<'w> {
+    writer: &'w mut DatasetWriter,
+    flush_rows: usize,
+    buffered: usize,
+    images: Vec<ImageRow>,
+    captions: Vec<CaptionRow>,
+    groundings: Vec<GroundingRow>,
+    detections: Vec<DetectionRow>,
+    amrs: Vec<AmrRow>,
+    scene_graphs: Vec<SceneGraphRow>,
+    gbc_graphs: Vec<GbcGraphRow>,
+    samples: BTreeMap<String, Vec<SampleRow>>,
+    counts: IngestCounts,
+    rows_out: u64,
+}
+
+impl<'w> DatasetSink<'w> {
+    pub fn new(writer: &'w mut DatasetWriter) -> DatasetSink<'w> {
+        DatasetSink::with_flush_rows(writer, DEFAULT_FLUSH_ROWS)
+    }
+
+    pub fn with_flush_rows(writer: &'w mut DatasetWriter, flush_rows: usize) -> DatasetSink<'w> {
+        DatasetSink {
+            writer,
+            flush_rows: flush_rows.max(1),
+            buffered: 0,
+            images: Vec::new(),
+            captions: Vec::new(),
+            groundings: Vec::new(),
+            detections: Vec::new(),
+            amrs: Vec::new(),
+            scene_graphs: Vec::new(),
+            gbc_graphs: Vec::new(),
+            samples: BTreeMap::new(),
+            counts: IngestCounts::default(),
+            rows_out: 0,
+        }
+    }
+
+    /// Records read, accepted and rejected so far.
+    pub fn counts(&self) -> IngestCounts {
+        self.counts
+    }
+
+    /// Rows produced so far (over all tables).
+    pub fn rows_out(&self) -> u64 {
+        self.rows_out
+    }
+
+    /// Writes every buffered row to the writer.
+    pub fn flush(&mut self) -> Result<()> {
+        flush_table(self.writer, &mut self.images)?;
+        flush_table(self.writer, &mut self.captions)?;
+        flush_table(self.writer, &mut self.groundings)?;
+        flush_table(self.writer, &mut self.detections)?;
+        flush_table(self.writer, &mut self.amrs)?;
+        flush_table(self.writer, &mut self.scene_graphs)?;
+        flush_table(self.writer, &mut self.gbc_graphs)?;
+        for (split, rows) in &mut self.samples {
+            if !rows.is_empty() {
+                self.writer.write_rows(split, rows)?;
+                rows.clear();
+            }
+        }
+        self.buffered = 0;
+        Ok(())
+    }
+
+    /// Flushes and returns the final counts.
+    pub fn finish(mut self) -> Result<IngestCounts> {
+        self.flush()?;
+        Ok(self.counts)
+    }
+}
+
+fn flush_table<R: TableRow>(writer: &mut DatasetWriter, rows: &mut Vec<R>) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writer.write_rows(R::KIND.name(), rows)?;
+    rows.clear();
+    Ok(())
+}
+
+impl RecordSink for DatasetSink<'_> {
+    fn row(&mut self, row: Row) -> Result<()> {
+        match row {
+            Row::Image(r) => self.images.push(r),
+            Row::Caption(r) => self.captions.push(r),
+            Row::Grounding(r) => self.groundings.push(r),
+            Row::Detection(r) => self.detections.push(r),
+            Row::Amr(r) => self.amrs.push(r),
+            Row::SceneGraph(r) => self.scene_graphs.push(r),
+            Row::GbcGraph(r) => self.gbc_graphs.push(r),
+            Row::Sample(r) => self.samples.entry(r.split.clone()).or_default().push(r),
+        }
+        self.rows_out += 1;
+        self.buffered += 1;
+        if self.buffered >= self.flush_rows {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn reject(&mut self, rejected: RejectedRow) -> Result<()> {
+        self.counts.read += 1;
+        self.counts.rejected += 1;
+        self.writer.reject(rejected)
+    }
+
+    fn accepted(&mut self) -> Result<()> {
+        self.counts.read += 1;
+        self.counts.accepted += 1;
+        Ok(())
+    }
+}

@@ -1,0 +1,591 @@
+//! [`DatasetWriter`]: stage shards in a private directory, then commit them atomically.
+//!
+//! Commit protocol (the manifest rename is the commit point; see
+//! `docs/decisions/dataset-commit.md`):
+//!
+//! 1. every shard is written and fsynced in `DIR/.capflow-tmp-<pid>-<random>/`;
+//! 2. shards move into `DIR/data/` under content-derived names, which no file of the current
+//!    version can have unless it holds the same bytes, so the current manifest stays valid;
+//! 3. the new manifest is written and fsynced in the staging directory, renamed over
+//!    `DIR/manifest.json`, and `DIR` is fsynced;
+//! 4. the derived files follow: `DIR/rejected.parquet` (a hard link to the ledger shard) and
+//!    `DIR/README.md`;
+//! 5. shards no manifest names any more, and the staging directory, are removed.
+//!
+//! A crash before step 3 leaves the old dataset (or none) plus unreferenced files that the next
+//! writer removes; a crash after it leaves the new dataset with, at worst, a stale card or
+//! ledger alias that `validate` reports as warnings and the next writer replaces.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+
+use super::card::render_card;
+use super::fsutil::{self, DatasetLock, TMP_PREFIX};
+use super::manifest::{
+    parse_manifest, FileEntry, Manifest, StageMetrics, TableSummary, MANIFEST_FILE,
+    MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,
+};
+use super::shard::{FinishedShard, ShardSettings, SplitWriter};
+use super::{is_valid_split_name, CARD_FILE, DATA_DIR, REJECTED_FILE};
+use crate::error::{Error, Result};
+use crate::ingest::IngestCounts;
+use crate::schema::{rows_to_batch, schema_fingerprint, RejectedRow, TableKind, TableRow};
+
+/// Default shard size target: 128 MiB of encoded Parquet.
+pub const DEFAULT_SHARD_BYTES: u64 = 128 * 1024 * 1024;
+
+/// Rejected rows are buffered and written to the ledger in batches of this many.
+const REJECT_FLUSH_ROWS: usize = 8192;
+
+/// How shards and row groups are sized and compressed.
+#[derive(Clone, Debug)]
+pub struct WriterOptions {
+    /// A shard is closed once its encoded size reaches this many bytes (the last row group
+    /// may overshoot it); the next rows open the next shard.
+    pub shard_bytes: u64,
+    /// Most rows in one row group.
+    pub max_row_group_rows: usize,
+    /// Most estimated bytes (before compression) in one row group; never more than a quarter of
+    /// `shard_bytes`, so that a shard holds several row groups and rolls near its target.
+    pub max_row_group_bytes: usize,
+    /// ZSTD level (1–22).
+    pub zstd_level: i32,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            shard_bytes: DEFAULT_SHARD_BYTES,
+            max_row_group_rows: 128 * 1024,
+            max_row_group_bytes: 64 * 1024 * 1024,
+            zstd_level: 3,
+        }
+    }
+}
+
+/// Writes one version of a dataset directory; nothing becomes visible until [`commit`].
+///
+/// Rows stream in per table and split ([`write_rows`], [`write_batch`]) and rejected records
+/// per record ([`reject`]); memory stays bounded by a chunk and a row group per open split.
+/// Dropping the writer without committing removes its staging directory and leaves the
+/// dataset as it was.
+///
+/// [`commit`]: DatasetWriter::commit
+/// [`write_rows`]: DatasetWriter::write_rows
+/// [`write_batch`]: DatasetWriter::write_batch
+/// [`reject`]: DatasetWriter::reject
+pub struct DatasetWriter {
+    dir: PathBuf,
+    staging: PathBuf,
+    settings: ShardSettings,
+    splits: BTreeMap<(TableKind, String), SplitWriter>,
+    /// Which table each split name belongs to: shard names carry only the split.
+    split_tables: HashMap<String, TableKind>,
+    rejected: Vec<RejectedRow>,
+    stages: Vec<StageMetrics>,
+    description: Option<String>,
+    previous: Option<(Manifest, String)>,
+    // Declared last: the lock is released after the staging directory is gone.
+    lock: Option<DatasetLock>,
+}
+
+impl DatasetWriter {
+    /// Starts a new version of the dataset in `dir` (created when missing) with default options
+    /// and the given shard size target.
+    pub fn create(dir: &Path, config_hash: &str, shard_bytes: u64) -> Result<DatasetWriter> {
+        let options = WriterOptions {
+            shard_bytes,
+            ..WriterOptions::default()
+        };
+        DatasetWriter::with_options(dir, config_hash, options)
+    }
+
+    /// Starts a new version of the dataset in `dir` with explicit options.
+    ///
+    /// Fails when another live process is writing the same directory, when `dir` holds
+    /// something other than a capflow dataset, or when its manifest cannot be read.
+    pub fn with_options(
+        dir: &Path,
+        config_hash: &str,
+        options: WriterOptions,
+    ) -> Result<DatasetWriter> {
+        if options.shard_bytes == 0 {
+            return Err(Error::Usage("shard size must be at least 1 byte".into()));
+        }
+        if !(1..=22).contains(&options.zstd_level) {
+            return Err(Error::Usage(format!(
+                "zstd level {} is outside 1..=22",
+                options.zstd_level
+            )));
+        }
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let lock = DatasetLock::acquire(dir)?;
+        check_is_dataset_dir(dir)?;
+        fsutil::remove_stale_staging(dir)?;
+        let previous = read_previous(dir)?;
+        let staging = dir.join(format!(
+            "{TMP_PREFIX}{}-{}",
+            std::process::id(),
+            fsutil::random_token()
+        ));
+        fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
+        let mut split_tables = HashMap::new();
+        split_tables.insert(TableKind::Rejected.name().to_string(), TableKind::Rejected);
+        Ok(DatasetWriter {
+            dir: dir.to_path_buf(),
+            staging,
+            settings: ShardSettings {
+                config_hash: config_hash.to_string(),
+                shard_bytes: options.shard_bytes,
+                max_row_group_rows: options.max_row_group_rows,
+                max_row_group_bytes: options.max_row_group_bytes,
+                zstd_level: options.zstd_level,
+            },
+            splits: BTreeMap::new(),
+            split_tables,
+            rejected: Vec::new(),
+            stages: Vec::new(),
+            description: None,
+            previous,
+            lock: Some(lock),
+        })
+    }
+
+    /// The dataset directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Text for the dataset card's description section.
+    pub fn describe(&mut self, description: impl Into<String>) {
+        self.description = Some(description.into());
+    }
+
+    /// Appends typed rows of `R`'s table to `split`.
+    pub fn write_rows<R: TableRow>(&mut self, split: &str, rows: &[R]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        if R::KIND == TableKind::Rejected {
+            return Err(Error::Usage(
+                "rejected records go through DatasetWriter::reject".into(),
+            ));
+        }
+        let batch = rows_to_batch(rows)?;
+        self.write_batch(R::KIND, split, &batch)
+    }
+
+    /// Appends a RecordBatch of `table`'s schema to `split`.
+    ///
+    /// A split name belongs to one table (shards are named by split only); the names follow
+    /// the Hugging Face split rule (see [`is_valid_split_name`](super::is_valid_split_name)).
+    pub fn write_batch(
+        &mut self,
+        table: TableKind,
+        split: &str,
+        batch: &RecordBatch,
+    ) -> Result<()> {
+        if table == TableKind::Rejected {
+            return Err(Error::Usage(
+                "rejected records go through DatasetWriter::reject".into(),
+            ));
+        }
+        check_batch_schema(table, batch)?;
+        let key = (table, split.to_string());
+        if !self.splits.contains_key(&key) {
+            self.register_split(table, split)?;
+            let writer = SplitWriter::new(table, split, &self.staging, self.settings.clone(), true);
+            self.splits.insert(key.clone(), writer);
+        }
+        match self.splits.get_mut(&key) {
+            Some(writer) => writer.write(batch),
+            None => Ok(()), // unreachable: inserted above
+        }
+    }
+
+    fn register_split(&mut self, table: TableKind, split: &str) -> Result<()> {
+        if !is_valid_split_name(split) {
+            return Err(Error::invalid(
+                format!("split name {split:?} of table {}", table.name()),
+                "use ASCII letters, digits and `_`, in `.`-separated parts",
+            ));
+        }
+        match self.split_tables.get(split) {
+            Some(owner) if *owner != table => Err(Error::invalid(
+                format!("split name {split:?} of table {}", table.name()),
+                format!(
+                    "already used by table {}; shard file names must tell tables apart",
+                    owner.name()
+                ),
+            )),
+            _ => {
+                self.split_tables.insert(split.to_string(), table);
+                Ok(())
+            }
+        }
+    }
+
+    /// Records a rejected input record in the ledger.
+    pub fn reject(&mut self, row: RejectedRow) -> Result<()> {
+        self.rejected.push(row);
+        if self.rejected.len() >= REJECT_FLUSH_ROWS {
+            self.flush_rejected()?;
+        }
+        Ok(())
+    }
+
+    fn flush_rejected(&mut self) -> Result<()> {
+        if self.rejected.is_empty() {
+            return Ok(());
+        }
+        let batch = rows_to_batch(&self.rejected)?;
+        self.rejected.clear();
+        let key = (TableKind::Rejected, TableKind::Rejected.name().to_string());
+        let writer = self.splits.entry(key).or_insert_with(|| {
+            SplitWriter::new(
+                TableKind::Rejected,
+                TableKind::Rejected.name(),
+                &self.staging,
+                self.settings.clone(),
+                false,
+            )
+        });
+        writer.write(&batch)
+    }
+
+    /// Records the metrics of one stage of the run.
+    pub fn stage(&mut self, metrics: StageMetrics) {
+        self.stages.push(metrics);
+    }
+
+    /// Publishes everything written as the dataset's next version and returns its manifest.
+    ///
+    /// `counts` are the run's input records; `read == accepted + rejected` must hold and
+    /// `rejected` must equal the rows given to [`reject`](DatasetWriter::reject).
+    pub fn commit(mut self, counts: IngestCounts) -> Result<Manifest> {
+        let started = Instant::now();
+        self.flush_rejected()?;
+        if !self
+            .splits
+            .contains_key(&(TableKind::Rejected, TableKind::Rejected.name().to_string()))
+        {
+            let writer = SplitWriter::new(
+                TableKind::Rejected,
+                TableKind::Rejected.name(),
+                &self.staging,
+                self.settings.clone(),
+                false,
+            );
+            self.splits.insert(
+                (TableKind::Rejected, TableKind::Rejected.name().to_string()),
+                writer,
+            );
+        }
+        let mut shards: Vec<Vec<FinishedShard>> = Vec::new();
+        for (_, writer) in std::mem::take(&mut self.splits) {
+            shards.push(writer.finish(true)?);
+        }
+        let rejected_rows: u64 = shards
+            .iter()
+            .flatten()
+            .filter(|s| s.table == TableKind::Rejected)
+            .map(|s| s.rows)
+            .sum();
+        check_counts(counts, rejected_rows)?;
+
+        let files = self.publish_shards(&shards)?;
+        let manifest = self.build_manifest(counts, files);
+        let manifest_text = manifest.to_json()?;
+        let staged_manifest = self.staging.join(MANIFEST_FILE);
+        fsutil::write_synced(&staged_manifest, manifest_text.as_bytes())?;
+        fsutil::rename(&staged_manifest, &self.dir.join(MANIFEST_FILE))?;
+        fsutil::sync_dir(&self.dir)?;
+        tracing::info!(
+            "committed {} version {} ({} files) in {} ms",
+            self.dir.display(),
+            manifest.version,
+            manifest.files.len(),
+            started.elapsed().as_millis()
+        );
+
+        self.refresh_derived_files(&manifest)?;
+        remove_unreferenced_shards(&self.dir, &manifest)?;
+        fs::remove_dir_all(&self.staging).map_err(|e| Error::io(&self.staging, e))?;
+        Ok(manifest)
+    }
+
+    /// Moves staged shards to their final names in `DIR/data/` and describes them.
+    fn publish_shards(&self, splits: &[Vec<FinishedShard>]) -> Result<Vec<FileEntry>> {
+        let data = self.dir.join(DATA_DIR);
+        fs::create_dir_all(&data).map_err(|e| Error::io(&data, e))?;
+        let mut files = Vec::new();
+        for shards in splits {
+            let count = shards.len();
+            for (index, shard) in shards.iter().enumerate() {
+                let name = shard_file_name(&shard.split, index, count, &shard.sha256);
+                fsutil::rename(&shard.staged_path, &data.join(&name))?;
+                files.push(FileEntry {
+                    path: format!("{DATA_DIR}/{name}"),
+                    table: shard.table,
+                    split: shard.split.clone(),
+                    rows: shard.rows,
+                    bytes: shard.bytes,
+                    sha256: shard.sha256.clone(),
+                });
+            }
+        }
+        fsutil::sync_dir(&data)?;
+        // Tables in their documented order, then split name, then shard index.
+        files.sort_by(|a, b| {
+            (table_rank(a.table), &a.split, &a.path).cmp(&(table_rank(b.table), &b.split, &b.path))
+        });
+        Ok(files)
+    }
+
+    fn build_manifest(&self, counts: IngestCounts, files: Vec<FileEntry>) -> Manifest {
+        let mut tables: BTreeMap<String, TableSummary> = BTreeMap::new();
+        for file in &files {
+            let summary = tables
+                .entry(file.table.name().to_string())
+                .or_insert_with(|| TableSummary {
+                    schema_fingerprint: schema_fingerprint(&file.table.schema()),
+                    rows: 0,
+                    files: 0,
+                    splits: BTreeMap::new(),
+                });
+            summary.rows += file.rows;
+            summary.files += 1;
+            *summary.splits.entry(file.split.clone()).or_insert(0) += file.rows;
+        }
+        let (version, history) = match &self.previous {
+            Some((previous, sha)) => {
+                let mut history = previous.history.clone();
+                history.push(previous.summary(sha.clone()));
+                (previous.version + 1, history)
+            }
+            None => (1, Vec::new()),
+        };
+        Manifest {
+            format: MANIFEST_FORMAT.to_string(),
+            format_version: MANIFEST_FORMAT_VERSION,
+            version,
+            engine_version: crate::ENGINE_VERSION.to_string(),
+            config_hash: self.settings.config_hash.clone(),
+            created_at: fsutil::utc_now_rfc3339(),
+            counts,
+            stages: self.stages.clone(),
+            tables,
+            files,
+            history,
+        }
+    }
+
+    /// Replaces `rejected.parquet` and `README.md`, which are derived from the manifest.
+    fn refresh_derived_files(&self, manifest: &Manifest) -> Result<()> {
+        if let Some(ledger) = manifest.table_files(TableKind::Rejected).next() {
+            let source = self.dir.join(&ledger.path);
+            let staged = self.staging.join(REJECTED_FILE);
+            // A hard link costs no space and shares the ledger's bytes; file systems without
+            // hard links get a copy.
+            if fs::hard_link(&source, &staged).is_err() {
+                fs::copy(&source, &staged).map_err(|e| Error::io(&staged, e))?;
+                fs::File::open(&staged)
+                    .and_then(|f| f.sync_all())
+                    .map_err(|e| Error::io(&staged, e))?;
+            }
+            fsutil::rename(&staged, &self.dir.join(REJECTED_FILE))?;
+        }
+        let staged_card = self.staging.join(CARD_FILE);
+        fsutil::write_synced(
+            &staged_card,
+            render_card(manifest, self.description.as_deref()).as_bytes(),
+        )?;
+        fsutil::rename(&staged_card, &self.dir.join(CARD_FILE))?;
+        fsutil::sync_dir(&self.dir)
+    }
+}
+
+impl Drop for DatasetWriter {
+    fn drop(&mut self) {
+        // After a commit the staging directory is already gone; otherwise this run is
+        // abandoned and its staged files must not outlive it.
+        if self.staging.exists() {
+            let _ = fs::remove_dir_all(&self.staging);
+        }
+        self.lock.take();
+    }
+}
+
+fn table_rank(table: TableKind) -> usize {
+    TableKind::ALL
+        .iter()
+        .position(|t| *t == table)
+        .unwrap_or(usize::MAX)
+}
+
+/// `<split>-NNNNN-of-NNNNN-<first 16 hex digits of sha256>.parquet`.
+pub(crate) fn shard_file_name(split: &str, index: usize, count: usize, sha256: &str) -> String {
+    let content = sha256.get(..16).unwrap_or(sha256);
+    format!("{split}-{index:05}-of-{count:05}-{content}.parquet")
+}
+
+/// Whether a file name in `data/` has the shape of [`shard_file_name`]: only such files are
+/// ever removed from a dataset.
+pub(crate) fn is_shard_file_name(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".parquet") else {
+        return false;
+    };
+    let Some((rest, content)) = stem.rsplit_once('-') else {
+        return false;
+    };
+    let Some((rest, count)) = rest.rsplit_once("-of-") else {
+        return false;
+    };
+    let Some((split, index)) = rest.rsplit_once('-') else {
+        return false;
+    };
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    is_valid_split_name(split)
+        && digits(index, 5)
+        && digits(count, 5)
+        && content.len() == 16
+        && content
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn check_batch_schema(table: TableKind, batch: &RecordBatch) -> Result<()> {
+    let expected = table.schema();
+    if batch.schema().fields() != expected.fields() {
+        return Err(Error::invalid(
+            format!("batch for table {}", table.name()),
+            format!(
+                "schema differs from the table's (fingerprint {} instead of {})",
+                schema_fingerprint(&batch.schema()),
+                schema_fingerprint(&expected)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_counts(counts: IngestCounts, rejected_rows: u64) -> Result<()> {
+    if counts.read != counts.accepted + counts.rejected {
+        return Err(Error::invalid(
+            "run counts",
+            format!(
+                "read {} != accepted {} + rejected {}",
+                counts.read, counts.accepted, counts.rejected
+            ),
+        ));
+    }
+    if counts.rejected != rejected_rows {
+        return Err(Error::invalid(
+            "run counts",
+            format!(
+                "{} records counted as rejected but the ledger holds {rejected_rows}",
+                counts.rejected
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses to write into a non-empty directory that is not a capflow dataset, so that the
+/// clean-up of unreferenced files can never touch someone else's data.
+fn check_is_dataset_dir(dir: &Path) -> Result<()> {
+    if dir.join(MANIFEST_FILE).exists() {
+        return Ok(());
+    }
+    let entries = fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let ours = name.starts_with(".capflow-")
+            || name == DATA_DIR
+            || name == REJECTED_FILE
+            || name == CARD_FILE;
+        if !ours {
+            return Err(Error::Usage(format!(
+                "{}: directory is not empty and holds no capflow dataset (found {name:?}); \
+                 choose an empty or new output directory",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn read_previous(dir: &Path) -> Result<Option<(Manifest, String)>> {
+    let path = dir.join(MANIFEST_FILE);
+    let text = match fs::read(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    let manifest = parse_manifest(&path, &text)?;
+    let sha = {
+        use sha2::{Digest, Sha256};
+        hex::encode(Sha256::digest(&text))
+    };
+    Ok(Some((manifest, sha)))
+}
+
+/// Removes shards in `data/` that the committed manifest does not name: the previous version's
+/// and those of runs that crashed between moving shards and committing.
+fn remove_unreferenced_shards(dir: &Path, manifest: &Manifest) -> Result<()> {
+    let data = dir.join(DATA_DIR);
+    let referenced: std::collections::HashSet<&str> =
+        manifest.files.iter().map(|f| f.path.as_str()).collect();
+    let entries = match fs::read_dir(&data) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(&data, e)),
+    };
+    let mut removed = false;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(&data, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if is_shard_file_name(&name) && !referenced.contains(format!("{DATA_DIR}/{name}").as_str())
+        {
+            let path = entry.path();
+            fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+            removed = true;
+        }
+    }
+    if removed {
+        fsutil::sync_dir(&data)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_names_round_trip_through_the_pattern() {
+        let sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        let name = shard_file_name("captions", 3, 12, sha);
+        assert_eq!(name, "captions-00003-of-00012-0123456789abcdef.parquet");
+        assert!(is_shard_file_name(&name));
+        assert!(is_shard_file_name(
+            "train.en-00000-of-00001-ffffffffffffffff.parquet"
+        ));
+        for other in [
+            "captions-00000-of-00001.parquet",
+            "captions-0000-of-00001-0123456789abcdef.parquet",
+            "captions-00000-of-00001-0123456789ABCDEF.parquet",
+            "notes.txt",
+            "my-data-00000-of-00001-0123456789abcdef.parquet",
+        ] {
+            assert!(!is_shard_file_name(other), "{other}");
+        }
+    }
+}

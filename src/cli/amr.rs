@@ -16,6 +16,8 @@ pub enum AmrCommand {
     Merge(super::amr_merge::MergeArgs),
     /// Show one image's meta-vgAMR (as Graphviz DOT with --dot).
     Inspect(super::amr_merge::InspectArgs),
+    /// Smatch between graph i of a test file and graph i of a gold file (TSV).
+    Smatch(crate::cli::amr_smatch::SmatchArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -32,6 +34,7 @@ pub fn run(cmd: AmrCommand) -> Result<()> {
         AmrCommand::Parse(args) => parse_command(&args),
         AmrCommand::Merge(args) => super::amr_merge::run_merge(&args),
         AmrCommand::Inspect(args) => super::amr_merge::run_inspect(&args),
+        AmrCommand::Smatch(args) => crate::cli::amr_smatch::run(args),
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod amr;
 pub mod amr_merge;
+pub mod amr_smatch;
 pub mod cluster;
 pub mod gbc;
 pub mod ingest;

@@ -43,8 +43,10 @@ pub struct SmatchOptions {
     pub seed: u64,
     /// Random starts after the concept-match start.
     pub restarts: usize,
-    /// Perturb-and-reclimb rounds after each start.
+    /// Perturb-and-reclimb rounds without improvement after which a start ends.
     pub perturbation_rounds: usize,
+    /// Moves without gain allowed per climb, to cross plateaus.
+    pub sideways_moves: usize,
     /// Branch-and-bound nodes allowed for proving optimality; 0 skips the proof.
     pub node_budget: u64,
 }
@@ -53,9 +55,10 @@ impl Default for SmatchOptions {
     fn default() -> Self {
         SmatchOptions {
             seed: 0,
-            restarts: 4,
-            perturbation_rounds: 16,
-            node_budget: 20_000,
+            restarts: 2,
+            perturbation_rounds: 128,
+            sideways_moves: 5,
+            node_budget: 2_000,
         }
     }
 }
@@ -130,6 +133,7 @@ pub fn smatch_prepared(
         seed: options.seed,
         restarts: options.restarts,
         perturbation_rounds: options.perturbation_rounds,
+        sideways: options.sideways_moves,
         node_budget: options.node_budget,
     };
     let (matched, optimal) = WORKSPACE.with(|workspace| {

@@ -34,6 +34,10 @@ pub(crate) struct Problem {
     /// Gold nodes worth mapping test node `i` to: `candidates[candidate_start[i]..candidate_start[i + 1]]`.
     pub candidate_start: Vec<u32>,
     pub candidates: Vec<u16>,
+    /// Test nodes joined to test node `i` by a relation, either way:
+    /// `test_neighbors[test_neighbor_start[i]..test_neighbor_start[i + 1]]`.
+    pub test_neighbor_start: Vec<u32>,
+    pub test_neighbors: Vec<u16>,
     /// Scratch: (pair, partner test, partner gold) before merging.
     raw_partners: Vec<(u32, u16, u16)>,
 }
@@ -109,6 +113,8 @@ impl Problem {
             self.partner_start[p + 1] = self.partners.len() as u32;
         }
 
+        self.build_test_neighbors(test);
+
         self.candidate_start.clear();
         self.candidates.clear();
         self.candidate_start.push(0);
@@ -121,6 +127,36 @@ impl Problem {
             }
             self.candidate_start.push(self.candidates.len() as u32);
         }
+    }
+
+    fn build_test_neighbors(&mut self, test: &SmatchGraph) {
+        let n1 = self.test_nodes;
+        self.test_neighbor_start.clear();
+        self.test_neighbor_start.resize(n1 + 1, 0);
+        for r in test.relations.iter().filter(|r| r.source != r.target) {
+            self.test_neighbor_start[usize::from(r.source) + 1] += 1;
+            self.test_neighbor_start[usize::from(r.target) + 1] += 1;
+        }
+        for i in 0..n1 {
+            self.test_neighbor_start[i + 1] += self.test_neighbor_start[i];
+        }
+        self.test_neighbors.clear();
+        self.test_neighbors
+            .resize(self.test_neighbor_start[n1] as usize, 0);
+        // Fill from the back of each node's slice, counting its start down as we go.
+        let mut fill: Vec<u32> = self.test_neighbor_start[1..].to_vec();
+        for r in test.relations.iter().filter(|r| r.source != r.target) {
+            for (a, b) in [(r.source, r.target), (r.target, r.source)] {
+                fill[usize::from(a)] -= 1;
+                self.test_neighbors[fill[usize::from(a)] as usize] = b;
+            }
+        }
+    }
+
+    #[inline]
+    pub fn test_neighbors_of(&self, i: usize) -> &[u16] {
+        &self.test_neighbors
+            [self.test_neighbor_start[i] as usize..self.test_neighbor_start[i + 1] as usize]
     }
 
     #[inline]

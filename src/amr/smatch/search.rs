@@ -44,6 +44,8 @@ pub(crate) struct SearchState {
     inverse: Vec<u16>,
     best_mapping: Vec<u16>,
     saved_mapping: Vec<u16>,
+    queue: std::collections::VecDeque<u16>,
+    queued: Vec<bool>,
     // Branch and bound.
     order: Vec<u16>,
     position: Vec<u32>,
@@ -58,6 +60,7 @@ pub(crate) struct Effort {
     pub seed: u64,
     pub restarts: usize,
     pub perturbation_rounds: usize,
+    pub sideways: usize,
     pub node_budget: u64,
 }
 
@@ -71,9 +74,37 @@ pub(crate) fn best_match(
     if n1 == 0 || problem.gold_nodes == 0 {
         return (0, true);
     }
+    prepare_bounds(problem, state);
+    // The bound at the root: when the local search reaches it, the search is over.
+    let root_bound: i64 = (0..n1)
+        .map(|i| {
+            problem
+                .candidates_of(i)
+                .iter()
+                .map(|&j| state.static_bound[i * problem.gold_nodes + usize::from(j)])
+                .max()
+                .unwrap_or(0)
+        })
+        .sum();
+    // A quick climb from the concept-match start gives branch and bound its first incumbent;
+    // small pairs are usually settled there, and only unsettled ones pay for the full search.
     let mut rng = SplitMix64::new(effort.seed);
-    let best = local_search(problem, state, &mut rng, effort);
-    branch_and_bound(problem, state, best, effort.node_budget)
+    let quick_effort = Effort {
+        restarts: 0,
+        perturbation_rounds: 0,
+        ..effort
+    };
+    let quick = local_search(problem, state, &mut rng, quick_effort, root_bound);
+    if quick >= root_bound {
+        return (quick, true);
+    }
+    let (bounded, proven) = branch_and_bound(problem, state, quick, effort.node_budget);
+    if proven {
+        return (bounded, true);
+    }
+    let mut rng = SplitMix64::new(effort.seed);
+    let searched = local_search(problem, state, &mut rng, effort, root_bound);
+    (bounded.max(searched), searched >= root_bound)
 }
 
 fn reset_mapping(state: &mut SearchState, n1: usize, n2: usize) {
@@ -88,27 +119,53 @@ fn local_search(
     state: &mut SearchState,
     rng: &mut SplitMix64,
     effort: Effort,
+    upper_bound: i64,
 ) -> i64 {
     let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
     let mut best = -1i64;
     for start in 0..=effort.restarts {
+        if best >= upper_bound {
+            break;
+        }
         reset_mapping(state, n1, n2);
         if start == 0 {
             smart_start(problem, state, rng);
         } else {
             random_start(problem, state, rng);
         }
-        let mut current = climb(problem, state, problem.score(&state.mapping));
+        enqueue_all(state, n1);
+        let mut current = climb(
+            problem,
+            state,
+            rng,
+            problem.score(&state.mapping),
+            effort.sideways,
+        );
         if current > best {
             best = current;
             state.best_mapping.clone_from(&state.mapping);
         }
-        for _ in 0..effort.perturbation_rounds {
+        // Rounds since the last improvement: easy pairs stop early, hard ones keep searching.
+        let mut idle = 0;
+        while idle < effort.perturbation_rounds && best < upper_bound {
+            idle += 1;
             state.saved_mapping.clone_from(&state.mapping);
             let strength = 2 + rng.below(n1.div_ceil(8).max(1));
+            state.queue.clear();
+            state.queued.clear();
+            state.queued.resize(n1, false);
             perturb(problem, state, rng, strength);
-            let score = climb(problem, state, problem.score(&state.mapping));
+            let score = climb(
+                problem,
+                state,
+                rng,
+                problem.score(&state.mapping),
+                effort.sideways,
+            );
             if score >= current {
+                if score > current {
+                    idle = 0;
+                }
                 current = score;
                 if score > best {
                     best = score;
@@ -194,6 +251,9 @@ fn assign(state: &mut SearchState, i: usize, j: u16) {
 }
 
 /// Remaps `strength` random nodes to random candidates, swapping with the current holder.
+///
+/// Half of the kicks also map a relation partner of the new pair (`i -> j` and `k -> l` for
+/// relations `i -r-> k`, `j -r-> l`), since a relation match is what single moves cannot reach.
 fn perturb(problem: &Problem, state: &mut SearchState, rng: &mut SplitMix64, strength: usize) {
     for _ in 0..strength {
         let i = rng.below(problem.test_nodes);
@@ -202,60 +262,111 @@ fn perturb(problem: &Problem, state: &mut SearchState, rng: &mut SplitMix64, str
             continue;
         }
         let j = candidates[rng.below(candidates.len())];
-        let holder = state.inverse[usize::from(j)];
-        let old = state.mapping[i];
-        if holder != UNMAPPED && usize::from(holder) != i {
-            state.mapping[usize::from(holder)] = old;
-            if old != UNMAPPED {
-                state.inverse[usize::from(old)] = holder;
-            }
-        } else if old != UNMAPPED {
-            state.inverse[usize::from(old)] = UNMAPPED;
+        kick(problem, state, i, j);
+        let partners = problem.partners_of(i, usize::from(j));
+        if !partners.is_empty() && rng.below(2) == 0 {
+            let partner = partners[rng.below(partners.len())];
+            kick(problem, state, usize::from(partner.test), partner.gold);
         }
-        state.mapping[i] = j;
-        state.inverse[usize::from(j)] = i as u16;
+    }
+}
+
+/// Maps `i -> j`; the node holding `j` takes `i`'s old gold node.
+fn kick(problem: &Problem, state: &mut SearchState, i: usize, j: u16) {
+    let holder = state.inverse[usize::from(j)];
+    let old = state.mapping[i];
+    if holder != UNMAPPED && usize::from(holder) != i {
+        state.mapping[usize::from(holder)] = old;
+        if old != UNMAPPED {
+            state.inverse[usize::from(old)] = holder;
+        }
+    } else if old != UNMAPPED {
+        state.inverse[usize::from(old)] = UNMAPPED;
+    }
+    state.mapping[i] = j;
+    state.inverse[usize::from(j)] = i as u16;
+    enqueue_around(problem, state, i);
+    if holder != UNMAPPED {
+        enqueue_around(problem, state, usize::from(holder));
     }
 }
 
 /// First-improvement hill climbing over moves and swaps; returns the score it stops at.
-fn climb(problem: &Problem, state: &mut SearchState, mut score: i64) -> i64 {
-    loop {
-        let mut improved = false;
-        for i in 0..problem.test_nodes {
-            let mut j = state.mapping[i];
-            let mut here = problem.gain_at(&state.mapping, i, j);
-            for &target in problem.candidates_of(i) {
-                if target == j {
-                    continue;
-                }
-                let holder = state.inverse[usize::from(target)];
-                let mut gain = problem.gain_at(&state.mapping, i, target) - here;
+///
+/// Only test nodes in the work queue are examined; a change re-queues the nodes it touched and
+/// their relation neighbours, whose gains it may have changed ("don't look bits"). Call with the
+/// queue holding every node for a fresh start, or the perturbed ones after a perturbation.
+///
+/// Up to `sideways` moves that neither gain nor lose are taken too (each with even odds): a
+/// relation match needs both of its nodes remapped, and neither move alone shows a gain.
+fn climb(
+    problem: &Problem,
+    state: &mut SearchState,
+    rng: &mut SplitMix64,
+    mut score: i64,
+    mut sideways: usize,
+) -> i64 {
+    while let Some(node) = state.queue.pop_front() {
+        let i = usize::from(node);
+        state.queued[i] = false;
+        let mut j = state.mapping[i];
+        let mut here = problem.gain_at(&state.mapping, i, j);
+        for &target in problem.candidates_of(i) {
+            if target == j {
+                continue;
+            }
+            let holder = state.inverse[usize::from(target)];
+            let mut gain = problem.gain_at(&state.mapping, i, target) - here;
+            if holder != UNMAPPED {
+                let k = usize::from(holder);
+                gain += problem.gain_at(&state.mapping, k, j)
+                    - problem.gain_at(&state.mapping, k, target)
+                    + problem.pair_weight(i, target, holder, j)
+                    + problem.pair_weight(i, j, holder, target);
+            }
+            let take_sideways = gain == 0 && sideways > 0 && rng.below(2) == 0;
+            if take_sideways {
+                sideways -= 1;
+            }
+            if gain > 0 || take_sideways {
                 if holder != UNMAPPED {
-                    let k = usize::from(holder);
-                    gain += problem.gain_at(&state.mapping, k, j)
-                        - problem.gain_at(&state.mapping, k, target)
-                        + problem.pair_weight(i, target, holder, j)
-                        + problem.pair_weight(i, j, holder, target);
+                    assign(state, usize::from(holder), UNMAPPED);
+                    assign(state, i, target);
+                    assign(state, usize::from(holder), j);
+                    enqueue_around(problem, state, usize::from(holder));
+                } else {
+                    assign(state, i, target);
                 }
-                if gain > 0 {
-                    if holder != UNMAPPED {
-                        assign(state, usize::from(holder), UNMAPPED);
-                        assign(state, i, target);
-                        assign(state, usize::from(holder), j);
-                    } else {
-                        assign(state, i, target);
-                    }
-                    score += gain;
-                    improved = true;
-                    j = target;
-                    here = problem.gain_at(&state.mapping, i, j);
-                }
+                enqueue_around(problem, state, i);
+                score += gain;
+                j = target;
+                here = problem.gain_at(&state.mapping, i, j);
             }
         }
-        if !improved {
-            return score;
-        }
     }
+    score
+}
+
+fn enqueue(state: &mut SearchState, i: usize) {
+    if !state.queued[i] {
+        state.queued[i] = true;
+        state.queue.push_back(i as u16);
+    }
+}
+
+/// Queues `i` and its relation neighbours.
+fn enqueue_around(problem: &Problem, state: &mut SearchState, i: usize) {
+    enqueue(state, i);
+    for &k in problem.test_neighbors_of(i) {
+        enqueue(state, usize::from(k));
+    }
+}
+
+fn enqueue_all(state: &mut SearchState, n1: usize) {
+    state.queue.clear();
+    state.queued.clear();
+    state.queued.resize(n1, true);
+    state.queue.extend(0..n1 as u16);
 }
 
 /// Depth-first branch and bound from the incumbent `best`; returns the optimum and `true` when
@@ -266,6 +377,26 @@ fn branch_and_bound(
     best: i64,
     node_budget: u64,
 ) -> (i64, bool) {
+    let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
+    state.dynamic.clear();
+    state.dynamic.resize(n1 * n2, 0);
+    reset_mapping(state, n1, n2);
+
+    let mut search = BranchAndBound {
+        problem,
+        state,
+        best,
+        nodes: 0,
+        node_budget,
+        exhausted: false,
+    };
+    search.descend(0, 0);
+    let (best, exhausted) = (search.best, search.exhausted);
+    (best, !exhausted)
+}
+
+/// Fixes the branching order and each pair's static bound.
+fn prepare_bounds(problem: &Problem, state: &mut SearchState) {
     let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
     branching_order(problem, state);
     // static_bound[i * n2 + j]: unary + best weights towards neighbours later in the order.
@@ -292,21 +423,6 @@ fn branch_and_bound(
             state.static_bound[i * n2 + j] = value;
         }
     }
-    state.dynamic.clear();
-    state.dynamic.resize(n1 * n2, 0);
-    reset_mapping(state, n1, n2);
-
-    let mut search = BranchAndBound {
-        problem,
-        state,
-        best,
-        nodes: 0,
-        node_budget,
-        exhausted: false,
-    };
-    search.descend(0, 0);
-    let (best, exhausted) = (search.best, search.exhausted);
-    (best, !exhausted)
 }
 
 /// Heavy nodes first, then nodes joined by relations to those already placed, so pairwise

@@ -4,6 +4,7 @@
 //! 0 success, 1 internal error, 2 usage or configuration error, 3 bad input data, 4 I/O error,
 //! 5 external model failure, 6 cluster failure.
 
+pub mod eval;
 pub mod gbc;
 pub mod ingest;
 pub mod inspect;
@@ -39,6 +40,8 @@ pub enum Command {
     Validate(inspect::ValidateArgs),
     /// Convert and summarize apple/ml-gbc graph files.
     Gbc(gbc::GbcArgs),
+    /// Evaluate outputs (`eval captions`: BLEU, CIDEr-D, D-n of captions against references).
+    Eval(eval::EvalArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -83,6 +86,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Inspect(args) => inspect::run_inspect(args),
         Command::Validate(args) => inspect::run_validate(args),
         Command::Gbc(args) => gbc::run(args),
+        Command::Eval(args) => eval::run(args),
     }
 }
 

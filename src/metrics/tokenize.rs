@@ -62,26 +62,12 @@ impl FromStr for Tokenizer {
 }
 
 /// Tokens that pycocoevalcap deletes after PTB tokenisation (`PUNCTUATIONS` in
-/// `ptbtokenizer.py`), plus the lower-cased bracket escapes that `-lowerCase` produces.
+/// `ptbtokenizer.py`). Its bracket escapes (`-LRB-`, ...) never match: `-lowerCase` has already
+/// turned them into `-lrb-`, which therefore stay in the scored captions.
 fn is_removed_punctuation(token: &str) -> bool {
     matches!(
         token,
-        "''" | "'"
-            | "``"
-            | "`"
-            | "-lrb-"
-            | "-rrb-"
-            | "-lcb-"
-            | "-rcb-"
-            | "."
-            | "?"
-            | "!"
-            | ","
-            | ":"
-            | "-"
-            | "--"
-            | "..."
-            | ";"
+        "''" | "'" | "``" | "`" | "." | "?" | "!" | "," | ":" | "-" | "--" | "..." | ";"
     )
 }
 
@@ -91,8 +77,18 @@ const ABBREVIATIONS: &[&str] = &[
     "ave", "no", "jan", "feb", "mar", "apr", "aug", "sep", "sept", "oct", "nov", "dec",
 ];
 
-/// Contractions split off the end of a word, longest first (`n't` before `'t`-less forms).
+/// Contractions split off the end of a word.
 const CLITICS: &[&str] = &["n't", "'ll", "'re", "'ve", "'s", "'d", "'m"];
+
+/// Words the PTB lexer splits in two as a whole.
+const SPLIT_WORDS: &[(&str, &str, &str)] = &[
+    ("cannot", "can", "not"),
+    ("gonna", "gon", "na"),
+    ("gotta", "got", "ta"),
+    ("wanna", "wan", "na"),
+    ("lemme", "lem", "me"),
+    ("gimme", "gim", "me"),
+];
 
 fn ptb_tokenize(caption: &str) -> Vec<String> {
     let lower = caption.to_lowercase();
@@ -137,9 +133,22 @@ fn split_chunk(chunk: &str) -> Vec<String> {
         match c {
             // Numbers keep their separators (1,000 / 3:30), everywhere else these stand alone.
             ',' | ':' if prev_digit && next_digit => word.push(c),
-            ',' | ':' | ';' | '!' | '?' | '"' | '(' | ')' | '[' | ']' | '{' | '}' => {
+            // `#1` is a sign and a number, `#hashtag` one word.
+            '#' if !next_digit => word.push(c),
+            ',' | ':' | ';' | '"' | '(' | ')' | '[' | ']' | '{' | '}' | '+' | '=' | '%' | '$'
+            | '#' => {
                 flush(&mut word, &mut tokens);
-                tokens.push(bracket_escape(c));
+                tokens.push(symbol_token(c));
+            }
+            // Runs of `!`/`?` are one token; only a single one is on the removal list.
+            '!' | '?' => {
+                flush(&mut word, &mut tokens);
+                let mut run = String::from(c);
+                while let Some(&next @ ('!' | '?')) = chars.get(i + 1) {
+                    run.push(next);
+                    i += 1;
+                }
+                tokens.push(run);
             }
             '.' if chars.get(i + 1) == Some(&'.') => {
                 flush(&mut word, &mut tokens);
@@ -162,7 +171,9 @@ fn split_chunk(chunk: &str) -> Vec<String> {
     tokens
 }
 
-fn bracket_escape(c: char) -> String {
+/// The token of a character that always stands alone; brackets get the PTB escapes and double
+/// quotes the closing-quote form (both are removed or kept exactly as pycocoevalcap does).
+fn symbol_token(c: char) -> String {
     match c {
         '(' => "-lrb-".to_string(),
         ')' => "-rrb-".to_string(),
@@ -175,10 +186,14 @@ fn bracket_escape(c: char) -> String {
     }
 }
 
-/// Splits quotes, a sentence-final period and contractions off a word.
+/// Splits quotes, a sentence-final period, a trailing slash and contractions off a word.
 fn split_word(word: &str, tokens: &mut Vec<String>) {
     let mut rest = word;
+    // An apostrophe before a digit is part of the word (`'90s`); otherwise it opens a quote.
     while let Some(stripped) = rest.strip_prefix(['\'', '`']) {
+        if stripped.starts_with(|c: char| c.is_ascii_digit()) {
+            break;
+        }
         tokens.push("`".to_string());
         rest = stripped;
     }
@@ -190,6 +205,10 @@ fn split_word(word: &str, tokens: &mut Vec<String>) {
             }
             trailing.push(".".to_string());
             rest = stripped;
+        } else if rest.len() > 1 && rest.ends_with('/') {
+            // `w/` (with) is a word and a slash; `w/o` and `and/or` stay whole.
+            trailing.push("/".to_string());
+            rest = &rest[..rest.len() - 1];
         } else if rest.len() > 1 && rest.ends_with('\'') && !rest.ends_with("''") {
             // A plural possessive (`dogs'`) or a closing single quote.
             trailing.push("'".to_string());
@@ -198,33 +217,31 @@ fn split_word(word: &str, tokens: &mut Vec<String>) {
             break;
         }
     }
-    if !rest.is_empty() {
-        match CLITICS
-            .iter()
-            .find(|c| rest.len() > c.len() && rest.ends_with(*c))
-        {
-            Some(clitic) => {
-                let stem = &rest[..rest.len() - clitic.len()];
-                tokens.push(stem.to_string());
-                tokens.push((*clitic).to_string());
-            }
-            None => tokens.push(rest.to_string()),
-        }
+    if let Some((_, first, second)) = SPLIT_WORDS.iter().find(|(w, _, _)| *w == rest) {
+        tokens.push((*first).to_string());
+        tokens.push((*second).to_string());
+    } else if let Some(clitic) = CLITICS
+        .iter()
+        .find(|c| rest.len() > c.len() && rest.ends_with(*c))
+    {
+        let stem = &rest[..rest.len() - clitic.len()];
+        tokens.push(stem.to_string());
+        tokens.push((*clitic).to_string());
+    } else if !rest.is_empty() {
+        tokens.push(rest.to_string());
     }
     tokens.extend(trailing.into_iter().rev());
 }
 
-/// Whether `stem.` is an abbreviation (`mr.`, `u.s.`, `a.m.`) rather than a word and a period.
+/// Whether `stem.` is an abbreviation (`mr.`, `u.s.`, `a.m.`) or an initial (`a.`) rather than
+/// a word and a period.
 fn keeps_period(stem: &str) -> bool {
     if ABBREVIATIONS.contains(&stem) {
         return true;
     }
-    // Letter-period sequences such as `u.s` (from `u.s.`).
-    let parts: Vec<&str> = stem.split('.').collect();
-    parts.len() > 1
-        && parts
-            .iter()
-            .all(|p| p.chars().count() == 1 && p.chars().all(char::is_alphabetic))
+    // Initials and letter-period sequences such as `u.s` (from `u.s.`).
+    stem.split('.')
+        .all(|p| p.chars().count() == 1 && p.chars().all(char::is_alphabetic))
 }
 
 #[cfg(test)]
@@ -255,13 +272,21 @@ mod tests {
         );
         assert_eq!(
             ptb("A \"big\" cat (orange) -- sleeping..."),
-            "a big cat orange sleeping"
+            "a big cat -lrb- orange -rrb- sleeping"
         );
         assert_eq!(
             ptb("At 3:30, 1,000 people in the U.S. cheer"),
             "at 3:30 1,000 people in the u.s. cheer"
         );
         assert_eq!(ptb("a t-shirt; a hat: red"), "a t-shirt a hat red");
+        assert_eq!(
+            ptb("wow!! really?! no! cannot"),
+            "wow !! really ?! no can not"
+        );
+        assert_eq!(
+            ptb("$5 off 100% of the '90s, w/ A."),
+            "$ 5 off 100 % of the '90s w / a."
+        );
     }
 
     #[test]

@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn repetition_is_clipped() {
-        let images = vec![
+        let images = [
             EvalImage::new("1", words("dog dog dog dog"), vec![words("a dog runs")]),
             EvalImage::new("2", words("x"), vec![words("y")]),
         ];

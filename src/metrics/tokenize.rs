@@ -151,12 +151,21 @@ fn split_chunk(chunk: &str) -> Vec<String> {
                 tokens.push(run);
             }
             '.' if chars.get(i + 1) == Some(&'.') => {
-                flush(&mut word, &mut tokens);
                 let start = i;
                 while chars.get(i + 1) == Some(&'.') {
                     i += 1;
                 }
-                tokens.push(".".repeat(i - start + 1));
+                if i - start == 1 && !word.is_empty() {
+                    // `u.s..`: the first period belongs to the word (an abbreviation keeps
+                    // it, any other word splits it off), the second stands alone.
+                    word.push('.');
+                    flush(&mut word, &mut tokens);
+                    tokens.push(".".to_string());
+                } else {
+                    // Any longer run is an ellipsis.
+                    flush(&mut word, &mut tokens);
+                    tokens.push("...".to_string());
+                }
             }
             '-' if chars.get(i + 1) == Some(&'-') => {
                 flush(&mut word, &mut tokens);

@@ -464,3 +464,59 @@ fn ptb_tokenizer_matches_stanford_ptbtokenizer() {
         mismatches.join("\n")
     );
 }
+
+/// numpy's singular values of every matrix in `matrices.json`, sorted descending.
+const SVD_SCRIPT: &str = r#"
+import json, sys
+import numpy as np
+mats = json.load(open(sys.argv[1]))
+json.dump([sorted(np.linalg.svd(np.array(m), compute_uv=False).tolist(), reverse=True) for m in mats], open(sys.argv[2], 'w'))
+"#;
+
+#[test]
+fn self_cider_singular_values_match_numpy() {
+    let Some(python) = common::oracle_python() else {
+        return;
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2019);
+    // Random kernels of 2..12 captions, some of low rank (repeated rows) as near-duplicate
+    // captions produce, some non-symmetric as CIDEr-D's clipping does.
+    let matrices: Vec<Vec<Vec<f64>>> = (0..60)
+        .map(|t| {
+            let m = rng.gen_range(2..=12);
+            let mut k: Vec<Vec<f64>> = (0..m)
+                .map(|_| (0..m).map(|_| rng.gen_range(0.0..10.0)).collect())
+                .collect();
+            if t % 3 == 0 {
+                for i in 1..m {
+                    if rng.gen_bool(0.5) {
+                        k[i] = k[0].clone();
+                    }
+                }
+            }
+            k
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("matrices.json");
+    let output = dir.path().join("singular.json");
+    std::fs::write(&input, serde_json::to_string(&matrices).unwrap()).unwrap();
+    let status = Command::new(python)
+        .args(["-c", SVD_SCRIPT, path_str(&input), path_str(&output)])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let oracle = read_json(&output);
+    for (t, k) in matrices.into_iter().enumerate() {
+        let mut ours = capflow::metrics::diversity::singular_values(k);
+        ours.sort_by(|a, b| b.total_cmp(a));
+        let largest = ours[0];
+        for (i, s) in ours.iter().enumerate() {
+            let want = oracle[t][i].as_f64().unwrap();
+            assert!(
+                (s - want).abs() <= 1e-10 * largest,
+                "matrix {t}: {s} vs {want}"
+            );
+        }
+    }
+}

@@ -1,6 +1,12 @@
 //! AMR: PENMAN codec with surface alignments, Smatch, vgAMR grounding, meta-graph merging and
 //! event sampling. Plain functions over [`Graph`], usable without any dataflow.
 
+pub mod align;
+pub mod dot;
 pub mod graph;
+pub mod merge;
+pub mod penman;
+pub mod sample;
+pub mod smatch;
 
 pub use graph::{Alignment, AlignmentFlavour, Graph, Triple};

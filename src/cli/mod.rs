@@ -4,6 +4,9 @@
 //! 0 success, 1 internal error, 2 usage or configuration error, 3 bad input data, 4 I/O error,
 //! 5 external model failure, 6 cluster failure.
 
+pub mod amr;
+pub mod amr_merge;
+pub mod cluster;
 pub mod eval;
 pub mod gbc;
 pub mod ingest;
@@ -40,6 +43,12 @@ pub enum Command {
     Validate(inspect::ValidateArgs),
     /// Convert and summarize apple/ml-gbc graph files.
     Gbc(gbc::GbcArgs),
+    /// Work with AMR graphs: parse, score with Smatch, merge, inspect.
+    #[command(subcommand)]
+    Amr(amr::AmrCommand),
+    /// Clustering and matching on tab-separated matrices (UPGMA, flat clusters, Hungarian).
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
     /// Evaluate outputs (`eval captions`: BLEU, CIDEr-D, D-n of captions against references).
     Eval(eval::EvalArgs),
 }
@@ -86,6 +95,8 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Inspect(args) => inspect::run_inspect(args),
         Command::Validate(args) => inspect::run_validate(args),
         Command::Gbc(args) => gbc::run(args),
+        Command::Amr(cmd) => amr::run(cmd),
+        Command::Cluster(cmd) => cluster::run(cmd),
         Command::Eval(args) => eval::run(args),
     }
 }

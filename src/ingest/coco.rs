@@ -408,7 +408,7 @@ pub fn read_entities_from(
         if let Err(e) = scanner.skip_bom() {
             return Ok(Err(e));
         }
-        let walked = for_each_entry(&mut scanner, |image_id, s| {
+        let walked = for_each_entry::<_, crate::error::Error>(&mut scanner, |image_id, s| {
             if let Err(e) = s.skip_ws() {
                 return Ok(Err(e.into()));
             }

@@ -1,0 +1,462 @@
+//! Finding the best node mapping: a seeded iterated local search for a strong first answer,
+//! then depth-first branch and bound that either proves it optimal or improves it.
+//!
+//! The local search uses smatch's moves (remap one node, swap two) with first-improvement
+//! sweeps; each start is followed by rounds of random perturbation and re-climbing, keeping a
+//! result that is no worse. Starts are smatch's "smart" concept-match start and random ones.
+//!
+//! The bound charges each unmapped test node its best gold node: the unary weight, the exact
+//! pairwise weights with already-mapped nodes, and, for each not-yet-mapped neighbour later in
+//! the branching order, the largest weight it could still bring. Each pairwise weight is thus
+//! charged once, so the bound never undercuts the optimum.
+
+use super::problem::{Problem, UNMAPPED};
+
+/// SplitMix64: tiny, fast and fully determined by its seed.
+#[derive(Clone, Debug)]
+pub(crate) struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`), by Lemire's multiply-shift.
+    #[inline]
+    pub fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
+    }
+}
+
+/// Buffers of the search, reused from pair to pair.
+#[derive(Debug, Default)]
+pub(crate) struct SearchState {
+    mapping: Vec<u16>,
+    inverse: Vec<u16>,
+    best_mapping: Vec<u16>,
+    saved_mapping: Vec<u16>,
+    // Branch and bound.
+    order: Vec<u16>,
+    position: Vec<u32>,
+    static_bound: Vec<i64>,
+    dynamic: Vec<i64>,
+    choices: Vec<(i64, u16)>,
+}
+
+/// Effort limits of one search.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Effort {
+    pub seed: u64,
+    pub restarts: usize,
+    pub perturbation_rounds: usize,
+    pub node_budget: u64,
+}
+
+/// The best matched-triple count found and whether it is proven optimal.
+pub(crate) fn best_match(
+    problem: &Problem,
+    state: &mut SearchState,
+    effort: Effort,
+) -> (i64, bool) {
+    let n1 = problem.test_nodes;
+    if n1 == 0 || problem.gold_nodes == 0 {
+        return (0, true);
+    }
+    let mut rng = SplitMix64::new(effort.seed);
+    let best = local_search(problem, state, &mut rng, effort);
+    branch_and_bound(problem, state, best, effort.node_budget)
+}
+
+fn reset_mapping(state: &mut SearchState, n1: usize, n2: usize) {
+    state.mapping.clear();
+    state.mapping.resize(n1, UNMAPPED);
+    state.inverse.clear();
+    state.inverse.resize(n2, UNMAPPED);
+}
+
+fn local_search(
+    problem: &Problem,
+    state: &mut SearchState,
+    rng: &mut SplitMix64,
+    effort: Effort,
+) -> i64 {
+    let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
+    let mut best = -1i64;
+    for start in 0..=effort.restarts {
+        reset_mapping(state, n1, n2);
+        if start == 0 {
+            smart_start(problem, state, rng);
+        } else {
+            random_start(problem, state, rng);
+        }
+        let mut current = climb(problem, state, problem.score(&state.mapping));
+        if current > best {
+            best = current;
+            state.best_mapping.clone_from(&state.mapping);
+        }
+        for _ in 0..effort.perturbation_rounds {
+            state.saved_mapping.clone_from(&state.mapping);
+            let strength = 2 + rng.below(n1.div_ceil(8).max(1));
+            perturb(problem, state, rng, strength);
+            let score = climb(problem, state, problem.score(&state.mapping));
+            if score >= current {
+                current = score;
+                if score > best {
+                    best = score;
+                    state.best_mapping.clone_from(&state.mapping);
+                }
+            } else {
+                state.mapping.clone_from(&state.saved_mapping);
+                rebuild_inverse(state, n2);
+            }
+        }
+    }
+    best
+}
+
+fn rebuild_inverse(state: &mut SearchState, n2: usize) {
+    state.inverse.clear();
+    state.inverse.resize(n2, UNMAPPED);
+    for (i, &j) in state.mapping.iter().enumerate() {
+        if j != UNMAPPED {
+            state.inverse[usize::from(j)] = i as u16;
+        }
+    }
+}
+
+/// smatch's smart start: each node to the first free gold node with the same concept (unary
+/// weight from the concept shows as weight ≥ 1), the rest to random free candidates.
+fn smart_start(problem: &Problem, state: &mut SearchState, rng: &mut SplitMix64) {
+    for i in 0..problem.test_nodes {
+        let free_best = problem
+            .candidates_of(i)
+            .iter()
+            .copied()
+            .filter(|&j| state.inverse[usize::from(j)] == UNMAPPED)
+            .max_by_key(|&j| (problem.unary_of(i, usize::from(j)), std::cmp::Reverse(j)));
+        if let Some(j) = free_best {
+            if problem.unary_of(i, usize::from(j)) > 0 {
+                assign(state, i, j);
+            }
+        }
+    }
+    for i in 0..problem.test_nodes {
+        if state.mapping[i] == UNMAPPED {
+            assign_random_free(problem, state, rng, i);
+        }
+    }
+}
+
+fn random_start(problem: &Problem, state: &mut SearchState, rng: &mut SplitMix64) {
+    // Visit nodes from a random offset so early nodes do not always choose first.
+    let n1 = problem.test_nodes;
+    let offset = rng.below(n1);
+    for step in 0..n1 {
+        assign_random_free(problem, state, rng, (offset + step) % n1);
+    }
+}
+
+fn assign_random_free(problem: &Problem, state: &mut SearchState, rng: &mut SplitMix64, i: usize) {
+    let candidates = problem.candidates_of(i);
+    if candidates.is_empty() {
+        return;
+    }
+    // A few random probes, then a scan from a random point: a free candidate if any.
+    let start = rng.below(candidates.len());
+    for step in 0..candidates.len() {
+        let j = candidates[(start + step) % candidates.len()];
+        if state.inverse[usize::from(j)] == UNMAPPED {
+            assign(state, i, j);
+            return;
+        }
+    }
+}
+
+#[inline]
+fn assign(state: &mut SearchState, i: usize, j: u16) {
+    let old = state.mapping[i];
+    if old != UNMAPPED {
+        state.inverse[usize::from(old)] = UNMAPPED;
+    }
+    state.mapping[i] = j;
+    if j != UNMAPPED {
+        state.inverse[usize::from(j)] = i as u16;
+    }
+}
+
+/// Remaps `strength` random nodes to random candidates, swapping with the current holder.
+fn perturb(problem: &Problem, state: &mut SearchState, rng: &mut SplitMix64, strength: usize) {
+    for _ in 0..strength {
+        let i = rng.below(problem.test_nodes);
+        let candidates = problem.candidates_of(i);
+        if candidates.is_empty() {
+            continue;
+        }
+        let j = candidates[rng.below(candidates.len())];
+        let holder = state.inverse[usize::from(j)];
+        let old = state.mapping[i];
+        if holder != UNMAPPED && usize::from(holder) != i {
+            state.mapping[usize::from(holder)] = old;
+            if old != UNMAPPED {
+                state.inverse[usize::from(old)] = holder;
+            }
+        } else if old != UNMAPPED {
+            state.inverse[usize::from(old)] = UNMAPPED;
+        }
+        state.mapping[i] = j;
+        state.inverse[usize::from(j)] = i as u16;
+    }
+}
+
+/// First-improvement hill climbing over moves and swaps; returns the score it stops at.
+fn climb(problem: &Problem, state: &mut SearchState, mut score: i64) -> i64 {
+    loop {
+        let mut improved = false;
+        for i in 0..problem.test_nodes {
+            let mut j = state.mapping[i];
+            let mut here = problem.gain_at(&state.mapping, i, j);
+            for &target in problem.candidates_of(i) {
+                if target == j {
+                    continue;
+                }
+                let holder = state.inverse[usize::from(target)];
+                let mut gain = problem.gain_at(&state.mapping, i, target) - here;
+                if holder != UNMAPPED {
+                    let k = usize::from(holder);
+                    gain += problem.gain_at(&state.mapping, k, j)
+                        - problem.gain_at(&state.mapping, k, target)
+                        + problem.pair_weight(i, target, holder, j)
+                        + problem.pair_weight(i, j, holder, target);
+                }
+                if gain > 0 {
+                    if holder != UNMAPPED {
+                        assign(state, usize::from(holder), UNMAPPED);
+                        assign(state, i, target);
+                        assign(state, usize::from(holder), j);
+                    } else {
+                        assign(state, i, target);
+                    }
+                    score += gain;
+                    improved = true;
+                    j = target;
+                    here = problem.gain_at(&state.mapping, i, j);
+                }
+            }
+        }
+        if !improved {
+            return score;
+        }
+    }
+}
+
+/// Depth-first branch and bound from the incumbent `best`; returns the optimum and `true` when
+/// the search finished within `node_budget` nodes, else the best found and `false`.
+fn branch_and_bound(
+    problem: &Problem,
+    state: &mut SearchState,
+    best: i64,
+    node_budget: u64,
+) -> (i64, bool) {
+    let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
+    branching_order(problem, state);
+    // static_bound[i * n2 + j]: unary + best weights towards neighbours later in the order.
+    state.static_bound.clear();
+    state.static_bound.resize(n1 * n2, 0);
+    for i in 0..n1 {
+        for &j in problem.candidates_of(i) {
+            let j = usize::from(j);
+            let mut value = i64::from(problem.unary_of(i, j));
+            let mut last_test = UNMAPPED;
+            let mut group_best = 0i64;
+            for partner in problem.partners_of(i, j) {
+                if state.position[usize::from(partner.test)] <= state.position[i] {
+                    continue;
+                }
+                if partner.test != last_test {
+                    value += group_best;
+                    group_best = 0;
+                    last_test = partner.test;
+                }
+                group_best = group_best.max(i64::from(partner.weight));
+            }
+            value += group_best;
+            state.static_bound[i * n2 + j] = value;
+        }
+    }
+    state.dynamic.clear();
+    state.dynamic.resize(n1 * n2, 0);
+    reset_mapping(state, n1, n2);
+
+    let mut search = BranchAndBound {
+        problem,
+        state,
+        best,
+        nodes: 0,
+        node_budget,
+        exhausted: false,
+    };
+    search.descend(0, 0);
+    let (best, exhausted) = (search.best, search.exhausted);
+    (best, !exhausted)
+}
+
+/// Heavy nodes first, then nodes joined by relations to those already placed, so pairwise
+/// weights turn from estimates into exact values as early as possible.
+fn branching_order(problem: &Problem, state: &mut SearchState) {
+    let n1 = problem.test_nodes;
+    let potential: Vec<i64> = (0..n1)
+        .map(|i| {
+            problem
+                .candidates_of(i)
+                .iter()
+                .map(|&j| {
+                    let j = usize::from(j);
+                    i64::from(problem.unary_of(i, j))
+                        + problem
+                            .partners_of(i, j)
+                            .iter()
+                            .map(|p| i64::from(p.weight))
+                            .sum::<i64>()
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut linked = vec![0i64; n1];
+    let mut placed = vec![false; n1];
+    state.order.clear();
+    state.position.clear();
+    state.position.resize(n1, u32::MAX);
+    for step in 0..n1 {
+        let next = (0..n1)
+            .filter(|&i| !placed[i])
+            .max_by_key(|&i| (linked[i], potential[i], std::cmp::Reverse(i)))
+            .unwrap_or(0);
+        placed[next] = true;
+        state.order.push(next as u16);
+        state.position[next] = step as u32;
+        for &j in problem.candidates_of(next) {
+            for partner in problem.partners_of(next, usize::from(j)) {
+                linked[usize::from(partner.test)] += 1;
+            }
+        }
+    }
+}
+
+struct BranchAndBound<'a> {
+    problem: &'a Problem,
+    state: &'a mut SearchState,
+    best: i64,
+    nodes: u64,
+    node_budget: u64,
+    exhausted: bool,
+}
+
+impl BranchAndBound<'_> {
+    /// Value of mapping `i -> j` given the nodes mapped so far, plus the static estimate.
+    #[inline]
+    fn option_value(&self, i: usize, j: u16) -> i64 {
+        let p = i * self.problem.gold_nodes + usize::from(j);
+        self.state.static_bound[p] + self.state.dynamic[p]
+    }
+
+    /// Upper bound on what the nodes at `depth..` can still add.
+    fn remaining_bound(&self, depth: usize) -> i64 {
+        let mut total = 0;
+        for &i in &self.state.order[depth..] {
+            let i = usize::from(i);
+            let mut best = 0;
+            for &j in self.problem.candidates_of(i) {
+                if self.state.inverse[usize::from(j)] == UNMAPPED {
+                    best = best.max(self.option_value(i, j));
+                }
+            }
+            total += best;
+        }
+        total
+    }
+
+    fn descend(&mut self, depth: usize, score: i64) {
+        if score > self.best {
+            self.best = score;
+            self.state.best_mapping.clone_from(&self.state.mapping);
+        }
+        if depth == self.state.order.len() || self.exhausted {
+            return;
+        }
+        self.nodes += 1;
+        if self.nodes > self.node_budget {
+            self.exhausted = true;
+            return;
+        }
+        let bound = self.remaining_bound(depth);
+        if score + bound <= self.best {
+            return;
+        }
+        let i = usize::from(self.state.order[depth]);
+        let rest_from = depth + 1;
+        let first_choice = self.state.choices.len();
+        for &j in self.problem.candidates_of(i) {
+            if self.state.inverse[usize::from(j)] == UNMAPPED {
+                let value = self.option_value(i, j);
+                self.state.choices.push((value, j));
+            }
+        }
+        self.state.choices[first_choice..]
+            .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let choice_count = self.state.choices.len() - first_choice;
+        // The remaining bound counts node i at its best choice; each branch replaces that share.
+        let share_of_i = if choice_count > 0 {
+            self.state.choices[first_choice].0.max(0)
+        } else {
+            0
+        };
+        let rest_bound = bound - share_of_i;
+        for c in 0..choice_count {
+            let (estimate, j) = self.state.choices[first_choice + c];
+            if score + estimate + rest_bound <= self.best {
+                break;
+            }
+            let p = i * self.problem.gold_nodes + usize::from(j);
+            let exact = i64::from(self.problem.unary_of(i, usize::from(j))) + self.state.dynamic[p];
+            self.apply(i, j, 1);
+            self.descend(rest_from, score + exact);
+            self.apply(i, j, -1);
+            if self.exhausted {
+                break;
+            }
+        }
+        self.state.choices.truncate(first_choice);
+        if !self.exhausted && score + rest_bound > self.best {
+            // Leaving node i unmapped.
+            self.descend(rest_from, score);
+        }
+    }
+
+    /// Maps (`sign = 1`) or unmaps (`sign = -1`) `i -> j`, keeping the exact pairwise weights of
+    /// later nodes towards mapped ones in `dynamic`.
+    fn apply(&mut self, i: usize, j: u16, sign: i64) {
+        let n2 = self.problem.gold_nodes;
+        for partner in self.problem.partners_of(i, usize::from(j)) {
+            let k = usize::from(partner.test);
+            if self.state.position[k] > self.state.position[i] {
+                self.state.dynamic[k * n2 + usize::from(partner.gold)] +=
+                    sign * i64::from(partner.weight);
+            }
+        }
+        if sign > 0 {
+            assign(self.state, i, j);
+        } else {
+            assign(self.state, i, UNMAPPED);
+        }
+    }
+}

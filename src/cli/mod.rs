@@ -8,6 +8,7 @@ pub mod amr;
 pub mod amr_merge;
 pub mod amr_smatch;
 pub mod cluster;
+pub mod eval;
 pub mod gbc;
 pub mod ingest;
 pub mod inspect;
@@ -49,6 +50,8 @@ pub enum Command {
     /// Clustering and matching on tab-separated matrices (UPGMA, flat clusters, Hungarian).
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
+    /// Evaluate outputs (`eval captions`: BLEU, CIDEr-D, D-n of captions against references).
+    Eval(eval::EvalArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -95,6 +98,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Gbc(args) => gbc::run(args),
         Command::Amr(cmd) => amr::run(cmd),
         Command::Cluster(cmd) => cluster::run(cmd),
+        Command::Eval(args) => eval::run(args),
     }
 }
 

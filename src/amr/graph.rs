@@ -4,6 +4,8 @@
 //! (penman 1.3.1): `(source, role, target)` with the role written with its colon, instance
 //! triples as `(var, ":instance", concept)`, inverted roles (`:ARG0-of`) turned back into their
 //! normal direction, constants kept as written (quoted strings keep their quotes).
+//! Where penman has `None` (a node without a concept, an edge without a target) the triple
+//! has the empty string, which no PENMAN token can be.
 
 use std::collections::{BTreeMap, BTreeSet};
 

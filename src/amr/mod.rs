@@ -2,5 +2,6 @@
 //! event sampling. Plain functions over [`Graph`], usable without any dataflow.
 
 pub mod graph;
+pub mod penman;
 
 pub use graph::{Alignment, AlignmentFlavour, Graph, Triple};

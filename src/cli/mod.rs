@@ -4,6 +4,7 @@
 //! 0 success, 1 internal error, 2 usage or configuration error, 3 bad input data, 4 I/O error,
 //! 5 external model failure, 6 cluster failure.
 
+pub mod amr;
 pub mod gbc;
 pub mod ingest;
 pub mod inspect;
@@ -39,6 +40,9 @@ pub enum Command {
     Validate(inspect::ValidateArgs),
     /// Convert and summarize apple/ml-gbc graph files.
     Gbc(gbc::GbcArgs),
+    /// Work with AMR files in PENMAN notation: parse.
+    #[command(subcommand)]
+    Amr(amr::AmrCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -83,6 +87,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Inspect(args) => inspect::run_inspect(args),
         Command::Validate(args) => inspect::run_validate(args),
         Command::Gbc(args) => gbc::run(args),
+        Command::Amr(cmd) => amr::run(cmd),
     }
 }
 

@@ -1,13 +1,173 @@
-//! Reader for the `penman` input format.
+//! Reader for PENMAN AMR files: one [`AmrRow`] per graph, streamed block by block.
+//!
+//! The file is read line by line through a `BufReader`, so a corpus of millions of graphs never
+//! sits in memory whole. A graph that does not parse becomes a [`RejectedRow`] with its line,
+//! byte offset and the located reason; file headers and trailing comments are not records.
+//!
+//! Ids follow the SSA convention `# ::id <image>.<k>`: the image is the id before its last `.`,
+//! and the caption is `<image>#<k>` when `k` is a number.
 
 use std::path::Path;
 
-use super::RecordSink;
-use crate::error::{Error, Result};
+use super::{RecordSink, Row};
+use crate::amr::penman::{alignment_flavour, read_blocks, GraphBlock};
+use crate::error::Result;
+use crate::schema::{AmrRow, MetadataEntry, RejectedRow, EXCERPT_LIMIT};
 
-pub fn read(path: &Path, _sink: &mut dyn RecordSink) -> Result<()> {
-    Err(Error::Usage(format!(
-        "{}: reader not available yet",
-        path.display()
-    )))
+/// Reads the PENMAN file at `path` into `sink`.
+pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
+    let file_name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let source_file = path.display().to_string();
+    read_blocks(path, |ordinal, block| {
+        emit(block, ordinal, &file_name, &source_file, sink)
+    })
+}
+
+fn emit(
+    block: GraphBlock,
+    ordinal: usize,
+    file_name: &str,
+    source_file: &str,
+    sink: &mut dyn RecordSink,
+) -> Result<()> {
+    let graph = match block.graph {
+        Ok(graph) => graph,
+        Err(error) => {
+            return sink.reject(RejectedRow {
+                format: "penman".to_string(),
+                source_file: source_file.to_string(),
+                record: format!("graph {ordinal} (line {})", block.line),
+                line: Some(block.line as i64),
+                byte_offset: Some(block.byte_offset as i64),
+                reason: error.to_string(),
+                excerpt: excerpt(&block.text),
+            });
+        }
+    };
+    let ids = GraphIds::new(graph.id(), file_name, ordinal);
+    let row = AmrRow {
+        image_id: ids.image_id,
+        graph_id: ids.graph_id,
+        caption_id: ids.caption_id,
+        sentence: graph.meta("snt").map(str::to_string),
+        tokens: graph
+            .meta("tok")
+            .map(|t| t.split(' ').map(str::to_string).collect()),
+        alignment_flavour: alignment_flavour(&graph).as_str().to_string(),
+        metadata: graph
+            .metadata
+            .iter()
+            .map(|(key, value)| MetadataEntry {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect(),
+        penman: block.text,
+    };
+    sink.row(Row::Amr(row))?;
+    sink.accepted()
+}
+
+/// The first [`EXCERPT_LIMIT`] bytes of `text`, cut at a character boundary.
+fn excerpt(text: &str) -> String {
+    let mut end = text.len().min(EXCERPT_LIMIT);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+/// The image, graph and caption keys of one graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GraphIds {
+    pub image_id: String,
+    pub graph_id: String,
+    pub caption_id: Option<String>,
+}
+
+impl GraphIds {
+    /// Keys from `# ::id`, or `<file name>:<ordinal>` for a graph without one.
+    pub fn new(id: Option<&str>, file_name: &str, ordinal: usize) -> GraphIds {
+        let Some(id) = id.filter(|id| !id.is_empty()) else {
+            let key = format!("{file_name}:{ordinal}");
+            return GraphIds {
+                image_id: key.clone(),
+                graph_id: key,
+                caption_id: None,
+            };
+        };
+        match id.rsplit_once('.') {
+            Some((image, k)) => GraphIds {
+                image_id: image.to_string(),
+                graph_id: id.to_string(),
+                caption_id: (!k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| format!("{image}#{k}")),
+            },
+            None => GraphIds {
+                image_id: id.to_string(),
+                graph_id: id.to_string(),
+                caption_id: None,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::VecSink;
+
+    #[test]
+    fn ids_follow_the_ssa_convention() {
+        let ids = GraphIds::new(Some("a_pmid_2488_5690.10"), "f.txt", 1);
+        assert_eq!(ids.image_id, "a_pmid_2488_5690");
+        assert_eq!(ids.caption_id.as_deref(), Some("a_pmid_2488_5690#10"));
+        let ids = GraphIds::new(Some("img.v2.x"), "f.txt", 1);
+        assert_eq!((ids.image_id.as_str(), ids.caption_id), ("img.v2", None));
+        let ids = GraphIds::new(Some("plain"), "f.txt", 1);
+        assert_eq!(ids.image_id, "plain");
+        let ids = GraphIds::new(None, "f.txt", 3);
+        assert_eq!(
+            (ids.image_id.as_str(), ids.graph_id.as_str()),
+            ("f.txt:3", "f.txt:3")
+        );
+    }
+
+    #[test]
+    fn reads_accepts_and_rejects() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.txt");
+        let mut bytes = b"# release header\n\n# ::id im.0\n# ::snt A dog .\n# ::tok A dog .\n(d / dog~e.1)\n\n# ::id im.1\n(x / \n\n(y / yes :mod \xff)\n".to_vec();
+        bytes.extend_from_slice(b"\n(z / zed)\n");
+        std::fs::write(&path, bytes).unwrap();
+        let mut sink = VecSink::default();
+        read(&path, &mut sink).unwrap();
+        assert_eq!(sink.accepted, 2);
+        assert_eq!(sink.rejected.len(), 2);
+        let Row::Amr(row) = &sink.rows[0] else {
+            panic!("not an AMR row")
+        };
+        assert_eq!(row.caption_id.as_deref(), Some("im#0"));
+        assert_eq!(row.tokens.as_deref().map(<[String]>::len), Some(3));
+        assert_eq!(row.alignment_flavour, "isi");
+        assert_eq!(
+            row.penman,
+            "# ::id im.0\n# ::snt A dog .\n# ::tok A dog .\n(d / dog~e.1)"
+        );
+        assert_eq!(sink.rejected[0].record, "graph 2 (line 8)");
+        // 17 + 1 (header, blank) + 12 + 16 + 16 + 14 (graph 1) + 1 (blank) bytes before it.
+        assert_eq!(sink.rejected[0].byte_offset, Some(77));
+        assert!(
+            sink.rejected[1].reason.contains("UTF-8"),
+            "{}",
+            sink.rejected[1].reason
+        );
+        let Row::Amr(row) = &sink.rows[1] else {
+            panic!("not an AMR row")
+        };
+        assert_eq!(row.graph_id, "g.txt:4");
+    }
 }

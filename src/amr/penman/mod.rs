@@ -1,0 +1,209 @@
+//! PENMAN codec: AMR text with metadata and surface alignments to [`Graph`] and back.
+//!
+//! [`parse`] reads one graph into triples in exactly the normal form of penman 1.3.1's
+//! `penman.decode(text).triples` (default model; see the conventions in the `decode` module),
+//! keeping ISI (`~e.3`, `~e.1,2`) and JAMR/IBM (`~3`) alignment markers as
+//! [`Graph::alignments`] and metadata lines (`# ::id x ::snt y`) as [`Graph::metadata`].
+//! [`parse_many`] splits a whole file into [`GraphBlock`]s so that a broken graph never stops
+//! the rest; [`encode`] writes a graph back so that `parse(&encode(&g)) == g`.
+//!
+//! ```
+//! use capflow::amr::penman::{encode, parse};
+//!
+//! let g = parse("# ::id img.0\n(w / want-01~e.1 :ARG0 (b / boy) :ARG1-of (s / say-01))").unwrap();
+//! assert_eq!(g.id(), Some("img.0"));
+//! assert_eq!(g.triples[3].source, "s"); // `:ARG1-of` is turned into `(s, :ARG1, w)`
+//! assert_eq!(g.triples[3].role, ":ARG1");
+//! assert_eq!(parse(&encode(&g)).unwrap(), g);
+//! ```
+
+mod blocks;
+mod decode;
+mod encode;
+mod lexer;
+mod metadata;
+
+use std::fmt;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use blocks::{BlockSplitter, RawBlock};
+pub use decode::MAX_DEPTH;
+pub use encode::encode;
+pub use metadata::{AlignmentMetadata, JamrEdge, MetadataAlignment, MetadataNotation};
+
+use crate::amr::graph::{AlignmentFlavour, Graph};
+use crate::error::{Error, Result};
+
+/// A syntax error in PENMAN text, located by 1-based line and column (in characters).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PenmanError {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl fmt::Display for PenmanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "line {}, column {}: {}",
+            self.line, self.column, self.message
+        )
+    }
+}
+
+impl std::error::Error for PenmanError {}
+
+/// One graph of a file, as split by [`parse_many`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct GraphBlock {
+    /// 1-based line of the block's first line (its first metadata line, if any).
+    pub line: usize,
+    /// Byte offset of the block in the file.
+    pub byte_offset: usize,
+    /// The raw block: metadata lines and graph, without the last line's terminator.
+    pub text: String,
+    /// The graph, or the error with its line counted from the start of the file.
+    pub graph: Result<Graph, PenmanError>,
+}
+
+/// Parses one graph, with its metadata and comment lines.
+///
+/// Anything but comments after the graph's closing parenthesis is an error (penman ignores it,
+/// which hides a graph run together with the next).
+pub fn parse(text: &str) -> Result<Graph, PenmanError> {
+    decode::decode(text, false).map(|(g, _)| g)
+}
+
+/// Splits a whole AMR file into graphs and parses each; a broken graph becomes an `Err` block
+/// and parsing goes on at the next graph (see the `blocks` module for how blocks are found).
+pub fn parse_many(text: &str) -> Vec<GraphBlock> {
+    let mut splitter = BlockSplitter::default();
+    let mut raw = Vec::new();
+    let mut offset = 0;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        splitter.push_line(line, i + 1, offset, true, &mut raw);
+        offset += line.len();
+    }
+    raw.extend(splitter.finish());
+    raw.into_iter().map(parse_block).collect()
+}
+
+/// Parses one raw block; errors are located in file lines.
+fn parse_block(block: RawBlock) -> GraphBlock {
+    let graph = match block.invalid_utf8 {
+        Some(line) => Err(PenmanError {
+            line,
+            column: 1,
+            message: "line is not valid UTF-8".to_string(),
+        }),
+        None => parse(&block.text).map_err(|e| PenmanError {
+            line: e.line + block.line - 1,
+            ..e
+        }),
+    };
+    GraphBlock {
+        line: block.line,
+        byte_offset: block.byte_offset,
+        text: block.text,
+        graph,
+    }
+}
+
+/// Parses one graph and reads its alignment metadata (`# ::alignments` in ISI tree-position or
+/// JAMR span form, `# ::node`, `# ::edge`, `# ::root`), resolving tree addresses against the
+/// tree exactly as written in `text`. An unreadable alignment entry is an error located at its
+/// metadata line.
+pub fn parse_with_alignment_metadata(
+    text: &str,
+) -> Result<(Graph, AlignmentMetadata), PenmanError> {
+    let (graph, layout) = decode::decode(text, true)?;
+    let layout = layout.unwrap_or_default();
+    let (aligned, problems) = metadata::read_alignment_metadata(&graph, &layout);
+    if let Some(problem) = problems.first() {
+        let (key, _) = &graph.metadata[problem.entry];
+        let needle = format!("::{key}");
+        // Locate the line holding the n-th occurrence of this key.
+        let nth = graph.metadata[..problem.entry]
+            .iter()
+            .filter(|(k, _)| k == key)
+            .count();
+        let line = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.trim_start().starts_with('#') && l.contains(&needle))
+            .nth(nth)
+            .map_or(1, |(i, _)| i + 1);
+        return Err(PenmanError {
+            line,
+            column: 1,
+            message: problem.message.clone(),
+        });
+    }
+    Ok((graph, aligned))
+}
+
+/// The alignment notation a graph uses: ISI when an inline marker has a letter prefix (`~e.3`)
+/// or `# ::alignments` holds tree positions; JAMR for bare `~3` markers, JAMR span alignments
+/// or `# ::node` lines; none otherwise.
+pub fn alignment_flavour(graph: &Graph) -> AlignmentFlavour {
+    if !graph.alignments.is_empty() {
+        return if graph.alignments.iter().any(|a| !a.prefix.is_empty()) {
+            AlignmentFlavour::Isi
+        } else {
+            AlignmentFlavour::Jamr
+        };
+    }
+    for (key, value) in &graph.metadata {
+        match key.as_str() {
+            "alignments" if value.contains('|') => return AlignmentFlavour::Jamr,
+            "alignments" if !value.trim().is_empty() => return AlignmentFlavour::Isi,
+            "node" => return AlignmentFlavour::Jamr,
+            _ => {}
+        }
+    }
+    AlignmentFlavour::None
+}
+/// Streams the AMR file at `path` block by block (never holding more than one graph) and
+/// calls `visit` with each graph's ordinal (1-based) and block; an error from `visit` stops.
+pub fn read_blocks(
+    path: &Path,
+    mut visit: impl FnMut(usize, GraphBlock) -> Result<()>,
+) -> Result<()> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut splitter = BlockSplitter::default();
+    let mut ready: Vec<RawBlock> = Vec::new();
+    let mut buffer = Vec::new();
+    let (mut line_no, mut offset, mut ordinal) = (0, 0, 0);
+    loop {
+        buffer.clear();
+        let read = reader
+            .read_until(b'\n', &mut buffer)
+            .map_err(|e| Error::io(path, e))?;
+        if read == 0 {
+            break;
+        }
+        line_no += 1;
+        match std::str::from_utf8(&buffer) {
+            Ok(line) => splitter.push_line(line, line_no, offset, true, &mut ready),
+            Err(_) => {
+                let line = String::from_utf8_lossy(&buffer);
+                splitter.push_line(&line, line_no, offset, false, &mut ready);
+            }
+        }
+        offset += read;
+        for block in ready.drain(..) {
+            ordinal += 1;
+            visit(ordinal, parse_block(block))?;
+        }
+    }
+    if let Some(block) = splitter.finish() {
+        visit(ordinal + 1, parse_block(block))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -10,6 +10,7 @@ pub mod ingest;
 pub mod inspect;
 pub mod progress;
 pub mod run;
+pub mod synth;
 
 use clap::{Parser, Subcommand};
 
@@ -43,6 +44,8 @@ pub enum Command {
     /// Work with AMR files in PENMAN notation: parse.
     #[command(subcommand)]
     Amr(amr::AmrCommand),
+    /// Write a synthetic Flickr30k-Entities-like dataset (captions, boxes, AMRs, detections).
+    Synth(synth::SynthArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -88,6 +91,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Validate(args) => inspect::run_validate(args),
         Command::Gbc(args) => gbc::run(args),
         Command::Amr(cmd) => amr::run(cmd),
+        Command::Synth(args) => synth::run(args),
     }
 }
 

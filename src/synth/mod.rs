@@ -413,8 +413,8 @@ pub fn generate_image(seed: u64, index: u64, captions_per_image: usize) -> Synth
     let mut clothing = Vec::new();
     if class == ActorClass::Person && count == 1 {
         let wanted = match rng.below(10) {
-            0..=2 => 0,
-            3..=7 => 1,
+            0..=1 => 0,
+            2..=5 => 1,
             _ => 2,
         };
         let kinds: [&'static EntityKind; 2] = if rng.chance(0.5) {
@@ -481,7 +481,7 @@ impl CaptionBuilder {
         } else {
             rng.pick(entity.kind.nouns)
         };
-        let with_adjective = rng.chance(0.5);
+        let with_adjective = rng.chance(0.65);
         let mut quant = None;
         if entity.count > 1 {
             if definite && rng.chance(0.3) {
@@ -527,7 +527,7 @@ impl CaptionBuilder {
         self.word(*rng.pick(scene.location.prepositions));
         let start = self.tokens.len();
         self.word(if rng.chance(0.5) { "the" } else { "a" });
-        let modifier = rng.chance(0.4).then(|| self.word(scene.modifier));
+        let modifier = rng.chance(0.6).then(|| self.word(scene.modifier));
         if modifier.is_none() && self.tokens[start] == "a" {
             // "a" before a bare noun reads oddly for mass nouns like snow; keep "the".
             self.tokens[start] = "the".to_string();
@@ -563,7 +563,7 @@ fn generate_caption(rng: &mut Rng, image: &SynthImage) -> SynthCaption {
     let plural = with_companion || image.actor.count > 1;
     let mut subject = b.noun_phrase(rng, &image.actor, false);
     if !with_companion && !image.clothing.is_empty() {
-        let mentioned: Vec<&Entity> = image.clothing.iter().filter(|_| rng.chance(0.5)).collect();
+        let mentioned: Vec<&Entity> = image.clothing.iter().filter(|_| rng.chance(0.7)).collect();
         if !mentioned.is_empty() {
             let style = rng.below(3);
             let wear = if style == 0 {
@@ -617,7 +617,7 @@ fn generate_caption(rng: &mut Rng, image: &SynthImage) -> SynthCaption {
         root = root.with(role, node);
     }
     let needs_location = verb.object.is_none() || b.tokens.len() < 5;
-    if needs_location || rng.chance(0.7) {
+    if needs_location || rng.chance(0.85) {
         let node = b.location_phrase(rng, &image.location);
         root = root.with(":location", node);
     }

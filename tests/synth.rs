@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use capflow::amr::penman::parse;
-use capflow::ingest::{coco, flickr30k, penman, Row, VecSink};
+use capflow::ingest::{coco, flickr30k, penman, visual_genome, Row, VecSink};
 use capflow::synth::{write_dataset, SynthConfig};
 
 fn synth(images: u64, seed: u64) -> (tempfile::TempDir, PathBuf) {
@@ -49,7 +49,7 @@ fn same_seed_gives_the_same_bytes_and_other_seeds_differ() {
     let (_b, b) = synth(30, 7);
     let (_c, c) = synth(30, 8);
     let (fa, fb, fc) = (files(&a), files(&b), files(&c));
-    assert_eq!(fa.len(), 30 * 2 + 3 + 2);
+    assert_eq!(fa.len(), 30 * 2 + 3 + 4);
     assert!(fa == fb, "same seed, different bytes");
     let sentences = |f: &BTreeMap<PathBuf, Vec<u8>>| {
         f.iter()
@@ -108,14 +108,21 @@ fn a_larger_run_starts_with_the_smaller_run() {
             .collect::<Vec<_>>()
     };
     assert_eq!(js["images"].as_array().unwrap().len(), 30);
-    assert_eq!(
-        first_30(&js, "images", "id"),
-        first_30(&jl, "images", "id")
-    );
+    assert_eq!(first_30(&js, "images", "id"), first_30(&jl, "images", "id"));
     let ann_s = first_30(&js, "annotations", "image_id");
     assert_eq!(ann_s.len(), js["annotations"].as_array().unwrap().len());
     assert_eq!(ann_s, first_30(&jl, "annotations", "image_id"));
     assert_eq!(js["categories"], jl["categories"]);
+    // So are the scene graphs and image data.
+    for file in ["scene_graphs.json", "image_data.json"] {
+        let (vs, vl) = (
+            json(&small.join("visual_genome").join(file)),
+            json(&large.join("visual_genome").join(file)),
+        );
+        let (vs, vl) = (vs.as_array().unwrap(), vl.as_array().unwrap());
+        assert_eq!((vs.len(), vl.len()), (30, 50));
+        assert_eq!(vs[..], vl[..30], "{file}");
+    }
 }
 
 /// Irregular plurals and forms the generator's lexicon uses, written out by hand.
@@ -166,6 +173,7 @@ fn read_all(dir: &Path) -> Read {
     flickr30k::read(&dir.join("flickr30k_entities"), &mut sink).unwrap();
     penman::read(&dir.join("amr/captions.amr"), &mut sink).unwrap();
     coco::read_instances(&dir.join("detections/instances.json"), &mut sink).unwrap();
+    visual_genome::read(&dir.join("visual_genome"), &mut sink).unwrap();
     Read {
         rejected: sink.rejected.len(),
         rows: sink.rows,
@@ -186,6 +194,8 @@ fn readers_take_the_data_whole_and_its_parts_agree() {
     let mut phrases_per_caption: HashMap<String, usize> = HashMap::new();
     let mut detections = 0;
     let mut coco_sizes = HashMap::new();
+    let mut vg_sizes = HashMap::new();
+    let mut scene_graphs = Vec::new();
     let mut groundings = Vec::new();
     for row in &read.rows {
         match row {
@@ -193,6 +203,10 @@ fn readers_take_the_data_whole_and_its_parts_agree() {
                 sizes.insert(r.image_id.clone(), (r.width.unwrap(), r.height.unwrap()));
                 *splits.entry(r.split.clone()).or_insert(0) += 1;
             }
+            Row::Image(r) if r.dataset == "visual-genome" => {
+                vg_sizes.insert(r.image_id.clone(), (r.width.unwrap(), r.height.unwrap()));
+            }
+            Row::SceneGraph(r) => scene_graphs.push(r.clone()),
             Row::Image(r) => {
                 // COCO's image records agree with the annotation XML on the size.
                 coco_sizes.insert(r.image_id.clone(), (r.width.unwrap(), r.height.unwrap()));
@@ -206,7 +220,9 @@ fn readers_take_the_data_whole_and_its_parts_agree() {
             }
             Row::Amr(r) => {
                 let caption = r.caption_id.clone().unwrap();
-                amrs.entry(caption.clone()).or_default().push(r.penman.clone());
+                amrs.entry(caption.clone())
+                    .or_default()
+                    .push(r.penman.clone());
                 amr_tokens.insert(caption, r.tokens.clone().unwrap());
             }
             Row::Detection(r) => {
@@ -222,8 +238,24 @@ fn readers_take_the_data_whole_and_its_parts_agree() {
     }
     assert_eq!(sizes.len(), images as usize);
     assert_eq!(coco_sizes, sizes);
+    assert_eq!(vg_sizes, sizes);
+    // One scene graph per image; its objects are inside the image and its relationships hold
+    // (the reader rejects dangling ones, and nothing was rejected).
+    assert_eq!(scene_graphs.len(), images as usize);
+    for g in &scene_graphs {
+        let (w, h) = sizes[&g.image_id];
+        assert!(!g.objects.is_empty());
+        for o in &g.objects {
+            let b = &o.bbox;
+            assert!(b.x1 >= 0.0 && b.y1 >= 0.0 && b.x1 < b.x2 && b.y1 < b.y2);
+            assert!(b.x2 <= f64::from(w) && b.y2 <= f64::from(h), "{o:?}");
+        }
+    }
     assert_eq!(captions.len(), images as usize * 5);
-    assert!(splits.get("train").copied().unwrap_or(0) > 340, "{splits:?}");
+    assert!(
+        splits.get("train").copied().unwrap_or(0) > 340,
+        "{splits:?}"
+    );
     assert!(!splits.contains_key("unknown"));
     assert!(detections >= images as usize * 2);
 
@@ -298,7 +330,10 @@ fn readers_take_the_data_whole_and_its_parts_agree() {
         "tokens mean {length_mean:.2}, phrases mean {phrase_mean_early:.2}, AMR nodes mean {:.2}",
         mean(&node_counts)
     );
-    assert!((11.0..=13.0).contains(&length_mean), "length mean {length_mean}");
+    assert!(
+        (11.0..=13.0).contains(&length_mean),
+        "length mean {length_mean}"
+    );
     assert!(lengths.iter().all(|&n| (5..=30).contains(&n)));
     let phrases: Vec<usize> = captions
         .keys()
@@ -339,7 +374,11 @@ print(len(graphs), sum(len(surface.alignments(g)) for g in graphs), bad)
         .arg(dir.join("amr/captions.amr"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let numbers: Vec<usize> = stdout
         .split_whitespace()
@@ -368,7 +407,11 @@ fn cli_writes_the_layout_and_refuses_a_non_empty_directory() {
             .unwrap()
     };
     let first = run(&out);
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
     for rel in [
         "flickr30k_entities/Sentences/2000011.txt",
         "flickr30k_entities/Annotations/2000000.xml",
@@ -382,4 +425,23 @@ fn cli_writes_the_layout_and_refuses_a_non_empty_directory() {
     }
     let second = run(&out);
     assert_eq!(second.status.code(), Some(2));
+}
+
+#[test]
+fn the_sample_recipe_runs_on_a_synthetic_directory() {
+    let (tmp, dir) = synth(40, 3);
+    let out = tmp.path().join("dataset");
+    let run = Command::new(common::capflow_bin())
+        .arg("run")
+        .arg(common::repo_root().join("dataflows/sample.toml"))
+        .arg("--input")
+        .arg(&dir)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(stderr.contains(" 0 rejected"), "{stderr}");
+    assert!(out.join("manifest.json").is_file());
 }

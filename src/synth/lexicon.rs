@@ -77,14 +77,22 @@ pub static WOMAN: EntityKind = EntityKind {
     placement: Placement::Figure,
 };
 pub static BOY: EntityKind = EntityKind {
-    nouns: &[noun("boy", "boys"), noun("kid", "kids"), noun("child", "children")],
+    nouns: &[
+        noun("boy", "boys"),
+        noun("kid", "kids"),
+        noun("child", "children"),
+    ],
     flickr_type: "people",
     coco: Some((1, "person")),
     adjectives: CHILD_AGE,
     placement: Placement::Figure,
 };
 pub static GIRL: EntityKind = EntityKind {
-    nouns: &[noun("girl", "girls"), noun("kid", "kids"), noun("child", "children")],
+    nouns: &[
+        noun("girl", "girls"),
+        noun("kid", "kids"),
+        noun("child", "children"),
+    ],
     flickr_type: "people",
     coco: Some((1, "person")),
     adjectives: CHILD_AGE,
@@ -157,7 +165,10 @@ pub static BICYCLE: EntityKind = EntityKind {
     placement: Placement::Ridden,
 };
 pub static MOTORCYCLE: EntityKind = EntityKind {
-    nouns: &[noun("motorcycle", "motorcycles"), noun("motorbike", "motorbikes")],
+    nouns: &[
+        noun("motorcycle", "motorcycles"),
+        noun("motorbike", "motorbikes"),
+    ],
     flickr_type: "vehicles",
     coco: Some((4, "motorcycle")),
     adjectives: COLORS,
@@ -294,7 +305,13 @@ pub static VERBS: &[(ActorClass, Verb)] = &[
             subject_role: ":ARG0",
             object: Some((
                 ":ARG1",
-                &[&BICYCLE, &MOTORCYCLE, &SKATEBOARD, &SURFBOARD, &RIDDEN_HORSE],
+                &[
+                    &BICYCLE,
+                    &MOTORCYCLE,
+                    &SKATEBOARD,
+                    &SURFBOARD,
+                    &RIDDEN_HORSE,
+                ],
             )),
         },
     ),

@@ -253,12 +253,7 @@ fn pick_size(rng: &mut Rng) -> (u32, u32) {
     (500, 375)
 }
 
-fn pick_entity(
-    rng: &mut Rng,
-    chain: u64,
-    kind: &'static EntityKind,
-    count: u32,
-) -> Entity {
+fn pick_entity(rng: &mut Rng, chain: u64, kind: &'static EntityKind, count: u32) -> Entity {
     // Most captions use the first synonym; a third of the scenes prefer another one.
     let preferred = if kind.nouns.len() > 1 && rng.chance(0.3) {
         rng.below(kind.nouns.len() as u64) as usize
@@ -510,8 +505,12 @@ impl CaptionBuilder {
         } else {
             noun.singular
         });
-        self.phrases
-            .push((start, self.tokens.len(), entity.chain, entity.kind.flickr_type));
+        self.phrases.push((
+            start,
+            self.tokens.len(),
+            entity.chain,
+            entity.kind.flickr_type,
+        ));
         let mut node = AmrNode::new(noun.lemma, Some(head));
         if let Some((value, token)) = quant {
             node.edges
@@ -836,6 +835,89 @@ impl SynthImage {
     }
 }
 
+impl SynthImage {
+    /// The image's record in Visual Genome's `scene_graphs.json`: one object per box (0-based
+    /// `x, y, w, h`), named by the scene's preferred synonym with its attribute, and the
+    /// relationships the scene is built on (the action, what is worn, who is beside whom).
+    pub fn scene_graph_json(&self, index: u64) -> String {
+        let mut objects = Vec::new();
+        let mut ids: Vec<(u64, Vec<u64>)> = Vec::new();
+        let mut next = (index + 1) * 100;
+        for entity in self.boxed_entities() {
+            let lemma = entity.kind.nouns[entity.preferred].lemma;
+            let mut chain_ids = Vec::new();
+            for b in &entity.boxes {
+                next += 1;
+                chain_ids.push(next);
+                objects.push(format!(
+                    "{{\"object_id\": {next}, \"x\": {}, \"y\": {}, \"w\": {}, \"h\": {}, \"names\": [\"{lemma}\"], \"synsets\": [\"{lemma}.n.01\"], \"attributes\": [\"{}\"]}}",
+                    b.xmin - 1,
+                    b.ymin - 1,
+                    b.xmax - b.xmin + 1,
+                    b.ymax - b.ymin + 1,
+                    entity.adjective
+                ));
+            }
+            ids.push((entity.chain, chain_ids));
+        }
+        let of = |chain: u64| {
+            ids.iter()
+                .find(|(c, _)| *c == chain)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        let actors = of(self.actor.chain);
+        let mut relationships = Vec::new();
+        let mut relate = |subject: u64, predicate: &str, synset: &str, object: u64| {
+            next += 1;
+            relationships.push(format!(
+                "{{\"relationship_id\": {next}, \"predicate\": \"{predicate}\", \"subject_id\": {subject}, \"object_id\": {object}, \"synsets\": [\"{synset}\"]}}"
+            ));
+        };
+        if let Some(object) = &self.object {
+            let lemma = concept_lemma(self.verb.frame);
+            for &a in &actors {
+                for &o in &of(object.chain) {
+                    relate(a, self.verb.progressive, &format!("{lemma}.v.01"), o);
+                }
+            }
+        }
+        if let Some(&first) = actors.first() {
+            for c in &self.clothing {
+                for &o in &of(c.chain) {
+                    relate(first, "wearing", "wear.v.01", o);
+                }
+            }
+            if let Some(companion) = &self.companion {
+                for &o in &of(companion.chain) {
+                    relate(first, "next to", "next.r.01", o);
+                }
+            }
+        }
+        format!(
+            "{{\"image_id\": {}, \"objects\": [{}], \"relationships\": [{}]}}",
+            self.image_id,
+            objects.join(", "),
+            relationships.join(", ")
+        )
+    }
+
+    /// The image's record in Visual Genome's `image_data.json`.
+    pub fn vg_image_json(&self) -> String {
+        format!(
+            "{{\"width\": {w}, \"height\": {h}, \"url\": \"images/{id}.jpg\", \"image_id\": {id}, \"coco_id\": null, \"flickr_id\": {id}}}",
+            id = self.image_id,
+            w = self.width,
+            h = self.height
+        )
+    }
+}
+
+/// The lemma of a PropBank frame (`ride-01` → `ride`).
+fn concept_lemma(frame: &str) -> &str {
+    frame.rsplit_once('-').map_or(frame, |(lemma, _)| lemma)
+}
+
 fn create(path: &Path) -> Result<BufWriter<File>> {
     File::create(path)
         .map(|f| BufWriter::with_capacity(1 << 16, f))
@@ -850,6 +932,8 @@ struct Writers {
     amr: (BufWriter<File>, PathBuf),
     images_json: (BufWriter<File>, PathBuf),
     annotations_tmp: (BufWriter<File>, PathBuf),
+    scene_graphs: (BufWriter<File>, PathBuf),
+    vg_images: (BufWriter<File>, PathBuf),
     images_written: u64,
     annotations_written: u64,
 }
@@ -883,7 +967,18 @@ pub fn write_dataset(config: &SynthConfig, out: &Path) -> Result<SynthCounts> {
     let annotations = flickr.join("Annotations");
     let amr_dir = out.join("amr");
     let det_dir = out.join("detections");
-    for dir in [&sentences, &annotations, &amr_dir, &det_dir] {
+    let vg_dir = out.join("visual_genome");
+    // No GBC graphs are generated; the directory is there so that recipes with a GBC input
+    // (`dataflows/sample.toml`) read it as zero graphs.
+    let gbc_dir = out.join("gbc");
+    for dir in [
+        &sentences,
+        &annotations,
+        &amr_dir,
+        &det_dir,
+        &vg_dir,
+        &gbc_dir,
+    ] {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
     let split_writer = |name: &str| -> Result<(BufWriter<File>, PathBuf)> {
@@ -904,6 +999,14 @@ pub fn write_dataset(config: &SynthConfig, out: &Path) -> Result<SynthCounts> {
         amr: (create(&amr_path)?, amr_path),
         images_json: (create(&json_path)?, json_path.clone()),
         annotations_tmp: (create(&tmp_path)?, tmp_path.clone()),
+        scene_graphs: (
+            create(&vg_dir.join("scene_graphs.json"))?,
+            vg_dir.join("scene_graphs.json"),
+        ),
+        vg_images: (
+            create(&vg_dir.join("image_data.json"))?,
+            vg_dir.join("image_data.json"),
+        ),
         images_written: 0,
         annotations_written: 0,
     };
@@ -914,6 +1017,8 @@ pub fn write_dataset(config: &SynthConfig, out: &Path) -> Result<SynthCounts> {
             config.seed
         ),
     )?;
+    put(&mut w.scene_graphs, "[\n")?;
+    put(&mut w.vg_images, "[\n")?;
     put(
         &mut w.images_json,
         "{\n\"info\": {\"description\": \"capflow synthetic detections\", \"version\": \"1.0\", \"year\": 2025, \"contributor\": \"capflow synth\", \"date_created\": \"2025/01/01\"},\n\"images\": [\n",
@@ -921,7 +1026,7 @@ pub fn write_dataset(config: &SynthConfig, out: &Path) -> Result<SynthCounts> {
     let mut counts = SynthCounts::default();
     for index in 0..config.images {
         let image = generate_image(config.seed, index, config.captions_per_image);
-        write_image(&mut w, &image)?;
+        write_image(&mut w, &image, index)?;
         counts.images += 1;
         counts.captions += image.captions.len() as u64;
         for c in &image.captions {
@@ -929,7 +1034,10 @@ pub fn write_dataset(config: &SynthConfig, out: &Path) -> Result<SynthCounts> {
             counts.tokens += c.tokens.len() as u64;
             counts.amr_nodes += c.amr.node_count() as u64;
         }
-        counts.boxes += image.boxed_entities().map(|e| e.boxes.len() as u64).sum::<u64>();
+        counts.boxes += image
+            .boxed_entities()
+            .map(|e| e.boxes.len() as u64)
+            .sum::<u64>();
         counts.detections += image.detections.len() as u64;
     }
     let mut licences = String::from(
@@ -957,17 +1065,20 @@ pub fn write_dataset(config: &SynthConfig, out: &Path) -> Result<SynthCounts> {
     }
     tail.push_str("\n]\n}\n");
     put(&mut w.images_json, &tail)?;
-    for writer in w
-        .splits
-        .iter_mut()
-        .chain([&mut w.amr, &mut w.images_json])
-    {
+    put(&mut w.scene_graphs, "\n]\n")?;
+    put(&mut w.vg_images, "\n]\n")?;
+    for writer in w.splits.iter_mut().chain([
+        &mut w.amr,
+        &mut w.images_json,
+        &mut w.scene_graphs,
+        &mut w.vg_images,
+    ]) {
         writer.0.flush().map_err(|e| Error::io(&writer.1, e))?;
     }
     Ok(counts)
 }
 
-fn write_image(w: &mut Writers, image: &SynthImage) -> Result<()> {
+fn write_image(w: &mut Writers, image: &SynthImage, index: u64) -> Result<()> {
     let id = image.image_id;
     let path = w.sentences.join(format!("{id}.txt"));
     std::fs::write(&path, image.sentences()).map_err(|e| Error::io(&path, e))?;
@@ -984,10 +1095,22 @@ fn write_image(w: &mut Writers, image: &SynthImage) -> Result<()> {
         put(&mut w.amr, &c.penman(id, k))?;
     }
     let sep = if w.images_written == 0 { "" } else { ",\n" };
-    put(&mut w.images_json, &format!("{sep}{}", image.coco_image_json()))?;
+    put(
+        &mut w.images_json,
+        &format!("{sep}{}", image.coco_image_json()),
+    )?;
+    put(
+        &mut w.scene_graphs,
+        &format!("{sep}{}", image.scene_graph_json(index)),
+    )?;
+    put(&mut w.vg_images, &format!("{sep}{}", image.vg_image_json()))?;
     w.images_written += 1;
     for record in image.coco_annotations_json() {
-        let sep = if w.annotations_written == 0 { "" } else { ",\n" };
+        let sep = if w.annotations_written == 0 {
+            ""
+        } else {
+            ",\n"
+        };
         put(&mut w.annotations_tmp, &format!("{sep}{record}"))?;
         w.annotations_written += 1;
     }

@@ -97,8 +97,9 @@ impl Rng {
     pub fn chance(&mut self, p: f64) -> bool {
         self.unit() < p
     }
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
+    /// A uniformly chosen element; `items` must not be empty.
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
     }
 }
 
@@ -264,7 +265,7 @@ fn pick_entity(rng: &mut Rng, chain: u64, kind: &'static EntityKind, count: u32)
         chain,
         kind,
         count,
-        adjective: *rng.pick(kind.adjectives),
+        adjective: rng.pick(kind.adjectives),
         preferred,
         boxes: Vec::new(),
     }
@@ -365,10 +366,10 @@ pub fn generate_image(seed: u64, index: u64, captions_per_image: usize) -> Synth
         .filter(|(c, _)| *c == class)
         .map(|(_, v)| v)
         .collect();
-    let verb: &'static Verb = *rng.pick(&verbs);
+    let verb: &'static Verb = rng.pick(&verbs);
     let actor_kind: &'static EntityKind = match class {
-        ActorClass::Person => *rng.pick(lexicon::PEOPLE),
-        ActorClass::Pet => *rng.pick(lexicon::PETS),
+        ActorClass::Person => rng.pick(lexicon::PEOPLE),
+        ActorClass::Pet => rng.pick(lexicon::PETS),
     };
     let count = match rng.below(100) {
         0..=79 => 1,
@@ -397,8 +398,8 @@ pub fn generate_image(seed: u64, index: u64, captions_per_image: usize) -> Synth
     actor.boxes = figure_boxes(&mut rng, count, animal, span.0, span.1, width, height);
     let companion = companion_wanted.then(|| {
         let kind: &'static EntityKind = match class {
-            ActorClass::Person => *rng.pick(lexicon::PEOPLE),
-            ActorClass::Pet => *rng.pick(lexicon::PETS),
+            ActorClass::Person => rng.pick(lexicon::PEOPLE),
+            ActorClass::Pet => rng.pick(lexicon::PETS),
         };
         let mut c = pick_entity(&mut rng, chain_base + 2, kind, 1);
         c.boxes = figure_boxes(&mut rng, 1, animal, w * split, w, width, height);
@@ -424,16 +425,16 @@ pub fn generate_image(seed: u64, index: u64, captions_per_image: usize) -> Synth
         }
     }
     let object = verb.object.map(|(_, kinds)| {
-        let kind: &'static EntityKind = *rng.pick(kinds);
+        let kind: &'static EntityKind = rng.pick(kinds);
         let mut o = pick_entity(&mut rng, chain_base + 5, kind, 1);
         o.boxes = vec![placed_box(&mut rng, kind.placement, first, width, height)];
         o
     });
-    let location_entry = rng.pick(lexicon::LOCATIONS);
+    let location_entry = &lexicon::LOCATIONS[rng.below(lexicon::LOCATIONS.len() as u64) as usize];
     let location = SceneLocation {
         chain: chain_base + 6,
         location: location_entry,
-        modifier: *rng.pick(location_entry.modifiers),
+        modifier: rng.pick(location_entry.modifiers),
     };
     let mut image = SynthImage {
         image_id,
@@ -471,8 +472,8 @@ impl CaptionBuilder {
     /// Writes a noun phrase for `entity` and returns its AMR node.
     fn noun_phrase(&mut self, rng: &mut Rng, entity: &Entity, definite: bool) -> AmrNode {
         let start = self.tokens.len();
-        let noun: &Noun = if rng.chance(0.75) {
-            &entity.kind.nouns[entity.preferred]
+        let noun: Noun = if rng.chance(0.75) {
+            entity.kind.nouns[entity.preferred]
         } else {
             rng.pick(entity.kind.nouns)
         };
@@ -523,7 +524,7 @@ impl CaptionBuilder {
     }
 
     fn location_phrase(&mut self, rng: &mut Rng, scene: &SceneLocation) -> AmrNode {
-        self.word(*rng.pick(scene.location.prepositions));
+        self.word(rng.pick(scene.location.prepositions));
         let start = self.tokens.len();
         self.word(if rng.chance(0.5) { "the" } else { "a" });
         let modifier = rng.chance(0.6).then(|| self.word(scene.modifier));
@@ -675,7 +676,7 @@ fn detections(rng: &mut Rng, image: &SynthImage, index: u64) -> Vec<Detection> {
         }
     }
     for _ in 0..rng.below(3) {
-        let &(category, _) = rng.pick(lexicon::DISTRACTORS);
+        let (category, _) = rng.pick(lexicon::DISTRACTORS);
         let bw = w * rng.range(0.05, 0.3);
         let bh = h * rng.range(0.05, 0.3);
         let x = (w - bw) * rng.unit();

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod models;
 pub mod schema;
 pub mod select;
+pub mod synth;
 pub mod text;
 
 pub use error::{Error, Result};

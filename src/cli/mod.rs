@@ -14,6 +14,7 @@ pub mod ingest;
 pub mod inspect;
 pub mod progress;
 pub mod run;
+pub mod synth;
 
 use clap::{Parser, Subcommand};
 
@@ -52,6 +53,8 @@ pub enum Command {
     Cluster(cluster::ClusterCommand),
     /// Evaluate outputs (`eval captions`: BLEU, CIDEr-D, D-n of captions against references).
     Eval(eval::EvalArgs),
+    /// Write a synthetic Flickr30k-Entities-like dataset (captions, boxes, AMRs, detections).
+    Synth(synth::SynthArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -99,6 +102,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Amr(cmd) => amr::run(cmd),
         Command::Cluster(cmd) => cluster::run(cmd),
         Command::Eval(args) => eval::run(args),
+        Command::Synth(args) => synth::run(args),
     }
 }
 

@@ -6,7 +6,6 @@
 //! ([`export`]).
 
 pub mod amr;
-pub mod augment;
 pub mod cli;
 pub mod cluster;
 pub mod dataflow;

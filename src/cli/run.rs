@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use crate::dataflow::{run_collect, ClusterOptions, DataflowSpec};
 use crate::error::{Error, Result};
-use crate::export::{DatasetWriter, StageMetrics};
-use crate::ingest::TableRows;
+use crate::export::{DatasetSink, DatasetWriter, StageMetrics};
+use crate::ingest::RecordSink;
 
 /// Run a dataflow spec: read its inputs, run its stages on the workers, write the dataset.
 #[derive(Debug, clap::Args)]
@@ -52,12 +52,13 @@ pub fn run(args: RunArgs) -> Result<()> {
     for stage in &collected.stages {
         writer.stage(stage.clone());
     }
-    let mut tables = TableRows::default();
     let rows_out = collected.rows.len() as u64;
+    // The sink groups rows by table (samples by their split) and writes bounded batches.
+    let mut sink = DatasetSink::new(&mut writer);
     for keyed in collected.rows {
-        tables.push(keyed.row);
+        sink.row(keyed.row)?;
     }
-    write_tables(&mut writer, tables)?;
+    sink.finish()?;
     for (_, _, rejected) in collected.rejected {
         writer.reject(rejected)?;
     }
@@ -79,26 +80,5 @@ pub fn run(args: RunArgs) -> Result<()> {
         out.display(),
         manifest.version,
     );
-    Ok(())
-}
-
-fn write_tables(writer: &mut DatasetWriter, tables: TableRows) -> Result<()> {
-    use crate::schema::{TableKind, TableRow};
-    fn write<R: TableRow>(writer: &mut DatasetWriter, rows: &[R]) -> Result<()> {
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let split = R::KIND.name();
-        debug_assert_ne!(R::KIND, TableKind::Rejected);
-        writer.write_rows(split, rows)
-    }
-    write(writer, &tables.images)?;
-    write(writer, &tables.captions)?;
-    write(writer, &tables.groundings)?;
-    write(writer, &tables.detections)?;
-    write(writer, &tables.amrs)?;
-    write(writer, &tables.scene_graphs)?;
-    write(writer, &tables.gbc_graphs)?;
-    write(writer, &tables.samples)?;
     Ok(())
 }

@@ -56,9 +56,9 @@ impl Default for SmatchOptions {
         SmatchOptions {
             seed: 0,
             restarts: 2,
-            perturbation_rounds: 128,
+            perturbation_rounds: 96,
             sideways_moves: 5,
-            node_budget: 2_000,
+            node_budget: 200,
         }
     }
 }

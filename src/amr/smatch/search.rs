@@ -371,17 +371,22 @@ fn climb(problem: &Problem, state: &mut SearchState, rng: &mut SplitMix64, mut s
     while let Some(node) = state.queue.pop_front() {
         let i = usize::from(node);
         state.queued[i] = false;
+        let row = i * n2;
         let mut j = state.mapping[i];
+        let mut here = gain_of(state, n2, i, j);
         for &target in problem.candidates_of(i) {
             if target == j {
                 continue;
             }
-            let holder = state.inverse[usize::from(target)];
-            let mut gain = gain_of(state, n2, i, target) - gain_of(state, n2, i, j);
+            let t = usize::from(target);
+            let there = i64::from(state.gain[row + t]);
+            let holder = state.inverse[t];
+            let mut gain = there - here;
             if holder != UNMAPPED {
                 let k = usize::from(holder);
-                gain += gain_of(state, n2, k, j) - gain_of(state, n2, k, target);
-                if state.adjacent[i * n1 + k] {
+                let adjacent = state.adjacent[i * n1 + k];
+                gain += gain_of(state, n2, k, j) - i64::from(state.gain[k * n2 + t]);
+                if adjacent {
                     gain += problem.pair_weight(i, target, holder, j)
                         + problem.pair_weight(i, j, holder, target);
                 }
@@ -394,6 +399,7 @@ fn climb(problem: &Problem, state: &mut SearchState, rng: &mut SplitMix64, mut s
                 swap_into(problem, state, i, target);
                 enqueue_around(problem, state, i);
                 j = target;
+                here = gain_of(state, n2, i, j);
             }
         }
     }

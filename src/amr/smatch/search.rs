@@ -148,7 +148,14 @@ fn local_search(
         }
         // Rounds since the last improvement: easy pairs stop early, hard ones keep searching.
         let mut idle = 0;
-        while idle < effort.perturbation_rounds && best < upper_bound {
+        // Random starts rarely beat a well-searched first start by much, so each gets half of
+        // its idle rounds: enough to climb out of a poor start, cheaper on pairs already solved.
+        let idle_limit = if start == 0 {
+            effort.perturbation_rounds
+        } else {
+            effort.perturbation_rounds / 2
+        };
+        while idle < idle_limit && best < upper_bound {
             idle += 1;
             state.saved_mapping.clone_from(&state.mapping);
             let strength = 2 + rng.below(n1.div_ceil(8).max(1));

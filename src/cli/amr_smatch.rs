@@ -26,7 +26,7 @@ pub struct SmatchArgs {
     /// Random starts of the local search after the concept-match start.
     #[arg(long, default_value_t = SmatchOptions::default().restarts)]
     pub restarts: usize,
-    /// Perturb-and-reclimb rounds without improvement after which a start ends.
+    /// Perturb-and-reclimb rounds without improvement after which the first start ends (half for restarts).
     #[arg(long, default_value_t = SmatchOptions::default().perturbation_rounds)]
     pub perturbations: usize,
     /// Moves without gain allowed per climb.

@@ -43,7 +43,8 @@ pub struct SmatchOptions {
     pub seed: u64,
     /// Random starts after the concept-match start.
     pub restarts: usize,
-    /// Perturb-and-reclimb rounds without improvement after which a start ends.
+    /// Perturb-and-reclimb rounds without improvement after which the first start ends; each
+    /// random restart ends after half as many.
     pub perturbation_rounds: usize,
     /// Moves without gain allowed per climb, to cross plateaus.
     pub sideways_moves: usize,
@@ -58,7 +59,7 @@ impl Default for SmatchOptions {
             restarts: 2,
             perturbation_rounds: 128,
             sideways_moves: 5,
-            node_budget: 2_000,
+            node_budget: 200,
         }
     }
 }

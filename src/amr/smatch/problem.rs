@@ -175,23 +175,6 @@ impl Problem {
         self.unary[i * self.gold_nodes + j]
     }
 
-    /// What mapping `i -> j` earns with the other test nodes mapped as in `mapping`
-    /// (`mapping[i]` itself is never consulted: no partner of `(i, j)` involves test node `i`).
-    #[inline]
-    pub fn gain_at(&self, mapping: &[u16], i: usize, j: u16) -> i64 {
-        if j == UNMAPPED {
-            return 0;
-        }
-        let j = usize::from(j);
-        let mut gain = i64::from(self.unary_of(i, j));
-        for partner in self.partners_of(i, j) {
-            if mapping[usize::from(partner.test)] == partner.gold {
-                gain += i64::from(partner.weight);
-            }
-        }
-        gain
-    }
-
     /// The pairwise weight between pairs `(i, j)` and `(k, l)`.
     #[inline]
     pub fn pair_weight(&self, i: usize, j: u16, k: u16, l: u16) -> i64 {

@@ -46,6 +46,11 @@ pub(crate) struct SearchState {
     saved_mapping: Vec<u16>,
     queue: std::collections::VecDeque<u16>,
     queued: Vec<bool>,
+    /// `gain[i * gold_nodes + j]`: what `i -> j` earns against the current mapping.
+    gain: Vec<i32>,
+    score: i64,
+    /// `adjacent[i * test_nodes + k]`: test nodes `i` and `k` share a relation.
+    adjacent: Vec<bool>,
     // Branch and bound.
     order: Vec<u16>,
     position: Vec<u32>,
@@ -121,33 +126,36 @@ fn local_search(
     effort: Effort,
     upper_bound: i64,
 ) -> i64 {
-    let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
+    let n1 = problem.test_nodes;
+    prepare_adjacency(problem, state);
     let mut best = -1i64;
     for start in 0..=effort.restarts {
         if best >= upper_bound {
             break;
         }
-        reset_mapping(state, n1, n2);
+        reset_climb(problem, state);
         if start == 0 {
             smart_start(problem, state, rng);
         } else {
             random_start(problem, state, rng);
         }
         enqueue_all(state, n1);
-        let mut current = climb(
-            problem,
-            state,
-            rng,
-            problem.score(&state.mapping),
-            effort.sideways,
-        );
+        climb(problem, state, rng, effort.sideways);
+        let mut current = state.score;
         if current > best {
             best = current;
             state.best_mapping.clone_from(&state.mapping);
         }
         // Rounds since the last improvement: easy pairs stop early, hard ones keep searching.
         let mut idle = 0;
-        while idle < effort.perturbation_rounds && best < upper_bound {
+        // Random starts rarely beat a well-searched first start by much, so each gets half of
+        // its idle rounds: enough to climb out of a poor start, cheaper on pairs already solved.
+        let idle_limit = if start == 0 {
+            effort.perturbation_rounds
+        } else {
+            effort.perturbation_rounds / 2
+        };
+        while idle < idle_limit && best < upper_bound {
             idle += 1;
             state.saved_mapping.clone_from(&state.mapping);
             let strength = 2 + rng.below(n1.div_ceil(8).max(1));
@@ -155,13 +163,8 @@ fn local_search(
             state.queued.clear();
             state.queued.resize(n1, false);
             perturb(problem, state, rng, strength);
-            let score = climb(
-                problem,
-                state,
-                rng,
-                problem.score(&state.mapping),
-                effort.sideways,
-            );
+            climb(problem, state, rng, effort.sideways);
+            let score = state.score;
             if score >= current {
                 if score > current {
                     idle = 0;
@@ -172,21 +175,88 @@ fn local_search(
                     state.best_mapping.clone_from(&state.mapping);
                 }
             } else {
-                state.mapping.clone_from(&state.saved_mapping);
-                rebuild_inverse(state, n2);
+                restore_saved(problem, state);
             }
         }
     }
     best
 }
 
-fn rebuild_inverse(state: &mut SearchState, n2: usize) {
-    state.inverse.clear();
-    state.inverse.resize(n2, UNMAPPED);
-    for (i, &j) in state.mapping.iter().enumerate() {
-        if j != UNMAPPED {
-            state.inverse[usize::from(j)] = i as u16;
+/// Test-graph adjacency as a flat matrix: a swap between two nodes only has a pairwise
+/// correction when they are joined by a relation.
+fn prepare_adjacency(problem: &Problem, state: &mut SearchState) {
+    let n1 = problem.test_nodes;
+    state.adjacent.clear();
+    state.adjacent.resize(n1 * n1, false);
+    for i in 0..n1 {
+        for &k in problem.test_neighbors_of(i) {
+            state.adjacent[i * n1 + usize::from(k)] = true;
         }
+    }
+}
+
+/// Empties the mapping and resets the gain table to the unary weights.
+fn reset_climb(problem: &Problem, state: &mut SearchState) {
+    reset_mapping(state, problem.test_nodes, problem.gold_nodes);
+    state.gain.clear();
+    state
+        .gain
+        .extend(problem.unary.iter().map(|&u| i64::from(u) as i32));
+    state.score = 0;
+}
+
+/// Goes back to the mapping saved before a perturbation, changing only the nodes that differ.
+fn restore_saved(problem: &Problem, state: &mut SearchState) {
+    let n1 = problem.test_nodes;
+    for i in 0..n1 {
+        if state.mapping[i] != state.saved_mapping[i] {
+            set(problem, state, i, UNMAPPED);
+        }
+    }
+    for i in 0..n1 {
+        let j = state.saved_mapping[i];
+        if state.mapping[i] != j {
+            set(problem, state, i, j);
+        }
+    }
+}
+
+/// Maps test node `i` to `j` (or unmaps it), keeping the score, the inverse mapping and the
+/// gain table exact: `gain[k * n2 + l]` is what mapping `k -> l` earns with everything else
+/// as it is now, so a move's effect is read off in O(1) and a change costs O(its partners).
+/// The holder of `j`, if any, must have been moved off it first.
+#[inline]
+fn set(problem: &Problem, state: &mut SearchState, i: usize, j: u16) {
+    let n2 = problem.gold_nodes;
+    let old = state.mapping[i];
+    if old == j {
+        return;
+    }
+    if old != UNMAPPED {
+        state.score -= i64::from(state.gain[i * n2 + usize::from(old)]);
+        for partner in problem.partners_of(i, usize::from(old)) {
+            state.gain[usize::from(partner.test) * n2 + usize::from(partner.gold)] -=
+                partner.weight as i32;
+        }
+        state.inverse[usize::from(old)] = UNMAPPED;
+    }
+    state.mapping[i] = j;
+    if j != UNMAPPED {
+        state.score += i64::from(state.gain[i * n2 + usize::from(j)]);
+        for partner in problem.partners_of(i, usize::from(j)) {
+            state.gain[usize::from(partner.test) * n2 + usize::from(partner.gold)] +=
+                partner.weight as i32;
+        }
+        state.inverse[usize::from(j)] = i as u16;
+    }
+}
+
+#[inline]
+fn gain_of(state: &SearchState, n2: usize, i: usize, j: u16) -> i64 {
+    if j == UNMAPPED {
+        0
+    } else {
+        i64::from(state.gain[i * n2 + usize::from(j)])
     }
 }
 
@@ -202,7 +272,7 @@ fn smart_start(problem: &Problem, state: &mut SearchState, rng: &mut SplitMix64)
             .max_by_key(|&j| (problem.unary_of(i, usize::from(j)), std::cmp::Reverse(j)));
         if let Some(j) = free_best {
             if problem.unary_of(i, usize::from(j)) > 0 {
-                assign(state, i, j);
+                set(problem, state, i, j);
             }
         }
     }
@@ -227,12 +297,12 @@ fn assign_random_free(problem: &Problem, state: &mut SearchState, rng: &mut Spli
     if candidates.is_empty() {
         return;
     }
-    // A few random probes, then a scan from a random point: a free candidate if any.
+    // A scan from a random point: a free candidate if any.
     let start = rng.below(candidates.len());
     for step in 0..candidates.len() {
         let j = candidates[(start + step) % candidates.len()];
         if state.inverse[usize::from(j)] == UNMAPPED {
-            assign(state, i, j);
+            set(problem, state, i, j);
             return;
         }
     }
@@ -273,25 +343,29 @@ fn perturb(problem: &Problem, state: &mut SearchState, rng: &mut SplitMix64, str
 
 /// Maps `i -> j`; the node holding `j` takes `i`'s old gold node.
 fn kick(problem: &Problem, state: &mut SearchState, i: usize, j: u16) {
-    let holder = state.inverse[usize::from(j)];
-    let old = state.mapping[i];
-    if holder != UNMAPPED && usize::from(holder) != i {
-        state.mapping[usize::from(holder)] = old;
-        if old != UNMAPPED {
-            state.inverse[usize::from(old)] = holder;
-        }
-    } else if old != UNMAPPED {
-        state.inverse[usize::from(old)] = UNMAPPED;
-    }
-    state.mapping[i] = j;
-    state.inverse[usize::from(j)] = i as u16;
+    swap_into(problem, state, i, j);
     enqueue_around(problem, state, i);
+}
+
+/// Maps `i -> j`; the node holding `j`, if any, takes `i`'s old gold node.
+#[inline]
+fn swap_into(problem: &Problem, state: &mut SearchState, i: usize, j: u16) {
+    let holder = state.inverse[usize::from(j)];
+    if usize::from(holder) == i {
+        return;
+    }
+    let old = state.mapping[i];
     if holder != UNMAPPED {
+        set(problem, state, usize::from(holder), UNMAPPED);
+        set(problem, state, i, j);
+        set(problem, state, usize::from(holder), old);
         enqueue_around(problem, state, usize::from(holder));
+    } else {
+        set(problem, state, i, j);
     }
 }
 
-/// First-improvement hill climbing over moves and swaps; returns the score it stops at.
+/// First-improvement hill climbing over moves and swaps, leaving the score in `state.score`.
 ///
 /// Only test nodes in the work queue are examined; a change re-queues the nodes it touched and
 /// their relation neighbours, whose gains it may have changed ("don't look bits"). Call with the
@@ -299,52 +373,44 @@ fn kick(problem: &Problem, state: &mut SearchState, i: usize, j: u16) {
 ///
 /// Up to `sideways` moves that neither gain nor lose are taken too (each with even odds): a
 /// relation match needs both of its nodes remapped, and neither move alone shows a gain.
-fn climb(
-    problem: &Problem,
-    state: &mut SearchState,
-    rng: &mut SplitMix64,
-    mut score: i64,
-    mut sideways: usize,
-) -> i64 {
+fn climb(problem: &Problem, state: &mut SearchState, rng: &mut SplitMix64, mut sideways: usize) {
+    let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
     while let Some(node) = state.queue.pop_front() {
         let i = usize::from(node);
         state.queued[i] = false;
+        let row = i * n2;
         let mut j = state.mapping[i];
-        let mut here = problem.gain_at(&state.mapping, i, j);
+        let mut here = gain_of(state, n2, i, j);
         for &target in problem.candidates_of(i) {
             if target == j {
                 continue;
             }
-            let holder = state.inverse[usize::from(target)];
-            let mut gain = problem.gain_at(&state.mapping, i, target) - here;
+            let t = usize::from(target);
+            let there = i64::from(state.gain[row + t]);
+            let holder = state.inverse[t];
+            let mut gain = there - here;
             if holder != UNMAPPED {
                 let k = usize::from(holder);
-                gain += problem.gain_at(&state.mapping, k, j)
-                    - problem.gain_at(&state.mapping, k, target)
-                    + problem.pair_weight(i, target, holder, j)
-                    + problem.pair_weight(i, j, holder, target);
+                let adjacent = state.adjacent[i * n1 + k];
+                gain += gain_of(state, n2, k, j) - i64::from(state.gain[k * n2 + t]);
+                if adjacent {
+                    gain += problem.pair_weight(i, target, holder, j)
+                        + problem.pair_weight(i, j, holder, target);
+                }
             }
             let take_sideways = gain == 0 && sideways > 0 && rng.below(2) == 0;
             if take_sideways {
                 sideways -= 1;
             }
             if gain > 0 || take_sideways {
-                if holder != UNMAPPED {
-                    assign(state, usize::from(holder), UNMAPPED);
-                    assign(state, i, target);
-                    assign(state, usize::from(holder), j);
-                    enqueue_around(problem, state, usize::from(holder));
-                } else {
-                    assign(state, i, target);
-                }
+                swap_into(problem, state, i, target);
                 enqueue_around(problem, state, i);
-                score += gain;
                 j = target;
-                here = problem.gain_at(&state.mapping, i, j);
+                here = gain_of(state, n2, i, j);
             }
         }
     }
-    score
+    debug_assert_eq!(state.score, problem.score(&state.mapping));
 }
 
 fn enqueue(state: &mut SearchState, i: usize) {

@@ -281,6 +281,54 @@ mod tests {
         }
     }
 
+    fn gilmore_lawler(test: &SmatchGraph, gold: &SmatchGraph) -> usize {
+        let mut problem = super::problem::Problem::default();
+        let mut state = super::search::SearchState::default();
+        problem.build(test, gold);
+        usize::try_from(super::search::gilmore_lawler_bound(&problem, &mut state)).unwrap_or(0)
+    }
+
+    #[test]
+    fn gilmore_lawler_bound_never_undercuts_the_optimum() {
+        let mut rng = SplitMix64::new(13);
+        let mut strictly_above = 0;
+        for case in 0..300 {
+            let (n1, n2) = (1 + rng.below(6), 1 + rng.below(6));
+            let test = SmatchGraph::new(&random_graph(&mut rng, n1));
+            let gold = SmatchGraph::new(&random_graph(&mut rng, n2));
+            let optimum = brute_force(&test, &gold);
+            let bound = gilmore_lawler(&test, &gold);
+            assert!(bound >= optimum, "case {case}: {bound} < {optimum}");
+            strictly_above += usize::from(bound > optimum);
+        }
+        // A bound equal to the optimum everywhere would mean the test graphs are too easy.
+        assert!(strictly_above > 0);
+    }
+
+    #[test]
+    fn gilmore_lawler_bound_respects_injectivity() {
+        // Three test dogs, one relation; the gold graph is a single dog, no relation. Each test
+        // dog alone could earn its concept (the top one also TOP): 2 + 1 + 1 per node. Only one
+        // can take the gold dog and no relation can match, so the bound is the optimum, 2.
+        let test = Graph {
+            top: "a".into(),
+            triples: vec![
+                Triple::new("a", ":instance", "dog"),
+                Triple::new("b", ":instance", "dog"),
+                Triple::new("c", ":instance", "dog"),
+                Triple::new("a", ":ARG0", "b"),
+            ],
+            ..Graph::default()
+        };
+        let gold = Graph {
+            top: "x".into(),
+            triples: vec![Triple::new("x", ":instance", "dog")],
+            ..Graph::default()
+        };
+        let (test, gold) = (SmatchGraph::new(&test), SmatchGraph::new(&gold));
+        assert_eq!(gilmore_lawler(&test, &gold), 2);
+    }
+
     #[test]
     fn hand_computed_example() {
         // "the boy wants to go" against "the boy wants the football", counted by hand.

@@ -57,6 +57,9 @@ pub(crate) struct SearchState {
     static_bound: Vec<i64>,
     dynamic: Vec<i64>,
     choices: Vec<(i64, u16)>,
+    // Gilmore–Lawler bound.
+    assignment_value: Vec<f64>,
+    assignment: crate::cluster::AssignmentWorkspace,
 }
 
 /// Effort limits of one search.
@@ -91,6 +94,7 @@ pub(crate) fn best_match(
                 .unwrap_or(0)
         })
         .sum();
+    let root_bound = root_bound.min(gilmore_lawler_bound(problem, state));
     // A quick climb from the concept-match start gives branch and bound its first incumbent;
     // small pairs are usually settled there, and only unsettled ones pay for the full search.
     let mut rng = SplitMix64::new(effort.seed);
@@ -103,13 +107,57 @@ pub(crate) fn best_match(
     if quick >= root_bound {
         return (quick, true);
     }
-    let (bounded, proven) = branch_and_bound(problem, state, quick, effort.node_budget);
+    let (bounded, proven) = branch_and_bound(problem, state, quick, root_bound, effort.node_budget);
     if proven {
         return (bounded, true);
     }
     let mut rng = SplitMix64::new(effort.seed);
     let searched = local_search(problem, state, &mut rng, effort, root_bound);
     (bounded.max(searched), searched >= root_bound)
+}
+
+/// A Gilmore–Lawler bound on the matched-triple count.
+///
+/// A mapping's score is the sum over mapped test nodes `i -> j` of the unary weight plus half of
+/// each pairwise weight it shares with a mapped neighbour `k -> l` (every relation match is
+/// charged half to each endpoint). For a fixed `i -> j`, neighbour `k` contributes at most the
+/// largest weight over its gold choices `l`, so `c(i, j)` = unary + half the sum of those maxima
+/// bounds what `i -> j` can earn whatever the rest of the mapping is. The mapping is injective, so
+/// the best assignment of the `c(i, j)` (test nodes may stay unmapped at 0) bounds the optimum.
+/// Unlike the per-node maximum, the assignment forbids two test nodes sharing one gold node,
+/// which is what keeps the bound near the optimum on unrelated graphs.
+pub(crate) fn gilmore_lawler_bound(problem: &Problem, state: &mut SearchState) -> i64 {
+    let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
+    // Twice c(i, j), so that every entry is an integer.
+    state.assignment_value.clear();
+    state.assignment_value.resize(n1 * n2, 0.0);
+    for i in 0..n1 {
+        for &j in problem.candidates_of(i) {
+            let j = usize::from(j);
+            let mut doubled = 2 * i64::from(problem.unary_of(i, j));
+            let mut last_test = UNMAPPED;
+            let mut group_best = 0i64;
+            for partner in problem.partners_of(i, j) {
+                if partner.test != last_test {
+                    doubled += group_best;
+                    group_best = 0;
+                    last_test = partner.test;
+                }
+                group_best = group_best.max(i64::from(partner.weight));
+            }
+            doubled += group_best;
+            state.assignment_value[i * n2 + j] = doubled as f64;
+        }
+    }
+    match state
+        .assignment
+        .solve(&state.assignment_value, n1, n2, true)
+    {
+        // Entries are small integers, so the total is exact; the score is an integer.
+        Ok(assignment) => (assignment.total.round() as i64).div_euclid(2),
+        // Finite non-negative entries always have an assignment; no bound means no tightening.
+        Err(_) => i64::MAX,
+    }
 }
 
 fn reset_mapping(state: &mut SearchState, n1: usize, n2: usize) {
@@ -441,6 +489,7 @@ fn branch_and_bound(
     problem: &Problem,
     state: &mut SearchState,
     best: i64,
+    ceiling: i64,
     node_budget: u64,
 ) -> (i64, bool) {
     let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
@@ -452,6 +501,7 @@ fn branch_and_bound(
         problem,
         state,
         best,
+        ceiling,
         nodes: 0,
         node_budget,
         exhausted: false,
@@ -538,6 +588,8 @@ struct BranchAndBound<'a> {
     problem: &'a Problem,
     state: &'a mut SearchState,
     best: i64,
+    /// A proven upper bound on the optimum: an incumbent reaching it ends the search.
+    ceiling: i64,
     nodes: u64,
     node_budget: u64,
     exhausted: bool,
@@ -572,7 +624,7 @@ impl BranchAndBound<'_> {
             self.best = score;
             self.state.best_mapping.clone_from(&self.state.mapping);
         }
-        if depth == self.state.order.len() || self.exhausted {
+        if depth == self.state.order.len() || self.exhausted || self.best >= self.ceiling {
             return;
         }
         self.nodes += 1;

@@ -87,32 +87,12 @@ pub fn read_captions_from(
         }
         let walked = match scanner.skip_ws() {
             Ok(Some(b'[')) => for_each_element(&mut scanner, |rec| {
-                let at = Locator::at(format!("[{}]", rec.index), rec.offset);
-                let parsed = rec
-                    .parse_object("a caption result {image_id, caption}")
-                    .and_then(|obj| captions.caption_row(&obj, split, true));
-                emit(
-                    source,
-                    sink,
-                    at,
-                    &rec,
-                    parsed.map(|r| vec![Row::Caption(r)]),
-                )
+                caption_record(source, sink, &rec, &mut captions, split, true)
             })?,
             Ok(_) => for_each_entry(&mut scanner, |key, s| match key {
                 "images" => for_each_element(s, |rec| image_record(source, sink, &rec, split)),
                 "annotations" => for_each_element(s, |rec| {
-                    let at = Locator::at(format!("annotations[{}]", rec.index), rec.offset);
-                    let parsed = rec
-                        .parse_object("a caption annotation {id, image_id, caption}")
-                        .and_then(|obj| captions.caption_row(&obj, split, false));
-                    emit(
-                        source,
-                        sink,
-                        at,
-                        &rec,
-                        parsed.map(|r| vec![Row::Caption(r)]),
-                    )
+                    caption_record(source, sink, &rec, &mut captions, split, false)
                 }),
                 _ => Ok(s.skip_value()),
             })?,
@@ -177,6 +157,39 @@ fn emit(
         }
         Err(reason) => source.reject(sink, at, reason, &rec.excerpt()),
     }
+}
+
+/// One caption record: an element of a results list (`[{image_id, caption}]`) or of the
+/// `annotations` array of a captions file.
+fn caption_record(
+    source: &Source,
+    sink: &mut dyn RecordSink,
+    rec: &RawRecord<'_>,
+    captions: &mut CaptionCounter,
+    split: &str,
+    results_layout: bool,
+) -> Result<()> {
+    let (at, expected) = if results_layout {
+        (
+            format!("[{}]", rec.index),
+            "a caption result {image_id, caption}",
+        )
+    } else {
+        (
+            format!("annotations[{}]", rec.index),
+            "a caption annotation {id, image_id, caption}",
+        )
+    };
+    let parsed = rec
+        .parse_object(expected)
+        .and_then(|obj| captions.caption_row(&obj, split, results_layout));
+    emit(
+        source,
+        sink,
+        Locator::at(at, rec.offset),
+        rec,
+        parsed.map(|r| vec![Row::Caption(r)]),
+    )
 }
 
 fn image_record(

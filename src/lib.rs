@@ -16,6 +16,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod models;
 pub mod schema;
+pub mod seed;
 pub mod select;
 pub mod synth;
 pub mod text;

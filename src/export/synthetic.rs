@@ -10,6 +10,7 @@
 use crate::error::Result;
 use crate::ingest::{RecordSink, Row};
 use crate::schema::{BoxXyxy, CaptionRow, GroundingRow, ImageRow, RejectedRow};
+use crate::seed::splitmix64;
 
 /// The format name used in rejected records and on the command line.
 pub const FORMAT_NAME: &str = "synthetic-captions";
@@ -52,14 +53,6 @@ const OBJECTS: [&str; 8] = [
     "a tall building",
     "a green field",
 ];
-
-/// SplitMix64: a tiny, well-mixed deterministic generator (Steele, Lea, Flood 2014).
-fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
 
 /// Records that [`generate`] reads for `images` images.
 pub fn record_count(images: u64) -> u64 {

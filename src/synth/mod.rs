@@ -26,6 +26,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::seed::{mix64, SplitMix64};
 use lexicon::{ActorClass, EntityKind, Location, Noun, Placement, Verb};
 
 /// First image id; image `i` is `BASE_IMAGE_ID + i`.
@@ -61,27 +62,20 @@ pub struct SynthCounts {
     pub tokens: u64,
 }
 
-/// SplitMix64: a tiny, fully specified generator, so that the data never changes with a
+/// The generator of the synthetic data: SplitMix64, so that the data never changes with a
 /// dependency's version.
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+pub struct Rng(SplitMix64);
 
 impl Rng {
     /// The generator of image `index` under `seed`.
     pub fn for_image(seed: u64, index: u64) -> Rng {
-        Rng(mix64(
+        Rng(SplitMix64::new(mix64(
             mix64(seed ^ 0x5eed_ca9f_1000_0000).wrapping_add(index.wrapping_mul(0x9e37_79b9)),
-        ))
+        )))
     }
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix64(self.0)
+        self.0.next_u64()
     }
     /// Uniform in `[0, n)`; `n` must be positive.
     pub fn below(&mut self, n: u64) -> u64 {

@@ -153,9 +153,9 @@ pub fn smatch_prepared(
 
 #[cfg(test)]
 mod tests {
-    use super::search::SplitMix64;
     use super::*;
     use crate::amr::Triple;
+    use crate::seed::SplitMix64;
 
     /// Matched triples of one mapping, counted straight from the triple lists the way smatch's
     /// `compute_pool` pairs them (every pair of equal triples counts), independent of the

@@ -11,31 +11,7 @@
 //! charged once, so the bound never undercuts the optimum.
 
 use super::problem::{Problem, UNMAPPED};
-
-/// SplitMix64: tiny, fast and fully determined by its seed.
-#[derive(Clone, Debug)]
-pub(crate) struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`), by Lemire's multiply-shift.
-    #[inline]
-    pub fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-    }
-}
+use crate::seed::SplitMix64;
 
 /// Buffers of the search, reused from pair to pair.
 #[derive(Debug, Default)]

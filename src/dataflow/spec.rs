@@ -21,7 +21,6 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::ingest::Format;
@@ -139,7 +138,6 @@ impl DataflowSpec {
         for input in &mut hashed.inputs {
             input.input_subdir = None;
         }
-        let text = serde_json::to_string(&hashed).unwrap_or_default();
-        hex::encode(Sha256::digest(text.as_bytes()))
+        crate::export::config_hash(&serde_json::to_value(&hashed).unwrap_or_default())
     }
 }

@@ -168,20 +168,3 @@ pub fn read_input(format: Format, path: &Path, sink: &mut dyn RecordSink) -> Res
         Format::Capflow => capflow_parquet::read(path, sink),
     }
 }
-
-impl Row {
-    /// The table this row belongs to.
-    pub fn table(&self) -> crate::schema::TableKind {
-        use crate::schema::TableKind;
-        match self {
-            Row::Image(_) => TableKind::Images,
-            Row::Caption(_) => TableKind::Captions,
-            Row::Grounding(_) => TableKind::Groundings,
-            Row::Detection(_) => TableKind::Detections,
-            Row::Amr(_) => TableKind::Amrs,
-            Row::SceneGraph(_) => TableKind::SceneGraphs,
-            Row::GbcGraph(_) => TableKind::GbcGraphs,
-            Row::Sample(_) => TableKind::Samples,
-        }
-    }
-}

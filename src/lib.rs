@@ -6,6 +6,7 @@
 //! ([`export`]).
 
 pub mod amr;
+pub mod augment;
 pub mod cli;
 pub mod cluster;
 pub mod dataflow;

@@ -1,0 +1,91 @@
+//! The augmentation methods as plain functions from one image's annotations to samples.
+//!
+//! Every method reads an [`ImageAnnotations`] (everything the dataflow gathered about one image)
+//! and returns [`SampleRow`](crate::schema::SampleRow)s in the shared sample schema, so mixing,
+//! filtering, export and training treat all methods alike. Randomness comes from
+//! (global seed, image key, stage) only; see [`crate::amr::sample::predicate_rng`].
+
+pub mod control;
+
+use crate::ingest::Row;
+use crate::schema::{
+    AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, SceneGraphRow,
+};
+
+/// Everything known about one image, gathered from every input of a run.
+///
+/// The rows keep the order they were read in (input unit, then record), which is the same for
+/// any number of workers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ImageAnnotations {
+    pub image_id: String,
+    pub image: Option<ImageRow>,
+    pub captions: Vec<CaptionRow>,
+    pub groundings: Vec<GroundingRow>,
+    pub detections: Vec<DetectionRow>,
+    pub amrs: Vec<AmrRow>,
+    pub scene_graphs: Vec<SceneGraphRow>,
+    pub gbc_graphs: Vec<GbcGraphRow>,
+}
+
+impl ImageAnnotations {
+    pub fn new(image_id: impl Into<String>) -> Self {
+        ImageAnnotations {
+            image_id: image_id.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Gathers rows of one image; rows of other images or sample rows are ignored.
+    pub fn from_rows<'a>(image_id: &str, rows: impl IntoIterator<Item = &'a Row>) -> Self {
+        let mut image = ImageAnnotations::new(image_id);
+        for row in rows {
+            if row.image_id() == image_id {
+                image.push(row.clone());
+            }
+        }
+        image
+    }
+
+    /// Adds one row; a second image row for the same image keeps the first one's fields and
+    /// fills in only what the first lacked (width and height often come from another input).
+    pub fn push(&mut self, row: Row) {
+        match row {
+            Row::Image(r) => match &mut self.image {
+                None => self.image = Some(r),
+                Some(existing) => {
+                    existing.width = existing.width.or(r.width);
+                    existing.height = existing.height.or(r.height);
+                    existing.file_name = existing.file_name.take().or(r.file_name);
+                    existing.url = existing.url.take().or(r.url);
+                }
+            },
+            Row::Caption(r) => self.captions.push(r),
+            Row::Grounding(r) => self.groundings.push(r),
+            Row::Detection(r) => self.detections.push(r),
+            Row::Amr(r) => self.amrs.push(r),
+            Row::SceneGraph(r) => self.scene_graphs.push(r),
+            Row::GbcGraph(r) => self.gbc_graphs.push(r),
+            Row::Sample(_) => {}
+        }
+    }
+
+    /// The image's split: the image row's, else the first caption's, else `train`.
+    pub fn split(&self) -> &str {
+        self.image
+            .as_ref()
+            .map(|i| i.split.as_str())
+            .filter(|s| !s.is_empty())
+            .or_else(|| self.captions.first().map(|c| c.split.as_str()))
+            .unwrap_or("train")
+    }
+
+    /// Image size in pixels when known from the image row.
+    pub fn size(&self) -> Option<(f64, f64)> {
+        let image = self.image.as_ref()?;
+        match (image.width, image.height) {
+            (Some(w), Some(h)) if w > 0 && h > 0 => Some((w as f64, h as f64)),
+            _ => None,
+        }
+    }
+}

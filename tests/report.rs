@@ -8,14 +8,7 @@ use capflow::export::{DatasetWriter, StageMetrics};
 use capflow::ingest::IngestCounts;
 use capflow::schema::{Provenance, SampleRow};
 
-fn sample(
-    id: &str,
-    method: &str,
-    split: &str,
-    text: &str,
-    coverage: f64,
-    level: i32,
-) -> SampleRow {
+fn sample(id: &str, method: &str, split: &str, text: &str, coverage: f64, level: i32) -> SampleRow {
     SampleRow {
         sample_id: id.into(),
         image_id: "img1".into(),
@@ -37,7 +30,14 @@ fn sample(
 fn samples() -> Vec<SampleRow> {
     let long = vec!["big"; 41].join(" ");
     vec![
-        sample("o1", "original", "train", "A dog runs on the grass", 35.0, 1),
+        sample(
+            "o1",
+            "original",
+            "train",
+            "A dog runs on the grass",
+            35.0,
+            1,
+        ),
         sample("o2", "original", "train", "The dog on the grass", 38.5, 1),
         sample(
             "o3",
@@ -185,7 +185,10 @@ fn report_shows_hand_computed_statistics() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     for chart in ["stages", "methods", "coverage", "length", "level"] {
-        assert!(html.contains(&format!("<img src=\"{chart}.png\"")), "{chart}");
+        assert!(
+            html.contains(&format!("<img src=\"{chart}.png\"")),
+            "{chart}"
+        );
     }
 
     // Stages, from the manifest.
@@ -272,7 +275,10 @@ fn report_shows_hand_computed_statistics() {
     assert!(stdout.contains("augmented: D-1 0.2222, D-2 0.1852 (5 captions, 54 words)"));
     assert!(stdout.contains("realize: 10 in, 7 out, 3 rejected, 12 ms"));
     // Mean coverage of the originals (35 + 38.5 + 100) / 3 = 57.83.
-    assert!(stdout.contains("original: 3 samples, mean coverage 57.83"), "{stdout}");
+    assert!(
+        stdout.contains("original: 3 samples, mean coverage 57.83"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -317,5 +323,8 @@ fn a_directory_without_a_dataset_is_a_clear_error() {
     assert_eq!(output.status.code(), Some(3));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("no manifest.json"), "{stderr}");
-    assert!(stderr.contains(&tmp.path().display().to_string()), "{stderr}");
+    assert!(
+        stderr.contains(&tmp.path().display().to_string()),
+        "{stderr}"
+    );
 }

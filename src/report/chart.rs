@@ -103,7 +103,10 @@ impl BarChart {
         {
             return Err(Error::invalid(
                 what(),
-                format!("series {:?} has a negative or non-finite value", series.name),
+                format!(
+                    "series {:?} has a negative or non-finite value",
+                    series.name
+                ),
             ));
         }
         Ok(())
@@ -172,7 +175,12 @@ impl BarChart {
             let label = tick_label(step * tick as f64, step);
             let width = text_width(&label) * TEXT_SCALE;
             let x = plot.x0.saturating_sub(width + 8);
-            canvas.text(x, y.saturating_sub(GLYPH_HEIGHT * TEXT_SCALE / 2), &label, INK);
+            canvas.text(
+                x,
+                y.saturating_sub(GLYPH_HEIGHT * TEXT_SCALE / 2),
+                &label,
+                INK,
+            );
         }
         canvas.text(8, PLOT_TOP - 26, &self.y_label, INK);
         for (s, _) in self.series.iter().enumerate() {
@@ -207,7 +215,8 @@ impl BarChart {
     }
 
     /// Category labels centred under their slots; when they do not fit side by side, only
-    /// every k-th is drawn.
+    /// every k-th is drawn, counted back from the last (whose label is often the open-ended
+    /// one, such as `40+`).
     fn draw_category_labels(&self, canvas: &mut Canvas) {
         let plot = self.plot_area();
         let n = self.categories.len().max(1);
@@ -221,7 +230,7 @@ impl BarChart {
             + 8.0;
         let stride = ((widest / slot).ceil() as usize).max(1);
         for (c, label) in self.categories.iter().enumerate() {
-            if c % stride != 0 {
+            if !(n - 1 - c).is_multiple_of(stride) {
                 continue;
             }
             let centre = plot.x0 as f64 + slot * (c as f64 + 0.5);

@@ -398,10 +398,9 @@ impl ReportSection for SetHistogram {
             .enumerate()
             .map(|(bin, label)| {
                 let mut row = vec![Cell::Text(label.clone())];
-                for set in 0..2 {
-                    let n = self.counts[set][bin];
-                    row.push(Cell::Count(n));
-                    row.push(Cell::Percent(percent(n, totals[set])));
+                for (counts, total) in self.counts.iter().zip(totals) {
+                    row.push(Cell::Count(counts[bin]));
+                    row.push(Cell::Percent(percent(counts[bin], total)));
                 }
                 row
             })
@@ -439,11 +438,11 @@ impl ReportSection for SetHistogram {
             self.value_name,
             summary.join("; ")
         )));
-        for set in 0..2 {
-            if self.unbinned[set] > 0 {
+        for (unbinned, name) in self.unbinned.iter().zip(SET_NAMES) {
+            if *unbinned > 0 {
                 blocks.push(text(format!(
-                    "{} {} samples have no usable {} and are not shown.",
-                    self.unbinned[set], SET_NAMES[set], self.value_name
+                    "{unbinned} {name} samples have no usable {} and are not shown.",
+                    self.value_name
                 )));
             }
         }

@@ -430,7 +430,8 @@ mod tests {
         assert_eq!(chart(vec![vec![0.0]]).y_max(), 1.0);
         assert_eq!(tick_label(0.3, 0.1), "0.3");
         assert_eq!(tick_label(40.0, 10.0), "40");
-        assert_eq!(tick_label(1500.0, 500.0), "1.5k");
+        assert_eq!(tick_label(1500.0, 500.0), "1500");
+        assert_eq!(tick_label(15000.0, 5000.0), "15k");
         assert_eq!(tick_label(2_000_000.0, 1_000_000.0), "2M");
     }
 

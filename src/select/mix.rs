@@ -7,7 +7,7 @@
 //! - `random`: exactly `round(p% · n)` of the `n` augmented samples (halves round up): those with
 //!   the smallest [`sample_key`]. A sample's key depends only on (seed, sample id), so the chosen
 //!   set does not depend on the input order or on how many workers produced the rows, and the
-//!   sample chosen at 25% are also chosen at 50%.
+//!   samples chosen at 25% are also chosen at 50%.
 //! - `uniform-coverage`: split coverage into `bins` equal bins over [0, 100] and add augmented
 //!   samples to the bins the originals fill least, water-filling up to the tallest original bin,
 //!   optionally within a budget of `p%` of the augmented samples (see [`uniform_coverage_plan`]).

@@ -13,6 +13,7 @@ pub mod gbc;
 pub mod ingest;
 pub mod inspect;
 pub mod progress;
+pub mod relatedness;
 pub mod run;
 pub mod synth;
 
@@ -53,6 +54,10 @@ pub enum Command {
     Cluster(cluster::ClusterCommand),
     /// Evaluate outputs (`eval captions`: BLEU, CIDEr-D, D-n of captions against references).
     Eval(eval::EvalArgs),
+    /// Visual relatedness: re-rank captions by sim^P(c), label (visual, caption) pairs, gender
+    /// ratios, visual-context caption search.
+    #[command(subcommand)]
+    Relatedness(relatedness::RelatednessCommand),
     /// Write a synthetic Flickr30k-Entities-like dataset (captions, boxes, AMRs, detections).
     Synth(synth::SynthArgs),
 }
@@ -103,6 +108,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Cluster(cmd) => cluster::run(cmd),
         Command::Eval(args) => eval::run(args),
         Command::Synth(args) => synth::run(args),
+        Command::Relatedness(cmd) => relatedness::run(cmd),
     }
 }
 

@@ -113,14 +113,15 @@ pub fn visual_context(
     similarity: &dyn Fn(&str, &str) -> Option<f64>,
 ) -> VisualContext {
     let usable = |d: &&DetectionRow| {
-        (rule.sources.is_empty() || rule.sources.iter().any(|s| *s == d.source))
+        (rule.sources.is_empty() || rule.sources.contains(&d.source))
             && !display_label(&d.label).is_empty()
     };
     // Best probability per class; BTreeMap keeps the visiting order independent of input order.
     let mut best: BTreeMap<String, f64> = BTreeMap::new();
     for detection in detections.iter().filter(usable) {
         let probability = detection_probability(detection);
-        if !(probability >= rule.min_probability) {
+        // NaN scores count as 0 (see `detection_probability`), so this comparison decides.
+        if probability < rule.min_probability {
             continue;
         }
         let slot = best
@@ -157,7 +158,7 @@ pub fn visual_context(
 }
 
 /// A detection's probability: its score, or 1 for an annotated box without one. A score that
-/// is not a number counts as 0, so it never enters a context.
+/// is not a number counts as 0.
 fn detection_probability(detection: &DetectionRow) -> f64 {
     match detection.score {
         Some(score) if score.is_finite() => score,

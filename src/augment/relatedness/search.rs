@@ -52,11 +52,7 @@ impl CaptionIndex {
 
     /// The number of captions.
     pub fn len(&self) -> usize {
-        if self.dim == 0 {
-            0
-        } else {
-            self.rows.len() / self.dim
-        }
+        self.rows.len().checked_div(self.dim).unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {

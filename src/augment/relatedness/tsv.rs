@@ -116,7 +116,7 @@ pub fn write_soft(out: &mut impl Write, rows: &[PairRow], soft: &[f64]) -> std::
 
 /// Splits TSV text into records of fields (quoted fields may hold tabs and line breaks); the
 /// line number where each record starts comes with it.
-fn records(text: &str) -> std::result::Result<Vec<(usize, Vec<String>)>, (usize, String)> {
+fn records(text: &str) -> std::result::Result<Records, (usize, String)> {
     let mut out = Vec::new();
     let mut chars = text.chars().peekable();
     let mut line = 1usize;

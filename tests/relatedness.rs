@@ -197,8 +197,8 @@ fn rerank_command_writes_the_reference_files() {
         assert_eq!(read(&target.join(ours)), read(&dir.join(theirs)), "{ours}");
     }
     assert_eq!(
-        read(&target.join("sample_best.json")).trim_end(),
-        read(&dir.join("pre-trained_sample_best.json")).trim_end()
+        read(&target.join("sample_best.json")),
+        read(&dir.join("pre-trained_sample_best.json"))
     );
 
     // Files that do not line up are refused with the file named.

@@ -205,7 +205,7 @@ fn run_rerank(args: &RerankArgs) -> Result<()> {
             if let Some(image_id) = &args.image_id {
                 write_file(
                     &dir.join("sample_best.json"),
-                    &format_best(image_id, &ranked),
+                    &(format_best(image_id, &ranked) + "\n"),
                 )?;
             }
         }

@@ -129,7 +129,8 @@ pub fn format_ranked(ranked: &[RankedCaption]) -> String {
         .collect()
 }
 
-/// `sample_best.json`: the best caption in COCO results format, `[{"image_id":…,"caption":…}]`
+/// `sample_best.json` (without its final newline): the best caption in COCO results format,
+/// `[{"image_id":…,"caption":…}]`
 /// (a numeric image id is written as a number, as COCO tools expect).
 pub fn format_best(image_id: &str, ranked: &[RankedCaption]) -> String {
     let id = match image_id.parse::<i64>() {

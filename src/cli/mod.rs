@@ -14,6 +14,7 @@ pub mod ingest;
 pub mod inspect;
 pub mod progress;
 pub mod report;
+pub mod relatedness;
 pub mod run;
 pub mod synth;
 
@@ -54,6 +55,10 @@ pub enum Command {
     Cluster(cluster::ClusterCommand),
     /// Evaluate outputs (`eval captions`: BLEU, CIDEr-D, D-n of captions against references).
     Eval(eval::EvalArgs),
+    /// Visual relatedness: re-rank captions by sim^P(c), label (visual, caption) pairs, gender
+    /// ratios, visual-context caption search.
+    #[command(subcommand)]
+    Relatedness(relatedness::RelatednessCommand),
     /// Write a synthetic Flickr30k-Entities-like dataset (captions, boxes, AMRs, detections).
     Synth(synth::SynthArgs),
     /// Write an HTML report with charts of a dataset (stages, methods, coverage, length, D-n).
@@ -107,6 +112,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Eval(args) => eval::run(args),
         Command::Synth(args) => synth::run(args),
         Command::Report(args) => report::run(args),
+        Command::Relatedness(cmd) => relatedness::run(cmd),
     }
 }
 

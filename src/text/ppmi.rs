@@ -285,7 +285,7 @@ fn orthonormalize(columns: &mut [Vec<f64>]) {
 
 /// Eigenvalues and eigenvectors (`vectors[row][j]` is entry `row` of eigenvector `j`) of a
 /// small symmetric matrix by cyclic Jacobi rotations.
-fn symmetric_eigen(mut a: Vec<Vec<f64>>) -> (Vec<f64>, Vec<Vec<f64>>) {
+pub(crate) fn symmetric_eigen(mut a: Vec<Vec<f64>>) -> (Vec<f64>, Vec<Vec<f64>>) {
     let n = a.len();
     let mut v: Vec<Vec<f64>> = (0..n)
         .map(|i| (0..n).map(|j| if i == j { 1.0 } else { 0.0 }).collect())

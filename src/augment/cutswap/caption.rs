@@ -42,15 +42,16 @@ pub fn tokens(caption: &str) -> Vec<Token> {
     let mut current: Option<(usize, String)> = None;
     let chars: Vec<(usize, char)> = caption.char_indices().collect();
     let mut in_word = false;
-    let flush = |current: &mut Option<(usize, String)>, end: usize, word: usize, out: &mut Vec<Token>| {
-        if let Some((start, norm)) = current.take() {
-            out.push(Token {
-                norm,
-                span: start..end,
-                word,
-            });
-        }
-    };
+    let flush =
+        |current: &mut Option<(usize, String)>, end: usize, word: usize, out: &mut Vec<Token>| {
+            if let Some((start, norm)) = current.take() {
+                out.push(Token {
+                    norm,
+                    span: start..end,
+                    word,
+                });
+            }
+        };
     for (i, &(at, ch)) in chars.iter().enumerate() {
         if ch.is_whitespace() {
             flush(&mut current, at, word, &mut out);
@@ -70,7 +71,9 @@ pub fn tokens(caption: &str) -> Vec<Token> {
         }
         let joins = matches!(ch, '\'' | '-' | '\u{2019}')
             && current.is_some()
-            && chars.get(i + 1).is_some_and(|(_, next)| next.is_alphanumeric());
+            && chars
+                .get(i + 1)
+                .is_some_and(|(_, next)| next.is_alphanumeric());
         if joins {
             if let Some((_, norm)) = current.as_mut() {
                 norm.push(if ch == '\u{2019}' { '\'' } else { ch });
@@ -90,19 +93,19 @@ pub fn tokens(caption: &str) -> Vec<Token> {
 
 /// Closed-class words: never attributes, and they end a noun phrase.
 const FUNCTION_WORDS: &[&str] = &[
-    "a", "an", "the", "this", "that", "these", "those", "his", "her", "its", "their", "our",
-    "my", "your", "some", "any", "each", "every", "all", "both", "either", "neither", "no",
-    "another", "other", "such", "same", "many", "much", "several", "few", "more", "most",
-    "less", "least", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
-    "ten", "very", "really", "quite", "too", "so", "rather", "just", "only", "also", "not",
-    "almost", "nearly", "and", "or", "but", "nor", "of", "in", "on", "at", "by", "for", "with",
-    "from", "to", "into", "onto", "over", "under", "above", "below", "near", "next", "beside",
-    "behind", "between", "through", "across", "along", "around", "against", "toward",
-    "towards", "inside", "outside", "up", "down", "off", "out", "while", "as", "is", "are",
-    "was", "were", "be", "being", "been", "has", "have", "had", "does", "do", "did", "who",
-    "which", "what", "where", "when", "there", "here", "it", "he", "she", "they", "them",
-    "him", "we", "you", "i", "then", "than", "after", "before", "during", "without", "about",
-    "like", "past", "nearby", "together", "back", "away", "forth",
+    "a", "an", "the", "this", "that", "these", "those", "his", "her", "its", "their", "our", "my",
+    "your", "some", "any", "each", "every", "all", "both", "either", "neither", "no", "another",
+    "other", "such", "same", "many", "much", "several", "few", "more", "most", "less", "least",
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "very",
+    "really", "quite", "too", "so", "rather", "just", "only", "also", "not", "almost", "nearly",
+    "and", "or", "but", "nor", "of", "in", "on", "at", "by", "for", "with", "from", "to", "into",
+    "onto", "over", "under", "above", "below", "near", "next", "beside", "behind", "between",
+    "through", "across", "along", "around", "against", "toward", "towards", "inside", "outside",
+    "up", "down", "off", "out", "while", "as", "is", "are", "was", "were", "be", "being", "been",
+    "has", "have", "had", "does", "do", "did", "who", "which", "what", "where", "when", "there",
+    "here", "it", "he", "she", "they", "them", "him", "we", "you", "i", "then", "than", "after",
+    "before", "during", "without", "about", "like", "past", "nearby", "together", "back", "away",
+    "forth",
 ];
 
 /// Words after which an attribute may be inserted before a bare noun (`a dog` → `a brown
@@ -239,7 +242,9 @@ fn ends_noun_phrase(tokens: &[Token], end: usize, vocabulary: &ObjectVocabulary)
     if vocabulary.lookup(&next.norm).is_some() {
         return false;
     }
-    ["s", "ing", "ed"].iter().any(|end| next.norm.ends_with(end))
+    ["s", "ing", "ed"]
+        .iter()
+        .any(|end| next.norm.ends_with(end))
 }
 
 /// The attribute tokens directly before token `object_start`.
@@ -259,9 +264,8 @@ fn attribute_run(
         }
         // `black and white`, `big, fluffy`: a joiner counts only with an adjective before it.
         let joiner = t.norm == "and" || t.norm == ",";
-        let adjective_before = i >= 2
-            && is_attribute(&tokens[i - 2].norm)
-            && !is_function_word(&tokens[i - 2].norm);
+        let adjective_before =
+            i >= 2 && is_attribute(&tokens[i - 2].norm) && !is_function_word(&tokens[i - 2].norm);
         if joiner && start < object_start && adjective_before {
             i -= 1;
             continue;
@@ -301,7 +305,10 @@ mod tests {
         mentions(&toks, &[], &vocabulary(), adjective)
             .into_iter()
             .map(|m| {
-                let words: Vec<&str> = toks[m.object.clone()].iter().map(|t| t.norm.as_str()).collect();
+                let words: Vec<&str> = toks[m.object.clone()]
+                    .iter()
+                    .map(|t| t.norm.as_str())
+                    .collect();
                 (m.lemma, words.join(" "), m.attribute_words)
             })
             .collect()
@@ -318,7 +325,11 @@ mod tests {
                     "dog".to_string(),
                     vec!["big".to_string(), "black".to_string(), "white".to_string()]
                 ),
-                ("car".to_string(), "cars".to_string(), vec!["parked".to_string()]),
+                (
+                    "car".to_string(),
+                    "cars".to_string(),
+                    vec!["parked".to_string()]
+                ),
             ]
         );
         let found = summary("The red traffic light stops the bus .");

@@ -274,19 +274,37 @@ impl Model {
                 if plan.targets.is_empty() {
                     continue;
                 }
-                for swapped in self.paste_patches(image, &swap, &plan, &target, seed, &mut pixels, &mut rejected)? {
+                for swapped in self.paste_patches(
+                    image,
+                    &swap,
+                    &plan,
+                    &target,
+                    seed,
+                    &mut pixels,
+                    &mut rejected,
+                )? {
                     let mut others = plan.others.clone();
-                    others.extend(plan.pasted_boxes.iter().map(|b| (*b, swap.to_object.clone())));
+                    others.extend(
+                        plan.pasted_boxes
+                            .iter()
+                            .map(|b| (*b, swap.to_object.clone())),
+                    );
                     candidates.push((swap.clone(), swapped, others));
                 }
             }
         }
-        self.rerank(image, candidates, seed, scorer).map(|rows| (rows, rejected))
+        self.rerank(image, candidates, seed, scorer)
+            .map(|rows| (rows, rejected))
     }
 
     /// Boxes, masks and protected regions of a text swap, or `None` when the replaced area is
     /// out of bounds, the patch would lose too much, or the image size is unknown.
-    fn plan(&self, image: &ImageAnnotations, read: &ReadCaption<'_>, swap: &TextSwap) -> Option<Plan> {
+    fn plan(
+        &self,
+        image: &ImageAnnotations,
+        read: &ReadCaption<'_>,
+        swap: &TextSwap,
+    ) -> Option<Plan> {
         let (width, height) = image.size()?;
         let (w, h) = (width as u32, height as u32);
         let grounded: Vec<ObjectBox> = swap
@@ -306,13 +324,17 @@ impl Model {
             })
             .unwrap_or_default();
         let replaced = if grounded.is_empty() {
-            self.object_boxes(&swap.from_lemma, &image.image_id).to_vec()
+            self.object_boxes(&swap.from_lemma, &image.image_id)
+                .to_vec()
         } else {
             nms(grounded, self.config.image.nms_iou)
         };
         let pasted_boxes: Vec<BoxXyxy> = replaced.iter().map(|b| b.bbox).collect();
         let area = union_area(&pasted_boxes) / (width * height);
-        if pasted_boxes.is_empty() || area < self.config.image.min_area || area > self.config.image.max_area {
+        if pasted_boxes.is_empty()
+            || area < self.config.image.min_area
+            || area > self.config.image.max_area
+        {
             return None;
         }
         let others = self.mentioned_boxes(image, read, swap);
@@ -324,7 +346,10 @@ impl Model {
             let guards: Vec<BoxXyxy> = others
                 .iter()
                 .map(|(o, _)| *o)
-                .filter(|o| o.intersection(b) > 0.0 && o.intersection(b) / b.area() <= self.config.image.container_overlap)
+                .filter(|o| {
+                    o.intersection(b) > 0.0
+                        && o.intersection(b) / b.area() <= self.config.image.container_overlap
+                })
                 .collect();
             let mut mask = Vec::with_capacity(((x1 - x0) * (y1 - y0)) as usize);
             for y in y0..y1 {
@@ -345,7 +370,13 @@ impl Model {
                     protected_boxes.push(g);
                 }
             }
-            targets.push(TargetRect { x0, y0, x1, y1, mask });
+            targets.push(TargetRect {
+                x0,
+                y0,
+                x1,
+                y1,
+                mask,
+            });
         }
         let omitted_fraction = omitted as f64 / total.max(1) as f64;
         if omitted_fraction > self.config.image.max_omitted {
@@ -367,14 +398,24 @@ impl Model {
 
     /// Boxes of the other objects the caption mentions, with labels: its other grounded phrases,
     /// or without groundings its other object mentions' boxes.
-    fn mentioned_boxes(&self, image: &ImageAnnotations, read: &ReadCaption<'_>, swap: &TextSwap) -> Vec<(BoxXyxy, String)> {
+    fn mentioned_boxes(
+        &self,
+        image: &ImageAnnotations,
+        read: &ReadCaption<'_>,
+        swap: &TextSwap,
+    ) -> Vec<(BoxXyxy, String)> {
         let mut out = Vec::new();
         if !read.groundings.is_empty() {
             for (g, grounding) in read.groundings.iter().enumerate() {
                 if swap.grounding == Some(g) || grounding.is_scene || grounding.not_visual {
                     continue;
                 }
-                out.extend(grounding.boxes.iter().map(|b| (*b, grounding.phrase.clone())));
+                out.extend(
+                    grounding
+                        .boxes
+                        .iter()
+                        .map(|b| (*b, grounding.phrase.clone())),
+                );
             }
             return out;
         }
@@ -391,7 +432,12 @@ impl Model {
 
     /// Source patches of the new object that fit the plan: boxes in other images with a close
     /// aspect ratio and pixel count, those described with the new attribute first.
-    fn source_patches(&self, image_id: &str, swap: &TextSwap, reference: &BoxXyxy) -> Vec<&ObjectBox> {
+    fn source_patches(
+        &self,
+        image_id: &str,
+        swap: &TextSwap,
+        reference: &BoxXyxy,
+    ) -> Vec<&ObjectBox> {
         let config = &self.config.image;
         let aspect = |b: &BoxXyxy| (b.x2 - b.x1) / (b.y2 - b.y1).max(f64::MIN_POSITIVE);
         let ratio = |a: f64, b: f64| if a > b { a / b } else { b / a };
@@ -412,7 +458,11 @@ impl Model {
         let with_attribute: Vec<&ObjectBox> = all
             .iter()
             .copied()
-            .filter(|b| swap.to_attribute.as_ref().is_some_and(|a| b.attributes.contains(a)))
+            .filter(|b| {
+                swap.to_attribute
+                    .as_ref()
+                    .is_some_and(|a| b.attributes.contains(a))
+            })
             .collect();
         if with_attribute.is_empty() {
             all
@@ -439,7 +489,11 @@ impl Model {
         let mut rng = predicate_rng(seed, &image.image_id, IMAGE_STAGE, &key);
         sources.shuffle(&mut rng);
         let mut out = Vec::new();
-        for (patch_index, source) in sources.into_iter().take(config.patches_per_swap).enumerate() {
+        for (patch_index, source) in sources
+            .into_iter()
+            .take(config.patches_per_swap)
+            .enumerate()
+        {
             let Some(source_pixels) = pixels.load(self, &source.image_id, rejected) else {
                 continue;
             };
@@ -451,10 +505,22 @@ impl Model {
             let mut result = target.clone();
             let mut pasted = Vec::new();
             for rect in &plan.targets {
-                paste(&mut result, rect, source_pixels, (sx0, sy0, sx1, sy1), config.blend_width, &mut pasted);
+                paste(
+                    &mut result,
+                    rect,
+                    source_pixels,
+                    (sx0, sy0, sx1, sy1),
+                    config.blend_width,
+                    &mut pasted,
+                );
             }
             let visible = 1.0 - plan.omitted_fraction;
-            let builtin = builtin_score(swap.to_attribute.as_deref(), &source.attributes, &pasted, visible);
+            let builtin = builtin_score(
+                swap.to_attribute.as_deref(),
+                &source.attributes,
+                &pasted,
+                visible,
+            );
             let source_key = format!("{key}#{patch_index}");
             let id = super::sample_id(&image.image_id, &source_key);
             std::fs::create_dir_all(&config.out_dir).map_err(|e| Error::io(&config.out_dir, e))?;
@@ -495,7 +561,11 @@ impl Model {
                     text: t.text.clone(),
                 })
                 .collect();
-            let scores = if pairs.is_empty() { Vec::new() } else { scorer.score_pairs(&pairs)? };
+            let scores = if pairs.is_empty() {
+                Vec::new()
+            } else {
+                scorer.score_pairs(&pairs)?
+            };
             if scores.len() != candidates.len() {
                 return Err(Error::Adapter {
                     adapter: "image_text_scorer".into(),
@@ -513,7 +583,10 @@ impl Model {
         } else {
             BUILTIN_THRESHOLD
         });
-        let mut groups: BTreeMap<(String, usize), Vec<(TextSwap, ImageSwap, Vec<(BoxXyxy, String)>)>> = BTreeMap::new();
+        let mut groups: BTreeMap<
+            (String, usize),
+            Vec<(TextSwap, ImageSwap, Vec<(BoxXyxy, String)>)>,
+        > = BTreeMap::new();
         for candidate in candidates {
             if candidate.1.score < threshold {
                 remove_quietly(&candidate.1.file);
@@ -577,11 +650,20 @@ struct ImageCache {
 }
 
 impl ImageCache {
-    fn load(&mut self, model: &Model, image_id: &str, rejected: &mut Vec<RejectedRow>) -> Option<&RgbImage> {
+    fn load(
+        &mut self,
+        model: &Model,
+        image_id: &str,
+        rejected: &mut Vec<RejectedRow>,
+    ) -> Option<&RgbImage> {
         if !self.images.contains_key(image_id) {
             let decoded = match model.image_path(image_id) {
                 None => {
-                    rejected.push(reject(image_id, "", "no image file name to fill the cutswap.image.file_name template"));
+                    rejected.push(reject(
+                        image_id,
+                        "",
+                        "no image file name to fill the cutswap.image.file_name template",
+                    ));
                     None
                 }
                 Some(path) => match read_rgb(&path) {
@@ -748,7 +830,17 @@ mod tests {
         let attributes: Vec<&str> = kept[0].attributes.iter().map(String::as_str).collect();
         assert_eq!(attributes, ["big", "red"]);
         // A threshold above their IoU keeps both.
-        assert_eq!(nms(vec![object(0.0, 0.0, 10.0, 10.0, 0.6, "a"), object(1.0, 1.0, 11.0, 11.0, 0.9, "b")], 0.7).len(), 2);
+        assert_eq!(
+            nms(
+                vec![
+                    object(0.0, 0.0, 10.0, 10.0, 0.6, "a"),
+                    object(1.0, 1.0, 11.0, 11.0, 0.9, "b")
+                ],
+                0.7
+            )
+            .len(),
+            2
+        );
     }
 
     #[test]

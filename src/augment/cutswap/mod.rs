@@ -247,16 +247,10 @@ pub fn fit(images: &[ImageAnnotations], config: &Config) -> Result<Model> {
             }
         }
     }
-    model
-        .attributes
-        .retain_frequent(config.min_attribute_count);
+    model.attributes.retain_frequent(config.min_attribute_count);
     for ((lemma, image_id), boxes) in raw_boxes {
         let kept = image::nms(boxes, config.image.nms_iou);
-        model
-            .boxes
-            .entry(lemma)
-            .or_default()
-            .insert(image_id, kept);
+        model.boxes.entry(lemma).or_default().insert(image_id, kept);
     }
 
     let table = word_vectors(&sorted, config)?;
@@ -285,7 +279,12 @@ fn labelled_boxes(image: &ImageAnnotations) -> Vec<(&str, BoxXyxy, f64, &[String
     for graph in &image.scene_graphs {
         for object in &graph.objects {
             for name in &object.names {
-                out.push((name.as_str(), object.bbox, 1.0, object.attributes.as_slice()));
+                out.push((
+                    name.as_str(),
+                    object.bbox,
+                    1.0,
+                    object.attributes.as_slice(),
+                ));
             }
         }
     }
@@ -471,8 +470,13 @@ impl Model {
             return (boxes, labels);
         }
         for mention in &read.mentions {
-            let swapped = mention.lemma == swap.from_lemma && swap.replaced.end == read.tokens[mention.object.end - 1].span.end;
-            let label = if swapped { &swap.to_object } else { &mention.lemma };
+            let swapped = mention.lemma == swap.from_lemma
+                && swap.replaced.end == read.tokens[mention.object.end - 1].span.end;
+            let label = if swapped {
+                &swap.to_object
+            } else {
+                &mention.lemma
+            };
             for b in self.object_boxes(&mention.lemma, &image.image_id) {
                 boxes.push(b.bbox);
                 labels.push(label.clone());
@@ -481,7 +485,12 @@ impl Model {
         (boxes, labels)
     }
 
-    fn sample_row(&self, image: &ImageAnnotations, swap: &TextSwap, parts: SampleParts) -> SampleRow {
+    fn sample_row(
+        &self,
+        image: &ImageAnnotations,
+        swap: &TextSwap,
+        parts: SampleParts,
+    ) -> SampleRow {
         let distinct = distinct_boxes(&parts.boxes);
         let coverage = image
             .size()

@@ -34,7 +34,10 @@ const COLOURS: [(&str, [f64; 3]); 13] = [
 
 /// The sRGB prototype of a basic colour term.
 pub fn colour_prototype(term: &str) -> Option<[f64; 3]> {
-    COLOURS.iter().find(|(n, _)| *n == term).map(|(_, rgb)| *rgb)
+    COLOURS
+        .iter()
+        .find(|(n, _)| *n == term)
+        .map(|(_, rgb)| *rgb)
 }
 
 /// The basic colour term nearest to a pixel (`grey` reads as `gray`).
@@ -72,8 +75,14 @@ pub fn builtin_score(
         Some(a) if source_attributes.contains(a) => (Some(1.0), Some("described")),
         Some(a) if colour_prototype(a).is_some() => {
             let term = if a == "grey" { "gray" } else { a };
-            let matching = pasted.iter().filter(|p| nearest_colour(**p) == term).count();
-            (Some(matching as f64 / pasted.len().max(1) as f64), Some("colour"))
+            let matching = pasted
+                .iter()
+                .filter(|p| nearest_colour(**p) == term)
+                .count();
+            (
+                Some(matching as f64 / pasted.len().max(1) as f64),
+                Some("colour"),
+            )
         }
         Some(_) => (Some(0.0), Some("unsupported")),
     };
@@ -100,7 +109,10 @@ mod tests {
         assert!((s.value - 0.875).abs() < 1e-12);
         // A described attribute agrees fully; no attribute scores visibility only.
         let described: BTreeSet<String> = ["young".to_string()].into_iter().collect();
-        assert_eq!(builtin_score(Some("young"), &described, &pixels, 0.8).value, 0.9);
+        assert_eq!(
+            builtin_score(Some("young"), &described, &pixels, 0.8).value,
+            0.9
+        );
         assert_eq!(builtin_score(None, &none, &pixels, 0.8).value, 0.8);
         assert_eq!(builtin_score(Some("young"), &none, &pixels, 1.0).value, 0.5);
         assert_eq!(nearest_colour([125, 128, 131]), "gray");

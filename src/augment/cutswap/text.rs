@@ -132,8 +132,8 @@ impl Model {
     ) -> Option<TextSwap> {
         let tokens = &read.tokens;
         let from_object = join_norms(&tokens[mention.object.clone()]);
-        let place_attribute =
-            !mention.attributes.is_empty() || (self.config.insert_attribute && mention.accepts_inserted_attribute(tokens));
+        let place_attribute = !mention.attributes.is_empty()
+            || (self.config.insert_attribute && mention.accepts_inserted_attribute(tokens));
         let cluster = nearest_centre(
             &self.clusters.centres,
             &self.vectors[*self.lemma_index.get(&mention.lemma)?],
@@ -167,8 +167,10 @@ impl Model {
         }
         let (to_lemma, to_object, choices) = options.choose(rng)?;
         let to_attribute = *choices.choose(rng)?;
-        let replaced_tokens = mention.attributes.start.min(mention.object.start)..mention.object.end;
-        let replaced = tokens[replaced_tokens.start].span.start..tokens[replaced_tokens.end - 1].span.end;
+        let replaced_tokens =
+            mention.attributes.start.min(mention.object.start)..mention.object.end;
+        let replaced =
+            tokens[replaced_tokens.start].span.start..tokens[replaced_tokens.end - 1].span.end;
         let source = &read.row.text;
         let mut words: Vec<&str> = to_attribute.into_iter().collect();
         words.extend(to_object.split(' '));
@@ -226,9 +228,7 @@ impl Model {
         match number {
             Number::Singular if !tantum => Some(lemma.to_string()),
             Number::Plural if tantum => Some(lemma.to_string()),
-            Number::Plural if self.config.inflect_plurals => {
-                Some(super::number::pluralize(lemma))
-            }
+            Number::Plural if self.config.inflect_plurals => Some(super::number::pluralize(lemma)),
             _ => None,
         }
     }

@@ -120,7 +120,10 @@ impl SurfaceForms {
 
     /// Every form seen, both numbers.
     pub fn all(&self) -> impl Iterator<Item = &str> {
-        self.singular.keys().chain(self.plural.keys()).map(String::as_str)
+        self.singular
+            .keys()
+            .chain(self.plural.keys())
+            .map(String::as_str)
     }
 }
 
@@ -170,14 +173,23 @@ mod tests {
 
     #[test]
     fn class_names_become_lemmas() {
-        let v = ObjectVocabulary::from_class_names(["Trees", "tree", "bus", "Traffic  Light", "shorts"]);
+        let v = ObjectVocabulary::from_class_names([
+            "Trees",
+            "tree",
+            "bus",
+            "Traffic  Light",
+            "shorts",
+        ]);
         let lemmas: Vec<&str> = v.lemmas().collect();
         assert_eq!(lemmas, ["bus", "shorts", "traffic light", "tree"]);
         assert_eq!(v.max_words(), 2);
         assert_eq!(v.lookup("trees"), Some(("tree", Number::Plural)));
         assert_eq!(v.lookup("buses"), Some(("bus", Number::Plural)));
         assert_eq!(v.lookup("bus"), Some(("bus", Number::Singular)));
-        assert_eq!(v.lookup("traffic lights"), Some(("traffic light", Number::Plural)));
+        assert_eq!(
+            v.lookup("traffic lights"),
+            Some(("traffic light", Number::Plural))
+        );
         assert_eq!(v.lookup("shorts"), Some(("shorts", Number::Plural)));
         assert_eq!(v.lookup("dog"), None);
     }

@@ -219,7 +219,7 @@ fn text_swaps_change_one_object_with_number_agreement() {
             assert_eq!(sample.text, swap.text);
             assert_eq!(
                 sample.provenance.source_caption_ids,
-                [swap.caption_id.clone()]
+                std::slice::from_ref(&swap.caption_id)
             );
             assert_eq!(sample.control_boxes.len(), sample.control_labels.len());
             assert!(sample.coverage > 0.0 && sample.coverage <= 100.0);
@@ -281,9 +281,10 @@ fn object_clusters_equal_scikit_learn() {
 
     let distances = cosine_distances(model.lemma_vectors()).unwrap();
     let theirs = oracle["distances"].as_array().unwrap();
-    for i in 0..n {
-        for j in 0..n {
-            let d = theirs[i][j].as_f64().unwrap();
+    assert_eq!(theirs.len(), n);
+    for (i, row) in theirs.iter().enumerate() {
+        for (j, d) in row.as_array().unwrap().iter().enumerate() {
+            let d = d.as_f64().unwrap();
             assert!((distances.get(i, j) - d).abs() < 1e-12, "distance {i},{j}");
         }
     }
@@ -396,7 +397,7 @@ fn image_swaps_cover_the_replaced_box_and_spare_other_objects() {
                     .nth(word)
                     .map(str::to_lowercase)
                     .as_deref(),
-                from_object.split(' ').last()
+                from_object.split(' ').next_back()
             );
             let grounded: Vec<&BoxXyxy> = image
                 .groundings

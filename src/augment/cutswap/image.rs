@@ -172,6 +172,13 @@ pub struct ImageSwap {
     pub builtin: BuiltinScore,
 }
 
+/// A swapped pair waiting for re-ranking, with its control boxes and labels.
+struct Candidate {
+    swap: TextSwap,
+    image: ImageSwap,
+    boxes: Vec<(BoxXyxy, String)>,
+}
+
 /// The geometry of one text swap's image swap, before any patch is chosen.
 struct Plan {
     /// Replaced boxes as pixel rectangles, each with its mask of pasted pixels.
@@ -260,7 +267,7 @@ impl Model {
             return Ok((Vec::new(), rejected));
         }
         let mut pixels = ImageCache::default();
-        let mut candidates: Vec<(TextSwap, ImageSwap, Vec<(BoxXyxy, String)>)> = Vec::new();
+        let mut candidates: Vec<Candidate> = Vec::new();
         for row in &image.captions {
             let read = self.read_caption(image, row);
             for swap in self.caption_swaps(&image.image_id, &read, seed) {
@@ -289,7 +296,11 @@ impl Model {
                             .iter()
                             .map(|b| (*b, swap.to_object.clone())),
                     );
-                    candidates.push((swap.clone(), swapped, others));
+                    candidates.push(Candidate {
+                        swap: swap.clone(),
+                        image: swapped,
+                        boxes: others,
+                    });
                 }
             }
         }
@@ -548,7 +559,7 @@ impl Model {
     fn rerank(
         &self,
         image: &ImageAnnotations,
-        mut candidates: Vec<(TextSwap, ImageSwap, Vec<(BoxXyxy, String)>)>,
+        mut candidates: Vec<Candidate>,
         seed: u64,
         scorer: Option<&dyn ImageTextScorer>,
     ) -> Result<Vec<SampleRow>> {
@@ -556,9 +567,9 @@ impl Model {
         if let Some(scorer) = scorer {
             let pairs: Vec<ImageText> = candidates
                 .iter()
-                .map(|(t, i, _)| ImageText {
-                    image: i.file.clone(),
-                    text: t.text.clone(),
+                .map(|c| ImageText {
+                    image: c.image.file.clone(),
+                    text: c.swap.text.clone(),
                 })
                 .collect();
             let scores = if pairs.is_empty() {
@@ -573,9 +584,9 @@ impl Model {
                     reason: format!("{} scores for {} pairs", scores.len(), candidates.len()),
                 });
             }
-            for ((_, swap, _), score) in candidates.iter_mut().zip(scores) {
-                swap.score = score;
-                swap.scorer = "external".into();
+            for (candidate, score) in candidates.iter_mut().zip(scores) {
+                candidate.image.score = score;
+                candidate.image.scorer = "external".into();
             }
         }
         let threshold = config.threshold.unwrap_or(if scorer.is_some() {
@@ -583,23 +594,25 @@ impl Model {
         } else {
             BUILTIN_THRESHOLD
         });
-        let mut groups: BTreeMap<
-            (String, usize),
-            Vec<(TextSwap, ImageSwap, Vec<(BoxXyxy, String)>)>,
-        > = BTreeMap::new();
+        let mut groups: BTreeMap<(String, usize), Vec<Candidate>> = BTreeMap::new();
         for candidate in candidates {
-            if candidate.1.score < threshold {
-                remove_quietly(&candidate.1.file);
+            if candidate.image.score < threshold {
+                remove_quietly(&candidate.image.file);
                 continue;
             }
-            let key = (candidate.0.caption_id.clone(), candidate.0.index);
+            let key = (candidate.swap.caption_id.clone(), candidate.swap.index);
             groups.entry(key).or_default().push(candidate);
         }
         let mut rows = Vec::new();
         for (_, mut group) in groups {
             // Best first; equal scores keep the draw order (stable sort).
-            group.sort_by(|a, b| b.1.score.total_cmp(&a.1.score));
-            for (rank, (swap, swapped, boxes)) in group.into_iter().enumerate() {
+            group.sort_by(|a, b| b.image.score.total_cmp(&a.image.score));
+            for (rank, candidate) in group.into_iter().enumerate() {
+                let Candidate {
+                    swap,
+                    image: swapped,
+                    boxes,
+                } = candidate;
                 if rank >= config.keep_top {
                     remove_quietly(&swapped.file);
                     continue;
@@ -730,9 +743,9 @@ fn paste(
             let patch = bilinear(source, sx, sy, (sx0, sy0, sx1, sy1));
             let alpha = (f64::from(distance[at]) / feather).min(1.0);
             let pixel = out.get_pixel_mut(rect.x0 + i, rect.y0 + j);
-            for c in 0..3 {
-                let blended = alpha * patch[c] + (1.0 - alpha) * f64::from(pixel.0[c]);
-                pixel.0[c] = blended.round().clamp(0.0, 255.0) as u8;
+            for (channel, value) in pixel.0.iter_mut().zip(patch) {
+                let blended = alpha * value + (1.0 - alpha) * f64::from(*channel);
+                *channel = blended.round().clamp(0.0, 255.0) as u8;
             }
             if alpha >= 1.0 {
                 pasted.push(pixel.0);

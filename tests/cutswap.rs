@@ -486,3 +486,40 @@ fn image_swaps_cover_the_replaced_box_and_spare_other_objects() {
         "only {interiors} swaps show the middle of their patch"
     );
 }
+
+#[test]
+fn unreadable_images_are_rejected_records() {
+    let images = sample_images();
+    let dir = tempfile::tempdir().unwrap();
+    let image_dir = dir.path().join("images");
+    std::fs::create_dir(&image_dir).unwrap();
+    // Every image file exists but is not a PNG.
+    for image in &images {
+        std::fs::write(
+            image_dir.join(format!("{}.png", image.image_id)),
+            b"not a png",
+        )
+        .unwrap();
+    }
+    let mut config = config();
+    config.image.images_dir = Some(image_dir.clone());
+    config.image.file_name = "{image_id}.png".into();
+    config.image.out_dir = dir.path().join("out");
+    let model = fit(&images, &config).expect("fit");
+    let mut rejected_total = 0;
+    for image in &images {
+        let (samples, rejected) = model.image_samples(image, 11, None).expect("no error");
+        assert!(samples.is_empty());
+        for r in &rejected {
+            assert_eq!(r.format, "cutswap-image");
+            assert!(r.source_file.ends_with(".png"), "{r:?}");
+            assert!(r.record.starts_with("image "), "{r:?}");
+            assert!(
+                r.reason.contains("decode") || r.reason.contains("read"),
+                "{r:?}"
+            );
+        }
+        rejected_total += rejected.len();
+    }
+    assert!(rejected_total > 0);
+}

@@ -7,6 +7,7 @@
 
 pub mod control;
 pub mod relatedness;
+pub mod cutswap;
 
 use crate::ingest::Row;
 use crate::schema::{

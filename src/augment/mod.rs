@@ -5,6 +5,7 @@
 //! filtering, export and training treat all methods alike. Randomness comes from
 //! (global seed, image key, stage) only; see [`crate::amr::sample::predicate_rng`].
 
+pub mod clid;
 pub mod control;
 pub mod detections;
 

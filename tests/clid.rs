@@ -84,9 +84,8 @@ fn contains_phrase(haystack: &[String], phrase: &[String]) -> bool {
 /// text and left to the provenance check.
 fn check_boxes(sample: &SampleRow, graph: &SceneGraphRow) {
     let text = words(&sample.text);
-    let name_of = |o: &capflow::schema::SceneObject| {
-        words(o.names.first().map_or("object", String::as_str))
-    };
+    let name_of =
+        |o: &capflow::schema::SceneObject| words(o.names.first().map_or("object", String::as_str));
     let controls: Vec<&capflow::schema::SceneObject> = graph
         .objects
         .iter()
@@ -136,7 +135,8 @@ fn check_boxes(sample: &SampleRow, graph: &SceneGraphRow) {
 /// caption template writes itself (VG has objects named `an`), or it occurs inside a predicate,
 /// an attribute or a different object name.
 fn ambiguous(graph: &SceneGraphRow, name: &[String]) -> bool {
-    name.iter().all(|w| ["a", "an", "the", "and"].contains(&w.as_str()))
+    name.iter()
+        .all(|w| ["a", "an", "the", "and"].contains(&w.as_str()))
         || graph
             .relationships
             .iter()
@@ -201,8 +201,7 @@ fn vg_fixtures_span_five_levels_and_are_longer_than_region_descriptions() {
         "VG fixtures: {} samples, mean {generated:.2} words vs {original:.2} in region \
          descriptions; levels {histogram:?}; share >= 20 words {:.1}%",
         samples.len(),
-        100.0 * samples.iter().filter(|s| s.word_count >= 20).count() as f64
-            / samples.len() as f64
+        100.0 * samples.iter().filter(|s| s.word_count >= 20).count() as f64 / samples.len() as f64
     );
     assert!(samples.len() >= 400, "{}", samples.len());
     assert!(histogram.len() >= 5, "{histogram:?}");

@@ -10,7 +10,10 @@ use capflow::schema::BoxXyxy;
 use serde_json::Value;
 
 fn expectations() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/nms_torchvision.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/nms_torchvision.json"
+    );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

@@ -331,7 +331,11 @@ fn walk(walkable: &Walkable, config: &ClidConfig, rng: &mut ChaCha8Rng) -> Vec<S
         visited[start] = true;
         explored += saliency[start];
         // Explicit stack: (object, its chosen (child, relationship) pairs, next to visit).
-        let mut stack = vec![(start, choose_children(walkable, start, config.children, rng), 0)];
+        let mut stack = vec![(
+            start,
+            choose_children(walkable, start, config.children, rng),
+            0,
+        )];
         while let Some((subject, chosen, next)) = stack.last_mut() {
             let Some(&(child, relationship)) = chosen.get(*next) else {
                 stack.pop();
@@ -406,7 +410,8 @@ fn choose_attributes(
             }
         }
         let count = rng.gen_range(0..=max_attributes.min(available.len()));
-        let mut picked: Vec<usize> = rand::seq::index::sample(rng, available.len(), count).into_vec();
+        let mut picked: Vec<usize> =
+            rand::seq::index::sample(rng, available.len(), count).into_vec();
         picked.sort_unstable();
         chosen.insert(
             step.object,
@@ -691,7 +696,11 @@ mod tests {
         for s in 0..40 {
             let mut rng = predicate_rng(1, "img", STAGE, &s.to_string());
             let caption = generate(&g, &exact(), &mut rng).unwrap();
-            assert!(expected.contains(&caption.text.as_str()), "{}", caption.text);
+            assert!(
+                expected.contains(&caption.text.as_str()),
+                "{}",
+                caption.text
+            );
             assert_eq!(caption.objects.len(), 4);
             seen.insert(caption.text);
         }
@@ -702,7 +711,11 @@ mod tests {
     fn jumps_until_the_saliency_threshold() {
         // Three unconnected objects; T_sal = 0.8 needs two or three of them.
         let g = graph(
-            vec![object(1, "a", 0.5), object(2, "b", 0.3), object(3, "c", 0.2)],
+            vec![
+                object(1, "a", 0.5),
+                object(2, "b", 0.3),
+                object(3, "c", 0.2),
+            ],
             vec![],
         );
         let config = ClidConfig {
@@ -740,17 +753,17 @@ mod tests {
         };
         let mut rng = predicate_rng(0, "img", STAGE, "0");
         let text = generate(&g, &config, &mut rng).unwrap().text;
-        assert!(
-            text == "A dog. A cat." || text == "A cat. A dog.",
-            "{text}"
-        );
+        assert!(text == "A dog. A cat." || text == "A cat. A dog.", "{text}");
     }
 
     #[test]
     fn attributes_and_articles() {
         let mut apple = object(1, "apple", 1.0);
         apple.attributes = vec!["red".into(), "Shiny".into(), "red".into(), "apple".into()];
-        let g = graph(vec![apple, object(2, "leaves", 0.0)], vec![relationship(5, 1, "has", 2)]);
+        let g = graph(
+            vec![apple, object(2, "leaves", 0.0)],
+            vec![relationship(5, 1, "has", 2)],
+        );
         let config = ClidConfig {
             max_attributes: 4,
             ..exact()
@@ -780,7 +793,10 @@ mod tests {
                 object(2, "dog", 0.0),
                 object(3, "ball", 0.0),
             ],
-            vec![relationship(1, 1, "walking", 2), relationship(2, 2, "chasing", 3)],
+            vec![
+                relationship(1, 1, "walking", 2),
+                relationship(2, 2, "chasing", 3),
+            ],
         );
         let config = ClidConfig {
             cut_last_objects: true,

@@ -119,9 +119,11 @@ pub fn nms(boxes: &[BoxXyxy], scores: &[f64], iou_threshold: f64) -> Vec<usize> 
     let n = boxes.len().min(scores.len());
     let mut order: Vec<usize> = (0..n).collect();
     // Descending and stable; NaN scores sort last.
-    order.sort_by(|&a, &b| scores[b].partial_cmp(&scores[a]).unwrap_or_else(|| {
-        scores[a].is_nan().cmp(&scores[b].is_nan())
-    }));
+    order.sort_by(|&a, &b| {
+        scores[b]
+            .partial_cmp(&scores[a])
+            .unwrap_or_else(|| scores[a].is_nan().cmp(&scores[b].is_nan()))
+    });
     let areas: Vec<f64> = boxes[..n]
         .iter()
         .map(|b| (b.x2 - b.x1) * (b.y2 - b.y1))
@@ -240,11 +242,7 @@ fn box_area(b: &BoxXyxy) -> f64 {
 /// A small English heuristic for [`MultiplicityRule::LabelNumber`]: the last word ends in `s`
 /// but not `ss`, `us` or `is`, or is one of the common irregular plurals.
 pub fn looks_plural(label: &str) -> bool {
-    let last = label
-        .split_whitespace()
-        .last()
-        .unwrap_or("")
-        .to_lowercase();
+    let last = label.split_whitespace().last().unwrap_or("").to_lowercase();
     const IRREGULAR: [&str; 8] = [
         "people", "children", "men", "women", "feet", "teeth", "mice", "geese",
     ];

@@ -8,6 +8,7 @@
 pub mod clid;
 pub mod control;
 pub mod detections;
+pub mod gbc;
 
 use crate::ingest::Row;
 use crate::schema::{

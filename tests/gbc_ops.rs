@@ -121,7 +121,7 @@ from scipy.spatial.distance import cdist
 out = []
 for pts in json.load(sys.stdin):
     m = minimum_spanning_tree(csr_matrix(cdist(pts, pts))).toarray()
-    out.append(sorted([min(i, j), max(i, j)] for i, j in zip(*np.nonzero(m))))
+    out.append(sorted([int(min(i, j)), int(max(i, j))] for i, j in zip(*np.nonzero(m))))
 print(json.dumps(out))
 "#;
     let mut child = Command::new(python)
@@ -139,7 +139,11 @@ print(json.dumps(out))
         .write_all(serde_json::to_string(&sets).unwrap().as_bytes())
         .unwrap();
     let output = child.wait_with_output().unwrap();
-    assert!(output.status.success());
+    assert!(
+        output.status.success(),
+        "scipy oracle failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let expected: Vec<Vec<(usize, usize)>> = serde_json::from_slice(&output.stdout).unwrap();
     for (points, edges) in sets.iter().zip(expected) {
         assert_eq!(euclidean_mst(points), edges, "{points:?}");

@@ -5,9 +5,12 @@
 //! filtering, export and training treat all methods alike. Randomness comes from
 //! (global seed, image key, stage) only; see [`crate::amr::sample::predicate_rng`].
 
+pub mod clid;
 pub mod control;
 pub mod relatedness;
 pub mod cutswap;
+pub mod detections;
+pub mod gbc;
 
 use crate::ingest::Row;
 use crate::schema::{

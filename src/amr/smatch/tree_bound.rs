@@ -99,6 +99,10 @@ pub(crate) struct TreeBound {
     best: f64,
     best_price: Vec<f64>,
     best_cross_price: Vec<f64>,
+    /// Scratch buffers.
+    seen: Vec<bool>,
+    fill: Vec<u32>,
+    neighbors: Vec<u16>,
     /// Step length factor, steps since the bound last went down, steps since `prepare`.
     theta: f64,
     stall: usize,
@@ -138,7 +142,8 @@ impl TreeBound {
         reset(&mut self.parent, n1, UNMAPPED);
         self.order.clear();
         // `order` doubles as the breadth-first queue; a node is seen once it has a place in it.
-        let mut seen = vec![false; n1];
+        let mut seen = std::mem::take(&mut self.seen);
+        reset(&mut seen, n1, false);
         for root in 0..n1 {
             if seen[root] {
                 continue;
@@ -159,6 +164,7 @@ impl TreeBound {
                 }
             }
         }
+        self.seen = seen;
     }
 
     fn collect_children(&mut self, n1: usize) {
@@ -172,18 +178,19 @@ impl TreeBound {
             self.child_start[i + 1] += self.child_start[i];
         }
         reset(&mut self.children, self.child_start[n1] as usize, 0);
-        let mut fill: Vec<u32> = self.child_start[..n1].to_vec();
+        self.fill.clear();
+        self.fill.extend_from_slice(&self.child_start[..n1]);
         for (k, &p) in self.parent.iter().enumerate() {
             if p != UNMAPPED {
-                self.children[fill[usize::from(p)] as usize] = k as u16;
-                fill[usize::from(p)] += 1;
+                self.children[self.fill[usize::from(p)] as usize] = k as u16;
+                self.fill[usize::from(p)] += 1;
             }
         }
     }
 
     fn collect_cross_edges(&mut self, problem: &Problem) {
         self.cross.clear();
-        let mut neighbors: Vec<u16> = Vec::new();
+        let mut neighbors = std::mem::take(&mut self.neighbors);
         for i in 0..problem.test_nodes {
             neighbors.clear();
             neighbors.extend_from_slice(problem.test_neighbors_of(i));
@@ -195,6 +202,7 @@ impl TreeBound {
                 }
             }
         }
+        self.neighbors = neighbors;
     }
 
     /// Each candidate pair's unary weight and its pairwise weights grouped by tree child or
@@ -480,9 +488,20 @@ impl TreeBound {
     /// The maximising mapping of the last evaluation made injective (first taker in
     /// breadth-first order keeps a gold node), as a test-to-gold mapping of `out.len()` test
     /// nodes; `swapped` when this bound runs on the transposed problem.
-    pub fn suggest(&self, out: &mut Vec<u16>, test_nodes: usize, gold_nodes: usize, swapped: bool) {
+    pub fn suggest(
+        &mut self,
+        out: &mut Vec<u16>,
+        test_nodes: usize,
+        gold_nodes: usize,
+        swapped: bool,
+    ) {
         reset(out, test_nodes, UNMAPPED);
-        let mut used = vec![false; if swapped { test_nodes } else { gold_nodes }];
+        let mut used = std::mem::take(&mut self.seen);
+        reset(
+            &mut used,
+            if swapped { test_nodes } else { gold_nodes },
+            false,
+        );
         for &i in &self.order {
             let i = usize::from(i);
             let j = self.gold_taken(i);
@@ -496,6 +515,7 @@ impl TreeBound {
                 out[i] = j;
             }
         }
+        self.seen = used;
     }
 
     /// Clears `allowed[cell]` (cells of this bound's problem) for every option through which no

@@ -375,14 +375,12 @@ fn restore_saved(problem: &Problem, state: &mut SearchState) {
 
 /// Changes the mapping to `target` (injective), touching only the nodes that differ.
 fn move_to(problem: &Problem, state: &mut SearchState, target: &[u16]) {
-    let n1 = problem.test_nodes;
-    for i in 0..n1 {
-        if state.mapping[i] != target[i] {
+    for (i, &j) in target.iter().enumerate().take(problem.test_nodes) {
+        if state.mapping[i] != j {
             set(problem, state, i, UNMAPPED);
         }
     }
-    for i in 0..n1 {
-        let j = target[i];
+    for (i, &j) in target.iter().enumerate().take(problem.test_nodes) {
         if state.mapping[i] != j {
             set(problem, state, i, j);
         }

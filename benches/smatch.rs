@@ -1,6 +1,7 @@
 //! Smatch on SSA-sized pairs: graphs of 5 to 25 nodes from The Little Prince AMR bank, each
 //! scored against the next such graph (different sentences, like an image's five captions) and
-//! against itself.
+//! against itself; and what SSA itself scores, every pair of one image's caption AMRs
+//! (`examples/data/amr/captions.amr`, five captions per image, 10 pairs each).
 //!
 //! `CAPFLOW_FIXTURES=/path/to/shared/fixtures cargo bench --bench smatch`; skips when the
 //! fixture is absent.
@@ -64,5 +65,53 @@ fn ssa_pairs(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, ssa_pairs);
+/// Every pair within each image of the embedded caption AMRs, as SSA's clustering scores them.
+fn caption_pairs(c: &mut Criterion) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/data/amr/captions.amr");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("skipping: {} not found", path.display());
+        return;
+    };
+    let mut images: Vec<(String, Vec<SmatchGraph>)> = Vec::new();
+    for block in parse_many(&text) {
+        let Ok(graph) = block.graph else { continue };
+        // `# ::id IMAGE.CAPTION`: captions of one image share the part before the dot.
+        let id = graph
+            .metadata
+            .iter()
+            .find(|(key, _)| key == "id")
+            .map_or("", |(_, value)| value.as_str());
+        let image = id.split('.').next().unwrap_or_default().to_owned();
+        match images.last_mut() {
+            Some((last, graphs)) if *last == image => graphs.push(SmatchGraph::new(&graph)),
+            _ => images.push((image, vec![SmatchGraph::new(&graph)])),
+        }
+    }
+    let pairs: Vec<(&SmatchGraph, &SmatchGraph)> = images
+        .iter()
+        .flat_map(|(_, graphs)| {
+            graphs
+                .iter()
+                .enumerate()
+                .flat_map(move |(a, x)| graphs[a + 1..].iter().map(move |y| (x, y)))
+        })
+        .collect();
+    let options = SmatchOptions::default();
+    let mut group = c.benchmark_group("smatch_caption_pairs_within_image");
+    group.throughput(Throughput::Elements(pairs.len() as u64));
+    group.bench_function(
+        format!("{}_images_{}_pairs", images.len(), pairs.len()),
+        |b| {
+            b.iter(|| {
+                pairs
+                    .iter()
+                    .map(|(x, y)| smatch_prepared(x, y, &options).matched)
+                    .sum::<usize>()
+            })
+        },
+    );
+    group.finish();
+}
+
+criterion_group!(benches, ssa_pairs, caption_pairs);
 criterion_main!(benches);

@@ -35,6 +35,9 @@ pub struct SmatchArgs {
     /// Branch-and-bound nodes allowed per pair to prove or improve the mapping (0: no proof).
     #[arg(long, default_value_t = SmatchOptions::default().node_budget)]
     pub node_budget: u64,
+    /// Subgradient steps per Lagrangian bound and graph side (0: no such bounds).
+    #[arg(long, default_value_t = SmatchOptions::default().bound_iterations)]
+    pub bound_iterations: usize,
     /// Decimals of P, R and F.
     #[arg(long, default_value_t = 4)]
     pub significant: usize,
@@ -60,6 +63,7 @@ pub fn run(args: SmatchArgs) -> crate::Result<()> {
         perturbation_rounds: args.perturbations,
         sideways_moves: args.sideways,
         node_budget: args.node_budget,
+        bound_iterations: args.bound_iterations,
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

@@ -38,6 +38,8 @@ pub(crate) struct Problem {
     /// `test_neighbors[test_neighbor_start[i]..test_neighbor_start[i + 1]]`.
     pub test_neighbor_start: Vec<u32>,
     pub test_neighbors: Vec<u16>,
+    /// No mapping matches more triples than the smaller graph has.
+    pub triple_bound: i64,
     /// Scratch: (pair, partner test, partner gold) before merging.
     raw_partners: Vec<(u32, u16, u16)>,
 }
@@ -47,6 +49,7 @@ impl Problem {
     pub fn build(&mut self, test: &SmatchGraph, gold: &SmatchGraph) {
         let (n1, n2) = (test.node_count(), gold.node_count());
         self.test_nodes = n1;
+        self.triple_bound = test.triple_count().min(gold.triple_count()) as i64;
         self.gold_nodes = n2;
         self.unary.clear();
         self.unary.resize(n1 * n2, 0);

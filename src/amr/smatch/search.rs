@@ -1,16 +1,24 @@
-//! Finding the best node mapping: a seeded iterated local search for a strong first answer,
-//! then depth-first branch and bound that either proves it optimal or improves it.
+//! Finding the best node mapping.
 //!
-//! The local search uses smatch's moves (remap one node, swap two) with first-improvement
-//! sweeps; each start is followed by rounds of random perturbation and re-climbing, keeping a
-//! result that is no worse. Starts are smatch's "smart" concept-match start and random ones.
+//! 1. A seeded iterated local search from smatch's "smart" concept-match start, using smatch's
+//!    moves (remap one node, swap two) with first-improvement sweeps, and rounds of random
+//!    perturbation and re-climbing that keep a result no worse than before.
+//! 2. Early in that search, and whenever it improves, the Lagrangian bounds of
+//!    [`super::tree_bound`] are tightened towards the incumbent; the search ends as soon as the
+//!    incumbent meets a bound, which proves it optimal. The bound's own mapping is also tried
+//!    as a place to climb from.
+//! 3. When the first start ends unproven: a longer try at the bounds, then depth-first branch
+//!    and bound restricted to the options the bounds' max-marginals leave, within a node budget.
+//! 4. Still unproven: random restarts of the local search.
 //!
-//! The bound charges each unmapped test node its best gold node: the unary weight, the exact
-//! pairwise weights with already-mapped nodes, and, for each not-yet-mapped neighbour later in
-//! the branching order, the largest weight it could still bring. Each pairwise weight is thus
-//! charged once, so the bound never undercuts the optimum.
+//! The branch-and-bound bound charges each unmapped test node its best gold node: the unary
+//! weight, the exact pairwise weights with already-mapped nodes, and, for each not-yet-mapped
+//! neighbour later in the branching order, the largest weight it could still bring. Each
+//! pairwise weight is thus charged once, so the bound never undercuts the optimum.
 
 use super::problem::{Problem, UNMAPPED};
+use super::tree_bound::TreeBound;
+use super::triples::SmatchGraph;
 use crate::seed::SplitMix64;
 
 /// Buffers of the search, reused from pair to pair.
@@ -20,6 +28,9 @@ pub(crate) struct SearchState {
     inverse: Vec<u16>,
     best_mapping: Vec<u16>,
     saved_mapping: Vec<u16>,
+    suggestion: Vec<u16>,
+    /// The best score when the bounds were last tightened.
+    tightened_at: Option<i64>,
     queue: std::collections::VecDeque<u16>,
     queued: Vec<bool>,
     /// `gain[i * gold_nodes + j]`: what `i -> j` earns against the current mapping.
@@ -28,14 +39,18 @@ pub(crate) struct SearchState {
     /// `adjacent[i * test_nodes + k]`: test nodes `i` and `k` share a relation.
     adjacent: Vec<bool>,
     // Branch and bound.
+    /// Options left to branch and bound after the bounds' filtering: `allowed[i * n2 + j]`,
+    /// `may_skip[i]` (whether `i` may stay unmapped), and the allowed gold nodes of each test
+    /// node, `options[option_start[i]..option_start[i + 1]]`.
+    allowed: Vec<bool>,
+    may_skip: Vec<bool>,
+    option_start: Vec<u32>,
+    options: Vec<u16>,
     order: Vec<u16>,
     position: Vec<u32>,
     static_bound: Vec<i64>,
     dynamic: Vec<i64>,
     choices: Vec<(i64, u16)>,
-    // Gilmore–Lawler bound.
-    assignment_value: Vec<f64>,
-    assignment: crate::cluster::AssignmentWorkspace,
 }
 
 /// Effort limits of one search.
@@ -46,93 +61,171 @@ pub(crate) struct Effort {
     pub perturbation_rounds: usize,
     pub sideways: usize,
     pub node_budget: u64,
+    /// Subgradient steps per Lagrangian bound (0: no Lagrangian bounds).
+    pub bound_iterations: usize,
 }
+
+/// Steps without a lower bound after which one tightening gives up (three times as many, with
+/// three times the steps, once the first start has ended unproven).
+const BOUND_PATIENCE: usize = 8;
+
+/// Idle perturbation rounds of the first start before the bounds are first tightened: enough
+/// for the incumbent to be the optimum on most pairs, so that the bound can prove it at once.
+const BOUND_AFTER: usize = 2;
 
 /// The best matched-triple count found and whether it is proven optimal.
 pub(crate) fn best_match(
     problem: &Problem,
+    bounds: &mut LagrangianBounds<'_>,
     state: &mut SearchState,
     effort: Effort,
 ) -> (i64, bool) {
-    let n1 = problem.test_nodes;
-    if n1 == 0 || problem.gold_nodes == 0 {
+    if problem.test_nodes == 0 || problem.gold_nodes == 0 {
         return (0, true);
     }
+    let mut bound = problem.triple_bound;
+    let mut rng = SplitMix64::new(effort.seed);
+    state.tightened_at = None;
+    let mut best = local_search(
+        problem,
+        state,
+        bounds,
+        &mut rng,
+        effort,
+        0..=0,
+        -1,
+        &mut bound,
+    );
+    if best >= bound {
+        return (best, true);
+    }
+    // The first start is spent: a longer try at the bound, then a proof restricted to the
+    // options the bound leaves, before any random restart.
+    let (thorough, _) = bounds.tighten(
+        best,
+        &mut state.suggestion,
+        3 * BOUND_PATIENCE,
+        3 * effort.bound_iterations,
+    );
+    bound = bound.min(thorough);
+    if best >= bound {
+        return (best, true);
+    }
+    let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
+    state.allowed.clear();
+    state.allowed.resize(n1 * n2, true);
+    state.may_skip.clear();
+    state.may_skip.resize(n1, true);
+    bounds.filter(best, &mut state.allowed, &mut state.may_skip);
+    collect_options(problem, state);
     prepare_bounds(problem, state);
-    // The bound at the root: when the local search reaches it, the search is over.
-    let root_bound: i64 = (0..n1)
-        .map(|i| {
-            problem
-                .candidates_of(i)
-                .iter()
-                .map(|&j| state.static_bound[i * problem.gold_nodes + usize::from(j)])
-                .max()
-                .unwrap_or(0)
-        })
-        .sum();
-    let root_bound = root_bound.min(gilmore_lawler_bound(problem, state));
-    // A quick climb from the concept-match start gives branch and bound its first incumbent;
-    // small pairs are usually settled there, and only unsettled ones pay for the full search.
-    let mut rng = SplitMix64::new(effort.seed);
-    let quick_effort = Effort {
-        restarts: 0,
-        perturbation_rounds: 0,
-        ..effort
-    };
-    let quick = local_search(problem, state, &mut rng, quick_effort, root_bound);
-    if quick >= root_bound {
-        return (quick, true);
-    }
-    let (bounded, proven) = branch_and_bound(problem, state, quick, root_bound, effort.node_budget);
+    let (bounded, proven) = branch_and_bound(problem, state, best, bound, effort.node_budget);
     if proven {
-        return (bounded, true);
+        return (bounded.max(best), true);
     }
-    let mut rng = SplitMix64::new(effort.seed);
-    let searched = local_search(problem, state, &mut rng, effort, root_bound);
-    (bounded.max(searched), searched >= root_bound)
+    best = best.max(bounded);
+    best = local_search(
+        problem,
+        state,
+        bounds,
+        &mut rng,
+        effort,
+        1..=effort.restarts,
+        best,
+        &mut bound,
+    );
+    (best, best >= bound)
 }
 
-/// A Gilmore–Lawler bound on the matched-triple count.
-///
-/// A mapping's score is the sum over mapped test nodes `i -> j` of the unary weight plus half of
-/// each pairwise weight it shares with a mapped neighbour `k -> l` (every relation match is
-/// charged half to each endpoint). For a fixed `i -> j`, neighbour `k` contributes at most the
-/// largest weight over its gold choices `l`, so `c(i, j)` = unary + half the sum of those maxima
-/// bounds what `i -> j` can earn whatever the rest of the mapping is. The mapping is injective, so
-/// the best assignment of the `c(i, j)` (test nodes may stay unmapped at 0) bounds the optimum.
-/// Unlike the per-node maximum, the assignment forbids two test nodes sharing one gold node,
-/// which is what keeps the bound near the optimum on unrelated graphs.
-pub(crate) fn gilmore_lawler_bound(problem: &Problem, state: &mut SearchState) -> i64 {
-    let (n1, n2) = (problem.test_nodes, problem.gold_nodes);
-    // Twice c(i, j), so that every entry is an integer.
-    state.assignment_value.clear();
-    state.assignment_value.resize(n1 * n2, 0.0);
-    for i in 0..n1 {
+fn collect_options(problem: &Problem, state: &mut SearchState) {
+    let n2 = problem.gold_nodes;
+    state.option_start.clear();
+    state.options.clear();
+    state.option_start.push(0);
+    for i in 0..problem.test_nodes {
         for &j in problem.candidates_of(i) {
-            let j = usize::from(j);
-            let mut doubled = 2 * i64::from(problem.unary_of(i, j));
-            let mut last_test = UNMAPPED;
-            let mut group_best = 0i64;
-            for partner in problem.partners_of(i, j) {
-                if partner.test != last_test {
-                    doubled += group_best;
-                    group_best = 0;
-                    last_test = partner.test;
-                }
-                group_best = group_best.max(i64::from(partner.weight));
+            if state.allowed[i * n2 + usize::from(j)] {
+                state.options.push(j);
             }
-            doubled += group_best;
-            state.assignment_value[i * n2 + j] = doubled as f64;
+        }
+        state.option_start.push(state.options.len() as u32);
+    }
+}
+
+#[inline]
+fn options_of(state: &SearchState, i: usize) -> &[u16] {
+    &state.options[state.option_start[i] as usize..state.option_start[i + 1] as usize]
+}
+
+/// The two Lagrangian bounds of one graph pair, each prepared on first use: over the test
+/// graph's spanning forest, then, when that does not prove the incumbent optimal, over the gold
+/// graph's (the same problem with the roles swapped).
+pub(crate) struct LagrangianBounds<'a> {
+    pub problem: &'a Problem,
+    pub test: &'a SmatchGraph,
+    pub gold: &'a SmatchGraph,
+    pub transposed: &'a mut Problem,
+    pub test_side: &'a mut TreeBound,
+    pub gold_side: &'a mut TreeBound,
+    /// Whether the test side and the gold side have been prepared for this pair.
+    pub prepared: (bool, bool),
+}
+
+impl LagrangianBounds<'_> {
+    /// Clears, in the test-major `allowed` and in `may_skip`, what the prepared bounds rule out
+    /// for any mapping scoring above `incumbent`.
+    pub(crate) fn filter(&mut self, incumbent: i64, allowed: &mut [bool], may_skip: &mut [bool]) {
+        if self.prepared.0 {
+            self.test_side.filter(incumbent, allowed, may_skip);
+        }
+        if self.prepared.1 {
+            let (n1, n2) = (self.problem.test_nodes, self.problem.gold_nodes);
+            let mut swapped = vec![true; n1 * n2];
+            let mut gold_may_skip = vec![true; n2];
+            self.gold_side
+                .filter(incumbent, &mut swapped, &mut gold_may_skip);
+            for i in 0..n1 {
+                for j in 0..n2 {
+                    allowed[i * n2 + j] &= swapped[j * n1 + i];
+                }
+            }
         }
     }
-    match state
-        .assignment
-        .solve(&state.assignment_value, n1, n2, true)
-    {
-        // Entries are small integers, so the total is exact; the score is an integer.
-        Ok(assignment) => (assignment.total.round() as i64).div_euclid(2),
-        // Finite non-negative entries always have an assignment; no bound means no tightening.
-        Err(_) => i64::MAX,
+
+    /// An upper bound on the score, trying for one at most `incumbent`, and whether
+    /// `suggestion` now holds the bound's own mapping made injective.
+    pub(crate) fn tighten(
+        &mut self,
+        incumbent: i64,
+        suggestion: &mut Vec<u16>,
+        patience: usize,
+        iterations: usize,
+    ) -> (i64, bool) {
+        if iterations == 0 {
+            return (i64::MAX, false);
+        }
+        let (n1, n2) = (self.problem.test_nodes, self.problem.gold_nodes);
+        if !self.prepared.0 {
+            self.test_side.prepare(self.problem);
+            self.prepared.0 = true;
+        }
+        let bound = self
+            .test_side
+            .minimize(self.problem, incumbent, patience, iterations);
+        if bound <= incumbent {
+            self.test_side.suggest(suggestion, n1, n2, false);
+            return (bound, true);
+        }
+        if !self.prepared.1 {
+            self.transposed.build(self.gold, self.test);
+            self.gold_side.prepare(self.transposed);
+            self.prepared.1 = true;
+        }
+        let gold_bound = self
+            .gold_side
+            .minimize(self.transposed, incumbent, patience, iterations);
+        self.gold_side.suggest(suggestion, n1, n2, true);
+        (bound.min(gold_bound), true)
     }
 }
 
@@ -143,18 +236,26 @@ fn reset_mapping(state: &mut SearchState, n1: usize, n2: usize) {
     state.inverse.resize(n2, UNMAPPED);
 }
 
+/// Iterated local search over `starts` (0 is the concept-match start, the others random);
+/// returns the best score, at least `best`, and stops early once it reaches `upper_bound`.
+///
+/// The bounds are tightened after [`BOUND_AFTER`] idle rounds of the first start (or when it
+/// ends sooner), and again whenever the best score improves after that.
+#[allow(clippy::too_many_arguments)]
 fn local_search(
     problem: &Problem,
     state: &mut SearchState,
+    bounds: &mut LagrangianBounds<'_>,
     rng: &mut SplitMix64,
     effort: Effort,
-    upper_bound: i64,
+    starts: std::ops::RangeInclusive<usize>,
+    mut best: i64,
+    upper_bound: &mut i64,
 ) -> i64 {
     let n1 = problem.test_nodes;
     prepare_adjacency(problem, state);
-    let mut best = -1i64;
-    for start in 0..=effort.restarts {
-        if best >= upper_bound {
+    for start in starts {
+        if best >= *upper_bound {
             break;
         }
         reset_climb(problem, state);
@@ -179,7 +280,43 @@ fn local_search(
         } else {
             effort.perturbation_rounds / 2
         };
-        while idle < idle_limit && best < upper_bound {
+        loop {
+            let due = match state.tightened_at {
+                Some(at) => best > at,
+                None => idle >= BOUND_AFTER || idle >= idle_limit,
+            };
+            if due && best < *upper_bound {
+                state.tightened_at = Some(best);
+                let (tightened, suggested) = bounds.tighten(
+                    best,
+                    &mut state.suggestion,
+                    BOUND_PATIENCE,
+                    effort.bound_iterations,
+                );
+                *upper_bound = (*upper_bound).min(tightened);
+                if suggested && best < *upper_bound {
+                    // The bound's own mapping, made injective, is often a better place to climb from.
+                    state.saved_mapping.clone_from(&state.mapping);
+                    let suggestion = std::mem::take(&mut state.suggestion);
+                    move_to(problem, state, &suggestion);
+                    state.suggestion = suggestion;
+                    enqueue_all(state, n1);
+                    climb(problem, state, rng, effort.sideways);
+                    let score = state.score;
+                    if score >= current {
+                        current = score;
+                        if score > best {
+                            best = score;
+                            state.best_mapping.clone_from(&state.mapping);
+                        }
+                    } else {
+                        restore_saved(problem, state);
+                    }
+                }
+            }
+            if idle >= idle_limit || best >= *upper_bound {
+                break;
+            }
             idle += 1;
             state.saved_mapping.clone_from(&state.mapping);
             let strength = 2 + rng.below(n1.div_ceil(8).max(1));
@@ -231,14 +368,19 @@ fn reset_climb(problem: &Problem, state: &mut SearchState) {
 
 /// Goes back to the mapping saved before a perturbation, changing only the nodes that differ.
 fn restore_saved(problem: &Problem, state: &mut SearchState) {
-    let n1 = problem.test_nodes;
-    for i in 0..n1 {
-        if state.mapping[i] != state.saved_mapping[i] {
+    let saved = std::mem::take(&mut state.saved_mapping);
+    move_to(problem, state, &saved);
+    state.saved_mapping = saved;
+}
+
+/// Changes the mapping to `target` (injective), touching only the nodes that differ.
+fn move_to(problem: &Problem, state: &mut SearchState, target: &[u16]) {
+    for (i, &j) in target.iter().enumerate().take(problem.test_nodes) {
+        if state.mapping[i] != j {
             set(problem, state, i, UNMAPPED);
         }
     }
-    for i in 0..n1 {
-        let j = state.saved_mapping[i];
+    for (i, &j) in target.iter().enumerate().take(problem.test_nodes) {
         if state.mapping[i] != j {
             set(problem, state, i, j);
         }
@@ -495,13 +637,16 @@ fn prepare_bounds(problem: &Problem, state: &mut SearchState) {
     state.static_bound.clear();
     state.static_bound.resize(n1 * n2, 0);
     for i in 0..n1 {
-        for &j in problem.candidates_of(i) {
-            let j = usize::from(j);
+        for o in state.option_start[i] as usize..state.option_start[i + 1] as usize {
+            let j = usize::from(state.options[o]);
             let mut value = i64::from(problem.unary_of(i, j));
             let mut last_test = UNMAPPED;
             let mut group_best = 0i64;
             for partner in problem.partners_of(i, j) {
-                if state.position[usize::from(partner.test)] <= state.position[i] {
+                let k = usize::from(partner.test);
+                if state.position[k] <= state.position[i]
+                    || !state.allowed[k * n2 + usize::from(partner.gold)]
+                {
                     continue;
                 }
                 if partner.test != last_test {
@@ -523,8 +668,7 @@ fn branching_order(problem: &Problem, state: &mut SearchState) {
     let n1 = problem.test_nodes;
     let potential: Vec<i64> = (0..n1)
         .map(|i| {
-            problem
-                .candidates_of(i)
+            options_of(state, i)
                 .iter()
                 .map(|&j| {
                     let j = usize::from(j);
@@ -552,7 +696,7 @@ fn branching_order(problem: &Problem, state: &mut SearchState) {
         placed[next] = true;
         state.order.push(next as u16);
         state.position[next] = step as u32;
-        for &j in problem.candidates_of(next) {
+        for &j in options_of(state, next) {
             for partner in problem.partners_of(next, usize::from(j)) {
                 linked[usize::from(partner.test)] += 1;
             }
@@ -585,7 +729,7 @@ impl BranchAndBound<'_> {
         for &i in &self.state.order[depth..] {
             let i = usize::from(i);
             let mut best = 0;
-            for &j in self.problem.candidates_of(i) {
+            for &j in options_of(self.state, i) {
                 if self.state.inverse[usize::from(j)] == UNMAPPED {
                     best = best.max(self.option_value(i, j));
                 }
@@ -615,7 +759,8 @@ impl BranchAndBound<'_> {
         let i = usize::from(self.state.order[depth]);
         let rest_from = depth + 1;
         let first_choice = self.state.choices.len();
-        for &j in self.problem.candidates_of(i) {
+        for o in self.state.option_start[i] as usize..self.state.option_start[i + 1] as usize {
+            let j = self.state.options[o];
             if self.state.inverse[usize::from(j)] == UNMAPPED {
                 let value = self.option_value(i, j);
                 self.state.choices.push((value, j));
@@ -646,7 +791,7 @@ impl BranchAndBound<'_> {
             }
         }
         self.state.choices.truncate(first_choice);
-        if !self.exhausted && score + rest_bound > self.best {
+        if !self.exhausted && self.state.may_skip[i] && score + rest_bound > self.best {
             // Leaving node i unmapped.
             self.descend(rest_from, score);
         }

@@ -17,7 +17,9 @@
 //! Alignments never reach the [`Graph`] triples, so they are ignored, as the oracle does after
 //! stripping them from the text.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::amr::Graph;
 
@@ -34,8 +36,14 @@ pub(crate) struct Label {
 
 impl Label {
     fn normalized(raw: &str) -> Label {
-        let lower = raw.to_lowercase();
-        let text: Box<str> = lower.trim_end_matches('_').into();
+        // AMR labels are nearly always ASCII: lower-case them without Unicode tables.
+        let mut lower = if raw.is_ascii() {
+            raw.to_ascii_lowercase()
+        } else {
+            raw.to_lowercase()
+        };
+        lower.truncate(lower.trim_end_matches('_').len());
+        let text = lower.into_boxed_str();
         Label {
             hash: fnv1a(text.as_bytes()),
             text,
@@ -56,6 +64,30 @@ fn fnv1a(bytes: &[u8]) -> u64 {
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
     hash
+}
+
+/// FNV-1a as a [`Hasher`], for the variable index: variable names are short, and SipHash's
+/// flood resistance buys nothing on one graph's names.
+#[derive(Default)]
+struct FnvHasher(u64);
+
+impl Hasher for FnvHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325u64
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
 }
 
 /// An attribute triple `name(node, value)`, `TOP(top, top)` included.
@@ -93,7 +125,7 @@ impl SmatchGraph {
     /// Graphs with more than 65,535 nodes are not AMRs anyone writes; nodes beyond that are
     /// dropped rather than indexed (smatch would take minutes on such a graph anyway).
     pub fn new(graph: &Graph) -> SmatchGraph {
-        let mut node_index: HashMap<&str, u16> = HashMap::new();
+        let mut node_index: HashMap<&str, u16, BuildHasherDefault<FnvHasher>> = HashMap::default();
         let mut concepts = Vec::new();
         for triple in graph.triples.iter().filter(|t| t.is_instance()) {
             // smatch only makes a node of `(v / concept)`; `(v)` leaves `v` a constant.
@@ -195,7 +227,10 @@ fn smatch_triple(role: &str, source: Option<u16>, target: Option<u16>) -> Smatch
 
 /// A constant as smatch's scanner reads it after a role: spaces kept, quotes dropped with the
 /// closing one turned into `_`, then only the first whitespace-separated token.
-fn constant_as_smatch_reads_it(constant: &str) -> String {
+fn constant_as_smatch_reads_it(constant: &str) -> Cow<'_, str> {
+    if !constant.is_empty() && !constant.chars().any(|c| c == '"' || c.is_whitespace()) {
+        return Cow::Borrowed(constant);
+    }
     let mut scanned = String::with_capacity(constant.len() + 1);
     let mut in_quote = false;
     for c in constant.chars() {
@@ -208,15 +243,20 @@ fn constant_as_smatch_reads_it(constant: &str) -> String {
             scanned.push(c);
         }
     }
-    scanned
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_owned()
+    Cow::Owned(
+        scanned
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+    )
 }
 
 /// A concept as smatch's scanner reads it after `/`: spaces dropped, quotes as for constants.
-fn concept_as_smatch_reads_it(concept: &str) -> String {
+fn concept_as_smatch_reads_it(concept: &str) -> Cow<'_, str> {
+    if !concept.contains(['"', ' ']) {
+        return Cow::Borrowed(concept);
+    }
     let mut scanned = String::with_capacity(concept.len() + 1);
     let mut in_quote = false;
     for c in concept.chars() {
@@ -231,7 +271,7 @@ fn concept_as_smatch_reads_it(concept: &str) -> String {
             _ => scanned.push(c),
         }
     }
-    scanned
+    Cow::Owned(scanned)
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@ everything irregular or lexical from this file. Sections, one entry per line:
                  in -en/-wn/-rn/-ne/-ain (ridden, thrown, worn, done, lain), else the shortest
                  past form not in -ed (sat, caught, spat); a lemma with a doubled -ing and no
                  past form at all keeps its own form (cut, put, set). "=" marks a regular form.
-  [plurals]      lemma plural        noun.exc, irregular plurals of single-word nouns
+  [plurals]      lemma plural        noun.exc, irregular plurals of single-word nouns (not the
+                                     doubled "busses" variants of a regular "-es")
   [intransitive] lemma               verbs whose most frequent sense (first in index.verb)
                                      has only intransitive sentence frames ("Somebody ----s")
   [adjectives]   lemma               single words WordNet knows as adjectives that are not
@@ -140,7 +141,8 @@ def plurals(root):
     for lemma, forms in sorted(read_exceptions(root, "noun").items()):
         if not plain(lemma):
             continue
-        forms = sorted(f for f in forms if plain(f) and f != lemma)
+        # "busses", "gasses": WordNet's doubled variants of a regular -es plural.
+        forms = sorted(f for f in forms if plain(f) and f != lemma and f != lemma + lemma[-1] + "es")
         if forms:
             lines.append(f"{lemma} {forms[0]}")
     lines.append("person people")

@@ -156,6 +156,13 @@ impl Lexicon {
         if let Some(plural) = self.entry(last).and_then(|e| e.plural) {
             return Cow::Owned(format!("{head}{plural}"));
         }
+        // WordNet leaves -man → -men to morphy's rules rather than its exception list.
+        const NOT_MAN: &[&str] = &["human", "german", "shaman", "talisman", "caiman", "ottoman"];
+        if let Some(stem) = noun.strip_suffix("man") {
+            if !NOT_MAN.contains(&last) {
+                return Cow::Owned(format!("{stem}men"));
+            }
+        }
         let b = last.as_bytes();
         let n = b.len();
         let suffix = if last.ends_with("ss")
@@ -329,6 +336,8 @@ mod tests {
             ("child", "children"),
             ("man", "men"),
             ("woman", "women"),
+            ("fisherman", "fishermen"),
+            ("human", "humans"),
             ("person", "people"),
             ("knife", "knives"),
             ("foot", "feet"),

@@ -50,6 +50,8 @@ pub(super) struct Writer<'a, 'g> {
     tree: &'a Tree<'g>,
     out: &'a mut String,
     mentioned: Vec<bool>,
+    /// Each node's [`Kind`], classified once.
+    kinds: Vec<Kind<'g>>,
     depth: usize,
 }
 
@@ -67,6 +69,11 @@ impl<'a, 'g> Writer<'a, 'g> {
             tree,
             out,
             mentioned: vec![false; tree.concepts.len()],
+            kinds: tree
+                .concepts
+                .iter()
+                .map(|c| Self::classify(lex, c))
+                .collect(),
             depth: 0,
         }
     }
@@ -145,7 +152,10 @@ impl<'a, 'g> Writer<'a, 'g> {
     }
 
     fn kind(&self, n: usize) -> Kind<'g> {
-        let concept = self.concept(n);
+        self.kinds[n]
+    }
+
+    fn classify(lex: &Lexicon, concept: &'g str) -> Kind<'g> {
         match concept {
             "and" => return Kind::Coordination("and"),
             "or" => return Kind::Coordination("or"),
@@ -157,7 +167,7 @@ impl<'a, 'g> Writer<'a, 'g> {
             if let Some(prep) = words::prepositional_predicate(lemma) {
                 return Kind::PrepositionFrame(prep);
             }
-            if self.lex.is(lemma, class::ADJECTIVE) {
+            if lex.is(lemma, class::ADJECTIVE) {
                 return Kind::Adjective(lemma);
             }
             return Kind::Verb(lemma);
@@ -355,8 +365,9 @@ impl<'a, 'g> Writer<'a, 'g> {
                 };
                 let plural = self.noun_phrase_with(n, Case::Subject, options);
                 self.word(if plural { "are" } else { "is" });
-                let links: Vec<Link> = self.tree.links(n).to_vec();
-                for l in &links {
+                let tree = self.tree;
+                let links = tree.links(n);
+                for l in links {
                     if self.is_locative(l) {
                         self.modifier(l, None);
                     }
@@ -399,7 +410,8 @@ impl<'a, 'g> Writer<'a, 'g> {
                 self.clause(op, Form::Finite, None, false);
             }
         }
-        let links: Vec<Link> = self.tree.links(n).to_vec();
+        let tree = self.tree;
+        let links = tree.links(n);
         for l in links.iter().filter(|l| !l.role.starts_with("op")) {
             self.modifier(l, first_subject);
         }
@@ -495,7 +507,8 @@ impl<'a, 'g> Writer<'a, 'g> {
             self.argument(l, *f, subject);
         }
         // Modifiers: phrases in document order, subordinate clauses last.
-        let links: Vec<Link> = self.tree.links(p).to_vec();
+        let tree = self.tree;
+        let links = tree.links(p);
         let is_event = |w: &Self, l: &Link| {
             !l.inverse && l.arg().is_none() && l.node().is_some_and(|c| w.is_clausal(c))
         };
@@ -504,7 +517,7 @@ impl<'a, 'g> Writer<'a, 'g> {
                 self.modifier(l, subject);
             }
         }
-        for l in &links {
+        for l in links {
             if is_event(self, l) {
                 self.modifier(l, subject);
             }
@@ -771,7 +784,8 @@ impl<'a, 'g> Writer<'a, 'g> {
             _ => return,
         };
         self.word(prep);
-        let links: Vec<Link> = self.tree.links(c).to_vec();
+        let tree = self.tree;
+        let links = tree.links(c);
         let mut first = true;
         for l in links
             .iter()
@@ -805,8 +819,9 @@ impl<'a, 'g> Writer<'a, 'g> {
                 // "a man with a basketball"
                 self.mentioned[c] = true;
                 self.word("with");
-                let links: Vec<Link> = self.tree.links(c).to_vec();
-                for k in &links {
+                let tree = self.tree;
+                let links = tree.links(c);
+                for k in links {
                     match k.arg() {
                         Some(1) if !k.inverse => {
                             if let Some(o) = k.node() {
@@ -1039,7 +1054,8 @@ impl<'a, 'g> Writer<'a, 'g> {
             self.word(&name);
             return false;
         }
-        let links: Vec<Link> = self.tree.links(n).to_vec();
+        let tree = self.tree;
+        let links = tree.links(n);
         let role_noun = self.role_noun(n);
         let head = self.head_concept(n);
         let group = self.lex.is(head, class::GROUP);
@@ -1058,7 +1074,7 @@ impl<'a, 'g> Writer<'a, 'g> {
         if self.negated(n) {
             determiner = Some("no");
         }
-        for l in &links {
+        for l in links {
             if let (false, "mod" | "quant", Some(m)) = (l.inverse, l.role, l.node()) {
                 if let Some(d) = words::determiner(self.concept(m)) {
                     determiner = determiner.or(Some(d));
@@ -1089,7 +1105,7 @@ impl<'a, 'g> Writer<'a, 'g> {
 
         // Premodifiers: adjectives and participles, then nouns ("red soccer ball").
         let mut noun_premods: Vec<NounPremodifier> = Vec::new();
-        for l in &links {
+        for l in links {
             let Some(m) = l.node() else { continue };
             if self.mentioned[m] || !l.tree {
                 continue;
@@ -1146,7 +1162,7 @@ impl<'a, 'g> Writer<'a, 'g> {
 
         // Postmodifiers, in document order.
         let mut relatives = 0;
-        for l in &links {
+        for l in links {
             let Some(m) = l.node() else { continue };
             if self.mentioned[m] && l.tree && !l.inverse {
                 continue;
@@ -1211,8 +1227,9 @@ impl<'a, 'g> Writer<'a, 'g> {
 
     fn premodifier(&mut self, m: usize) {
         self.mentioned[m] = true;
-        let links: Vec<Link> = self.tree.links(m).to_vec();
-        for l in &links {
+        let tree = self.tree;
+        let links = tree.links(m);
+        for l in links {
             if let Some(inner) = l.node() {
                 self.premodifier(inner);
             }

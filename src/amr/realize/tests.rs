@@ -106,9 +106,9 @@ fn adjective_frames_and_copulas() {
 fn and_or_lists() {
     assert_eq!(
         realize(
-            "(r / race-02 :ARG0 (a / and :op1 (d / dog :mod (b / brown)) :op2 (d2 / dog :ARG1-of (w / white-03))) :path (g / grass))"
+            "(r / race-02 :ARG0 (a / and :op1 (d / dog :mod (b / brown)) :op2 (d2 / dog :ARG1-of (w / white-03))) :path (w2 / water))"
         ),
-        "A brown dog and a white dog race through grass ."
+        "A brown dog and a white dog race through water ."
     );
     assert_eq!(
         realize("(s / sell-01 :ARG0 (v / vendor) :ARG1 (a / and :op1 (a2 / apple) :op2 (p / pear) :op3 (p2 / plum)))"),
@@ -226,4 +226,15 @@ fn odd_graphs_still_give_a_sentence() {
     assert_eq!(Realizer::builtin().realize(&empty), "Something .");
     assert_eq!(realize("(x / ride-01)"), "Someone rides .");
     assert_eq!(realize("(d / dog :ARG0-of d)"), "A dog .");
+}
+
+#[test]
+fn documented_example() {
+    // docs/realizer.md
+    assert_eq!(
+        realize(
+            "(r / ride-01 :ARG0 (m / man :ARG0-of (w / wear-01 :ARG1 (h / hat))) :ARG1 (b / bike :poss m))"
+        ),
+        "A man wearing a hat rides his bike ."
+    );
 }

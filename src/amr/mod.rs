@@ -6,6 +6,7 @@ pub mod dot;
 pub mod graph;
 pub mod merge;
 pub mod penman;
+pub mod realize;
 pub mod sample;
 pub mod smatch;
 

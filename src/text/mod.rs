@@ -1,5 +1,6 @@
 //! Text: tokenization, lexicons, inflection, n-gram language models, word vectors.
 
+pub mod inflect;
 pub mod lm;
 pub mod ppmi;
 pub mod tokenize;

@@ -65,6 +65,21 @@ pub fn run(args: RunArgs) -> Result<()> {
         for stage in &run.stages {
             writer.stage(stage.clone());
         }
+        let dropped: Vec<String> = run
+            .dropped
+            .iter()
+            .map(|(reason, n)| format!("{n} {}", reason.as_str()))
+            .collect();
+        eprintln!(
+            "ssa: {} images, {} samples; quality filter dropped: {}",
+            run.images,
+            run.samples.len(),
+            if dropped.is_empty() {
+                "none".to_string()
+            } else {
+                dropped.join(", ")
+            }
+        );
     }
     // The sink groups rows by table (samples by their split) and writes bounded batches.
     let mut sink = DatasetSink::new(&mut writer);

@@ -13,7 +13,7 @@
 //! comes from (seed, image key, stage) only, and the samples are ordered by image (first read
 //! position) and sample index, so the dataset is byte-identical for any `-w`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,7 +29,7 @@ use super::stages::{
 };
 use super::ClusterOptions;
 use crate::amr::align::ModifierLexicon;
-use crate::augment::ssa::{EventRealizer, ExternalRealizer, SsaConfig, SsaModels};
+use crate::augment::ssa::{Drop, EventRealizer, ExternalRealizer, SsaConfig, SsaModels};
 use crate::error::{Error, Result};
 use crate::export::StageMetrics;
 use crate::ingest::Row;
@@ -58,6 +58,8 @@ pub struct SsaRun {
     pub rejected: Vec<RejectedRow>,
     pub stages: Vec<StageMetrics>,
     pub images: u64,
+    /// Sentences the quality filter dropped, by reason.
+    pub dropped: BTreeMap<Drop, u64>,
 }
 
 /// Trains or loads the corpus-level models SSA needs, from the run's rows in read order.
@@ -190,6 +192,7 @@ pub fn run_ssa(
                                 image_id: staged.image_id.clone(),
                                 samples: state.samples.clone(),
                                 rejected: state.rejected.clone(),
+                                dropped: state.dropped.clone(),
                             });
                         }
                     },
@@ -214,6 +217,7 @@ pub fn run_ssa(
     })
     .map_err(|e| Error::Config(format!("starting workers: {e}")))?;
 
+    let mut run = SsaRun::default();
     let mut per_image: Vec<(usize, Vec<SampleRow>, Vec<RejectedRow>)> = Vec::new();
     let mut stages: Vec<StageMetrics> = STAGES
         .iter()
@@ -228,7 +232,11 @@ pub fn run_ssa(
                 image_id,
                 samples,
                 rejected,
+                dropped,
             } => {
+                for (reason, n) in dropped {
+                    *run.dropped.entry(reason).or_insert(0) += n;
+                }
                 let position = image_order.get(&image_id).copied().unwrap_or(usize::MAX);
                 per_image.push((position, samples, rejected));
                 progress.inc(1);
@@ -255,11 +263,8 @@ pub fn run_ssa(
         )));
     }
     per_image.sort_by_key(|(position, _, _)| *position);
-    let mut run = SsaRun {
-        images: per_image.len() as u64,
-        stages,
-        ..Default::default()
-    };
+    run.images = per_image.len() as u64;
+    run.stages = stages;
     for (_, samples, rejected) in per_image {
         run.samples.extend(samples);
         run.rejected.extend(rejected);
@@ -277,6 +282,7 @@ enum WorkerOutput {
         image_id: String,
         samples: Vec<SampleRow>,
         rejected: Vec<RejectedRow>,
+        dropped: Vec<(Drop, u64)>,
     },
     Meters(Vec<StageMetrics>),
 }

@@ -24,7 +24,7 @@ use super::record::Staged;
 use crate::amr::align::VgAmr;
 use crate::amr::merge::MetaGraph;
 use crate::amr::sample::EventSubgraph;
-use crate::augment::ssa::{SsaConfig, SsaModels};
+use crate::augment::ssa::{Drop, SsaConfig, SsaModels};
 use crate::augment::ImageAnnotations;
 use crate::export::StageMetrics;
 use crate::schema::{QualityScore, RejectedRow, SampleRow};
@@ -39,6 +39,8 @@ pub struct SsaImage {
     pub texts: Vec<String>,
     /// Events that passed the quality filter, with their scores.
     pub kept: Vec<(usize, Vec<QualityScore>)>,
+    /// How many sentences the quality filter dropped, by reason.
+    pub dropped: Vec<(Drop, u64)>,
     pub samples: Vec<SampleRow>,
     pub rejected: Vec<RejectedRow>,
 }

@@ -24,24 +24,22 @@ pub fn quality_filter<'scope>(
             }
             let context = CaptionContext::new(&state.image.captions);
             let mut seen = HashSet::new();
-            state.kept = state
-                .events
-                .iter()
-                .zip(&state.texts)
-                .enumerate()
-                .filter_map(|(i, (event, text))| {
-                    judge(text, event, &context, &ctx.config, &ctx.models)
-                        .and_then(|scores| {
-                            if is_duplicate(text, &context, &mut seen) {
-                                Err(Drop::Duplicate)
-                            } else {
-                                Ok(scores)
-                            }
-                        })
-                        .ok()
-                        .map(|scores| (i, scores))
-                })
-                .collect();
+            let mut dropped = std::collections::BTreeMap::new();
+            for (i, (event, text)) in state.events.iter().zip(&state.texts).enumerate() {
+                let verdict =
+                    judge(text, event, &context, &ctx.config, &ctx.models).and_then(|scores| {
+                        if is_duplicate(text, &context, &mut seen) {
+                            Err(Drop::Duplicate)
+                        } else {
+                            Ok(scores)
+                        }
+                    });
+                match verdict {
+                    Ok(scores) => state.kept.push((i, scores)),
+                    Err(reason) => *dropped.entry(reason).or_insert(0u64) += 1,
+                }
+            }
+            state.dropped = dropped.into_iter().collect();
             let total = state.texts.len();
             let kept = state.kept.len();
             ((), StageCount::new(total, kept, total - kept))

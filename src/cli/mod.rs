@@ -13,6 +13,7 @@ pub mod gbc;
 pub mod ingest;
 pub mod inspect;
 pub mod progress;
+pub mod report;
 pub mod run;
 pub mod synth;
 
@@ -55,6 +56,8 @@ pub enum Command {
     Eval(eval::EvalArgs),
     /// Write a synthetic Flickr30k-Entities-like dataset (captions, boxes, AMRs, detections).
     Synth(synth::SynthArgs),
+    /// Write an HTML report with charts of a dataset (stages, methods, coverage, length, D-n).
+    Report(report::ReportArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -103,6 +106,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Cluster(cmd) => cluster::run(cmd),
         Command::Eval(args) => eval::run(args),
         Command::Synth(args) => synth::run(args),
+        Command::Report(args) => report::run(args),
     }
 }
 

@@ -84,6 +84,7 @@ fn ssa_samples_agree_with_their_text_and_groundings() {
         "realize",
         "quality-filter",
         "control-signals",
+        "mix",
         "export",
     ] {
         assert!(
@@ -291,4 +292,40 @@ fn hanging_adapter_fails_the_run_and_commits_nothing() {
     let out = tmp.path().join("out");
     let output = run(&spec, &out, 1);
     assert_failed_without_dataset(&output, &out, "no reply within");
+}
+
+#[test]
+fn random_mixing_keeps_the_asked_share_of_ssa_samples() {
+    let tmp = tempfile::tempdir().unwrap();
+    let all = tmp.path().join("all");
+    run_ok(&all, 1);
+    let spec = std::fs::read_to_string(common::repo_root().join("dataflows/ssa-flickr30k.toml"))
+        .unwrap()
+        .replace(
+            "strategy = \"all\"",
+            "strategy = \"random\"\npercent = 50\nseed = 3",
+        )
+        .replace(
+            "../examples",
+            &common::repo_root().join("examples").display().to_string(),
+        );
+    let spec_path = tmp.path().join("half.toml");
+    std::fs::write(&spec_path, spec).unwrap();
+    let half = tmp.path().join("half");
+    let output = run(&spec_path, &half, 2);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let count = |dir: &Path, method: &str| {
+        rows::<SampleRow>(dir, TableKind::Samples)
+            .iter()
+            .filter(|s| s.method == method)
+            .count()
+    };
+    let n = count(&all, "ssa");
+    // round(n / 2), halves up; every original stays.
+    assert_eq!(count(&half, "ssa"), n.div_ceil(2));
+    assert_eq!(count(&half, "original"), 100);
 }

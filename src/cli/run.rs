@@ -9,6 +9,7 @@ use crate::dataflow::{run_collect, ClusterOptions, DataflowSpec};
 use crate::error::{Error, Result};
 use crate::export::{DatasetSink, DatasetWriter, StageMetrics};
 use crate::ingest::{RecordSink, Row};
+use crate::select::mix::mix;
 
 /// Run a dataflow spec: read its inputs, run its stages on the workers, write the dataset.
 #[derive(Debug, clap::Args)]
@@ -137,6 +138,16 @@ fn run_ssa_phase(
     )?;
     let models_ms = started.elapsed().as_millis() as u64;
     let mut run = run_ssa(collected, spec.seed, config, models, cluster)?;
+    let mix_started = std::time::Instant::now();
+    let before = run.samples.len();
+    run.samples = mix(&run.samples, &spec.mix)?;
+    run.stages.push(StageMetrics {
+        name: "mix".into(),
+        rows_in: before as u64,
+        rows_out: run.samples.len() as u64,
+        rejected: 0,
+        elapsed_ms: mix_started.elapsed().as_millis() as u64,
+    });
     let captions = collected
         .rows
         .iter()

@@ -26,6 +26,7 @@ use crate::augment::ssa::SsaConfig;
 use crate::error::{Error, Result};
 use crate::ingest::Format;
 use crate::models::AdapterConfig;
+use crate::select::mix::MixConfig;
 
 /// One input of a dataflow: a format and the paths to read in it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -77,6 +78,9 @@ pub struct DataflowSpec {
     /// SSA settings; present, the run augments with SSA (METHODS.md §1).
     #[serde(default)]
     pub ssa: Option<SsaConfig>,
+    /// How augmented samples are mixed with the originals (`[mix]`, default: keep all).
+    #[serde(default)]
+    pub mix: MixConfig,
     /// External models, one table per kind (`[models.amr_to_text]`, see docs/adapters.md).
     #[serde(default)]
     pub models: ModelsSpec,
@@ -140,6 +144,7 @@ impl DataflowSpec {
                 return Err("ssa.min_nodes must be at least 1".into());
             }
         }
+        self.mix.validate().map_err(|e| format!("[mix]: {e}"))?;
         if self.output.shard_bytes == 0 {
             return Err("output.shard_bytes must be positive".into());
         }

@@ -278,7 +278,9 @@ pub fn ground(
     }
 }
 
-fn is_entity_concept(concept: &str, lexicon: &ModifierLexicon) -> bool {
+/// Whether a concept names a thing (a noun): not a predicate, an AMR construct, a constant or a
+/// modifier.
+pub fn is_entity_concept(concept: &str, lexicon: &ModifierLexicon) -> bool {
     !is_predicate(concept)
         && !AMR_CONSTRUCTS.contains(&concept)
         && !concept.starts_with('"')

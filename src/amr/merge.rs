@@ -109,7 +109,18 @@ impl WordSimilarity for ExactWords {
 }
 
 /// Which dataset's rule set to merge with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, clap::ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum RuleSet {
     /// `ssa-coco/ssa.py`: COCO Entities class groundings.

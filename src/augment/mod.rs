@@ -11,6 +11,7 @@ pub mod relatedness;
 pub mod cutswap;
 pub mod detections;
 pub mod gbc;
+pub mod ssa;
 
 use crate::ingest::Row;
 use crate::schema::{

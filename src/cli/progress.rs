@@ -48,6 +48,19 @@ pub fn bytes(label: &str, total: u64) -> ProgressBar {
     bar
 }
 
+/// A bar over a known number of items (images, batches): shows the label, position, rate and
+/// time left.
+pub fn items(label: &str, total: u64) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(total), target());
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg} [{bar:30}] {human_pos}/{human_len} ({per_sec}, {eta})")
+    {
+        bar.set_style(style);
+    }
+    bar.set_message(label.to_string());
+    bar
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,10 +2,14 @@
 
 use std::path::PathBuf;
 
+use crate::augment::ssa::{builtin_realizer, SsaConfig};
+use crate::dataflow::ssa::{build_models, run_ssa, SsaRun};
+use crate::dataflow::CollectedRun;
 use crate::dataflow::{run_collect, ClusterOptions, DataflowSpec};
 use crate::error::{Error, Result};
 use crate::export::{DatasetSink, DatasetWriter, StageMetrics};
-use crate::ingest::RecordSink;
+use crate::ingest::{RecordSink, Row};
+use crate::select::mix::mix;
 
 /// Run a dataflow spec: read its inputs, run its stages on the workers, write the dataset.
 #[derive(Debug, clap::Args)]
@@ -44,6 +48,10 @@ pub fn run(args: RunArgs) -> Result<()> {
     let shard_bytes = args.shard_bytes.unwrap_or(spec.output.shard_bytes);
 
     let collected = run_collect(&spec, &args.cluster)?;
+    let augmented = match &spec.ssa {
+        Some(config) => Some(run_ssa_phase(&spec, config, &collected, &args.cluster)?),
+        None => None,
+    };
     let export_started = std::time::Instant::now();
     let mut writer = DatasetWriter::create(&out, &spec.config_hash(), shard_bytes)?;
     if !spec.description.is_empty() {
@@ -52,14 +60,45 @@ pub fn run(args: RunArgs) -> Result<()> {
     for stage in &collected.stages {
         writer.stage(stage.clone());
     }
-    let rows_out = collected.rows.len() as u64;
+    let mut rows_out = collected.rows.len() as u64;
+    let mut augment_rejected = Vec::new();
+    if let Some(run) = &augmented {
+        for stage in &run.stages {
+            writer.stage(stage.clone());
+        }
+        let dropped: Vec<String> = run
+            .dropped
+            .iter()
+            .map(|(reason, n)| format!("{n} {}", reason.as_str()))
+            .collect();
+        eprintln!(
+            "ssa: {} images, {} samples; quality filter dropped: {}",
+            run.images,
+            run.samples.len(),
+            if dropped.is_empty() {
+                "none".to_string()
+            } else {
+                dropped.join(", ")
+            }
+        );
+    }
     // The sink groups rows by table (samples by their split) and writes bounded batches.
     let mut sink = DatasetSink::new(&mut writer);
     for keyed in collected.rows {
         sink.row(keyed.row)?;
     }
+    if let Some(run) = augmented {
+        rows_out += run.samples.len() as u64;
+        for sample in run.samples {
+            sink.row(Row::Sample(sample))?;
+        }
+        augment_rejected = run.rejected;
+    }
     sink.finish()?;
     for (_, _, rejected) in collected.rejected {
+        writer.reject(rejected)?;
+    }
+    for rejected in augment_rejected {
         writer.reject(rejected)?;
     }
     writer.stage(StageMetrics {
@@ -81,4 +120,48 @@ pub fn run(args: RunArgs) -> Result<()> {
         manifest.version,
     );
     Ok(())
+}
+
+/// Trains the corpus-level models on the read rows and runs the SSA stages.
+fn run_ssa_phase(
+    spec: &DataflowSpec,
+    config: &SsaConfig,
+    collected: &CollectedRun,
+    cluster: &ClusterOptions,
+) -> Result<SsaRun> {
+    let started = std::time::Instant::now();
+    let models = build_models(
+        config,
+        &collected.rows,
+        spec.models.amr_to_text.as_ref(),
+        builtin_realizer(),
+    )?;
+    let models_ms = started.elapsed().as_millis() as u64;
+    let mut run = run_ssa(collected, spec.seed, config, models, cluster)?;
+    let mix_started = std::time::Instant::now();
+    let before = run.samples.len();
+    run.samples = mix(&run.samples, &spec.mix)?;
+    run.stages.push(StageMetrics {
+        name: "mix".into(),
+        rows_in: before as u64,
+        rows_out: run.samples.len() as u64,
+        rejected: 0,
+        elapsed_ms: mix_started.elapsed().as_millis() as u64,
+    });
+    let captions = collected
+        .rows
+        .iter()
+        .filter(|r| matches!(r.row, Row::Caption(_)))
+        .count() as u64;
+    run.stages.insert(
+        0,
+        StageMetrics {
+            name: "models".into(),
+            rows_in: captions,
+            rows_out: 2,
+            rejected: 0,
+            elapsed_ms: models_ms,
+        },
+    );
+    Ok(run)
 }

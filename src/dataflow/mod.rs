@@ -8,8 +8,11 @@
 
 pub mod cluster;
 pub mod key;
+pub mod record;
 pub mod runtime;
 pub mod spec;
+pub mod ssa;
+pub mod stages;
 
 pub use cluster::ClusterOptions;
 pub use runtime::{run_collect, CollectedRun, KeyedRow, StageMetrics};

@@ -22,8 +22,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::augment::ssa::SsaConfig;
 use crate::error::{Error, Result};
 use crate::ingest::Format;
+use crate::models::AdapterConfig;
+use crate::select::mix::MixConfig;
 
 /// One input of a dataflow: a format and the paths to read in it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -72,6 +75,24 @@ pub struct DataflowSpec {
     pub inputs: Vec<InputSpec>,
     #[serde(default)]
     pub output: OutputSpec,
+    /// SSA settings; present, the run augments with SSA (METHODS.md §1).
+    #[serde(default)]
+    pub ssa: Option<SsaConfig>,
+    /// How augmented samples are mixed with the originals (`[mix]`, default: keep all).
+    #[serde(default)]
+    pub mix: MixConfig,
+    /// External models, one table per kind (`[models.amr_to_text]`, see docs/adapters.md).
+    #[serde(default)]
+    pub models: ModelsSpec,
+}
+
+/// External models of a spec; each is optional and replaces the built-in method of its kind.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelsSpec {
+    /// AMR-to-text generator used by SSA's `realize` stage instead of the built-in realizer.
+    #[serde(default)]
+    pub amr_to_text: Option<AdapterConfig>,
 }
 
 impl DataflowSpec {
@@ -83,6 +104,13 @@ impl DataflowSpec {
         let base = path.parent().unwrap_or(Path::new("."));
         for input in &mut spec.inputs {
             for p in &mut input.paths {
+                if p.is_relative() {
+                    *p = base.join(&*p);
+                }
+            }
+        }
+        if let Some(ssa) = &mut spec.ssa {
+            for p in [&mut ssa.frames, &mut ssa.vectors].into_iter().flatten() {
                 if p.is_relative() {
                     *p = base.join(&*p);
                 }
@@ -108,6 +136,15 @@ impl DataflowSpec {
                 ));
             }
         }
+        if let Some(ssa) = &self.ssa {
+            if !(0.0..=1.0).contains(&ssa.quality_threshold) {
+                return Err("ssa.quality_threshold must be in [0, 1]".into());
+            }
+            if ssa.min_nodes == 0 {
+                return Err("ssa.min_nodes must be at least 1".into());
+            }
+        }
+        self.mix.validate().map_err(|e| format!("[mix]: {e}"))?;
         if self.output.shard_bytes == 0 {
             return Err("output.shard_bytes must be positive".into());
         }

@@ -31,7 +31,7 @@ pub struct FileEntry {
 }
 
 /// Rows in, rows out, rejections and time of one stage of the run that made the dataset.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StageMetrics {
     pub name: String,
     pub rows_in: u64,

@@ -108,6 +108,9 @@ impl Default for QualityConfig {
     }
 }
 
+/// Captions of at least this many words are never judged too short.
+const SHORTEST_PLAUSIBLE_WORDS: f64 = 4.0;
+
 /// The minimum number of training captions: fewer cannot calibrate the fluency score.
 pub const MIN_TRAINING_CAPTIONS: usize = 10;
 
@@ -186,7 +189,9 @@ impl BuiltinQualityScorer {
 
         let mut lengths: Vec<f64> = captions.iter().map(|c| word_count(c) as f64).collect();
         lengths.sort_by(f64::total_cmp);
-        let short_length = quantile(&lengths, 0.02).max(1.0);
+        // Focused captions (SSA's event captions) are shorter than whole-image captions by
+        // design: only a fragment under four words is implausibly short, whatever the corpus.
+        let short_length = quantile(&lengths, 0.02).clamp(1.0, SHORTEST_PLAUSIBLE_WORDS);
         let long_length = quantile(&lengths, 0.99) * 1.5;
 
         let lm = NgramLm::train_with(captions.iter().copied(), &lm_config);

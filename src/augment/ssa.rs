@@ -1,0 +1,572 @@
+//! SSA, structured semantic augmentation (METHODS.md §1), as plain functions over one image.
+//!
+//! The dataflow runs these one stage at a time (`src/dataflow/stages/`); [`augment_image`]
+//! runs them all in a row for tests, benches and callers without timely.
+//!
+//! 1. [`align`]: parse the image's caption AMRs and ground their noun nodes in the caption's
+//!    phrase boxes (vgAMR).
+//! 2. [`merge`]: Smatch between every pair, UPGMA merge order, pairwise merge into the meta graph.
+//! 3. [`sample`]: event subgraphs of every predicate.
+//! 4. realize: a sentence per subgraph ([`EventRealizer`]: the built-in realizer or an external
+//!    AMR-to-text model).
+//! 5. [`judge`]: the quality filter (score threshold, hallucination words, noun grounding,
+//!    fully grounded, duplicates).
+//! 6. [`ssa_sample`]: the control signals (boxes, coverage, length level, word count, verbs).
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::amr::align::{
+    ground, is_entity_concept, is_predicate, strip_sense, ModifierLexicon, VgAmr,
+};
+use crate::amr::merge::{meta_graph, ExactWords, MergeContext, MetaGraph, RuleSet, WordSimilarity};
+use crate::amr::penman::{encode, parse};
+use crate::amr::sample::{event_subgraphs, EventSubgraph, SamplingConfig};
+use crate::amr::smatch::{smatch, SmatchOptions};
+use crate::amr::Graph;
+use crate::augment::control::{coverage_percent, distinct_boxes, ssa_length_level, word_count};
+use crate::augment::ImageAnnotations;
+use crate::error::{Error, Result};
+use crate::models::AmrToText;
+use crate::schema::{
+    excerpt, BoxXyxy, CaptionRow, Provenance, QualityScore, RejectedRow, SampleRow,
+};
+use crate::select::quality::QualityScorer;
+use crate::text::tokenize::{is_punctuation, tokenize};
+use crate::text::WordVectors;
+
+/// The method name written into every SSA sample.
+pub const METHOD: &str = "ssa";
+/// The method name of the dataset's own captions.
+pub const ORIGINAL: &str = "original";
+
+/// SSA settings: the `[ssa]` table of a recipe.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SsaConfig {
+    /// Merge rule set: `coco` (COCO Entities class groundings) or `flickr` (phrase chains).
+    pub rules: RuleSet,
+    /// Event subgraphs with fewer nodes are dropped.
+    pub min_nodes: usize,
+    /// PropBank frame lemmas, one per line (or frame file names); only these predicates are
+    /// sampled. Without it every predicate is.
+    pub frames: Option<PathBuf>,
+    /// Word vectors (GloVe or word2vec text). Without them vectors are trained on the run's
+    /// captions (PPMI + SVD).
+    pub vectors: Option<PathBuf>,
+    /// Samples scoring at or below this are dropped (GRUEN's 0.7 in the paper).
+    pub quality_threshold: f64,
+    /// A noun absent from the image's captions must be this similar to one of their words.
+    pub noun_similarity: f64,
+    /// A sample containing any of these words is dropped.
+    pub hallucination_words: Vec<String>,
+    /// Drop samples with a node grounded to an unknown region (the reference does).
+    pub require_fully_grounded: bool,
+    /// Keep the dataset's own captions as `original` samples beside the SSA samples.
+    pub include_originals: bool,
+    /// Smatch search settings for the merge order.
+    #[serde(skip)]
+    pub smatch: SmatchOptions,
+}
+
+impl Default for SsaConfig {
+    fn default() -> Self {
+        SsaConfig {
+            rules: RuleSet::Flickr,
+            min_nodes: 3,
+            frames: None,
+            vectors: None,
+            quality_threshold: crate::select::quality::DEFAULT_THRESHOLD,
+            noun_similarity: 0.5,
+            hallucination_words: Vec::new(),
+            require_fully_grounded: true,
+            include_originals: true,
+            smatch: SmatchOptions::default(),
+        }
+    }
+}
+
+/// Turns event subgraphs into sentences.
+///
+/// Required: [`EventRealizer::realize_batch`], one sentence per graph, in order. The realize
+/// stage calls it once per image with all of the image's subgraphs, from any worker thread. An
+/// error fails the run (no dataset is committed) and must name the realizer and the batch.
+pub trait EventRealizer: Send + Sync {
+    fn realize_batch(&self, image_id: &str, graphs: &[&Graph]) -> Result<Vec<String>>;
+}
+
+/// An external AMR-to-text model (a subprocess adapter) as the realizer: subgraphs go out as
+/// PENMAN.
+pub struct ExternalRealizer {
+    pub name: String,
+    pub model: Arc<dyn AmrToText>,
+}
+
+impl EventRealizer for ExternalRealizer {
+    fn realize_batch(&self, image_id: &str, graphs: &[&Graph]) -> Result<Vec<String>> {
+        let penman: Vec<String> = graphs.iter().map(|g| encode(g)).collect();
+        let batch = || format!("the {} graphs of image {image_id}", graphs.len());
+        let sentences = self
+            .model
+            .generate_sentences(&penman)
+            .map_err(|e| match e {
+                Error::Adapter {
+                    adapter,
+                    batch,
+                    reason,
+                } => Error::Adapter {
+                    adapter,
+                    batch: format!("{batch} (the subgraphs of image {image_id})"),
+                    reason,
+                },
+                other => Error::Adapter {
+                    adapter: self.name.clone(),
+                    batch: batch(),
+                    reason: other.to_string(),
+                },
+            })?;
+        if sentences.len() != graphs.len() {
+            return Err(Error::Adapter {
+                adapter: self.name.clone(),
+                batch: batch(),
+                reason: format!("returned {} sentences", sentences.len()),
+            });
+        }
+        Ok(sentences)
+    }
+}
+
+/// Corpus-level models SSA needs: built once per run, shared by every worker.
+pub struct SsaModels {
+    pub lexicon: &'static ModifierLexicon,
+    /// Word vectors for label and noun similarity; `None` compares words exactly.
+    pub vectors: Option<Arc<WordVectors>>,
+    pub quality: Arc<dyn QualityScorer>,
+    pub frames: Option<HashSet<String>>,
+    pub realizer: Arc<dyn EventRealizer>,
+}
+
+impl SsaModels {
+    pub fn similarity(&self) -> &dyn WordSimilarity {
+        match &self.vectors {
+            Some(v) => v.as_ref(),
+            None => &ExactWords,
+        }
+    }
+}
+
+/// The caption AMRs of one image, grounded.
+#[derive(Clone, Debug, Default)]
+pub struct Aligned {
+    pub vgamrs: Vec<VgAmr>,
+    /// AMRs that could not be used, with why.
+    pub rejected: Vec<RejectedRow>,
+}
+
+/// Stage `amr-align`: parses the image's caption AMRs and grounds their nodes (vgAMR).
+///
+/// A graph finds its caption through its `caption_id`, else its id `<image>.<k>` (caption
+/// `<image>#<k>`); it is grounded with that caption's phrases over the caption's tokens. An AMR
+/// without a caption is still used, ungrounded, over its own sentence.
+pub fn align(image: &ImageAnnotations, lexicon: &ModifierLexicon) -> Aligned {
+    let mut out = Aligned::default();
+    for row in &image.amrs {
+        let graph = match parse(&row.penman) {
+            Ok(g) => g,
+            Err(e) => {
+                out.rejected.push(RejectedRow {
+                    format: "penman".into(),
+                    source_file: String::new(),
+                    record: format!("AMR {} of image {}", row.graph_id, row.image_id),
+                    line: None,
+                    byte_offset: None,
+                    reason: format!("amr-align: {e}"),
+                    excerpt: excerpt(&row.penman),
+                });
+                continue;
+            }
+        };
+        let caption = caption_of(image, row.caption_id.as_deref(), &row.graph_id);
+        let caption_id = caption
+            .map(|c| c.caption_id.clone())
+            .or_else(|| row.caption_id.clone())
+            .unwrap_or_else(|| row.graph_id.clone());
+        let text = match caption {
+            Some(c) => c.text.as_str(),
+            None => row.sentence.as_deref().unwrap_or_default(),
+        };
+        let tokens: Vec<&str> = text.split_whitespace().collect();
+        let phrases: Vec<_> = image
+            .groundings
+            .iter()
+            .filter(|g| g.caption_id == caption_id)
+            .cloned()
+            .collect();
+        out.vgamrs
+            .push(ground(&caption_id, &graph, &tokens, &phrases, lexicon));
+    }
+    out
+}
+
+/// The caption an AMR belongs to.
+fn caption_of<'a>(
+    image: &'a ImageAnnotations,
+    caption_id: Option<&str>,
+    graph_id: &str,
+) -> Option<&'a CaptionRow> {
+    if let Some(id) = caption_id {
+        if let Some(c) = image.captions.iter().find(|c| c.caption_id == id) {
+            return Some(c);
+        }
+    }
+    let (_, k) = graph_id.rsplit_once(['.', '#'])?;
+    let index: i32 = k.parse().ok()?;
+    image.captions.iter().find(|c| c.caption_index == index)
+}
+
+/// Stage `merge`: pairwise Smatch, UPGMA order, merge into the meta graph. `None` without AMRs.
+pub fn merge(
+    vgamrs: &[VgAmr],
+    config: &SsaConfig,
+    models: &SsaModels,
+) -> Result<Option<MetaGraph>> {
+    if vgamrs.is_empty() {
+        return Ok(None);
+    }
+    let ctx = MergeContext {
+        rules: config.rules,
+        similarity: models.similarity(),
+        lexicon: models.lexicon,
+    };
+    let options = &config.smatch;
+    let f_score = |a: &Graph, b: &Graph| smatch(a, b, options).f1();
+    let (_, meta) = meta_graph(vgamrs, &f_score, &ctx)?;
+    Ok(Some(meta))
+}
+
+/// Stage `event-sample`: the event subgraphs of the meta graph.
+pub fn sample(
+    meta: &MetaGraph,
+    image_id: &str,
+    seed: u64,
+    config: &SsaConfig,
+    models: &SsaModels,
+) -> Vec<EventSubgraph> {
+    let mut sampling = SamplingConfig::new(seed, image_id);
+    sampling.frames = models.frames.as_ref();
+    sampling.min_nodes = config.min_nodes;
+    event_subgraphs(meta, &sampling)
+}
+
+/// What the quality filter knows about an image: the words of its original captions.
+#[derive(Clone, Debug, Default)]
+pub struct CaptionContext {
+    words: BTreeSet<String>,
+    normalized: HashSet<String>,
+}
+
+impl CaptionContext {
+    pub fn new(captions: &[CaptionRow]) -> Self {
+        let mut words = BTreeSet::new();
+        let mut normalized = HashSet::new();
+        for c in captions {
+            let tokens = tokenize(&c.text);
+            normalized.insert(normalize(&tokens));
+            words.extend(tokens.into_iter().filter(|t| !is_punctuation(t)));
+        }
+        CaptionContext { words, normalized }
+    }
+
+    /// Whether `noun` is one of the captions' words, in any simple inflection, or similar enough
+    /// to one of them.
+    fn grounds_noun(&self, noun: &str, models: &SsaModels, threshold: f64) -> bool {
+        let noun = noun.to_lowercase();
+        let forms = [
+            noun.clone(),
+            format!("{noun}s"),
+            format!("{noun}es"),
+            noun.strip_suffix('y')
+                .map(|s| format!("{s}ies"))
+                .unwrap_or_default(),
+        ];
+        if forms.iter().any(|f| self.words.contains(f)) {
+            return true;
+        }
+        let Some(vectors) = &models.vectors else {
+            return false;
+        };
+        self.words
+            .iter()
+            .any(|w| vectors.similarity(&noun, w) > threshold)
+    }
+}
+
+fn normalize(tokens: &[String]) -> String {
+    tokens
+        .iter()
+        .filter(|t| !is_punctuation(t))
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Why the quality filter dropped a sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Drop {
+    LowQuality,
+    Hallucination,
+    NoNoun,
+    UngroundedNoun,
+    NotFullyGrounded,
+    Duplicate,
+}
+
+impl Drop {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Drop::LowQuality => "quality score at or below the threshold",
+            Drop::Hallucination => "contains a hallucination word",
+            Drop::NoNoun => "no noun",
+            Drop::UngroundedNoun => "a noun is not in the image's captions",
+            Drop::NotFullyGrounded => "a node is grounded to an unknown region",
+            Drop::Duplicate => "duplicate sentence",
+        }
+    }
+}
+
+/// The nouns of a subgraph: its entity concepts.
+pub fn event_nouns(event: &EventSubgraph, lexicon: &ModifierLexicon) -> Vec<String> {
+    event
+        .graph
+        .instances()
+        .values()
+        .filter(|c| is_entity_concept(c, lexicon))
+        .map(|c| c.to_string())
+        .collect()
+}
+
+/// Stage `quality-filter` for one sample (duplicates are the caller's: they need the image's
+/// other samples). Returns the scores, or why the sample is dropped.
+pub fn judge(
+    text: &str,
+    event: &EventSubgraph,
+    context: &CaptionContext,
+    config: &SsaConfig,
+    models: &SsaModels,
+) -> std::result::Result<Vec<QualityScore>, Drop> {
+    if config.require_fully_grounded && event.unknown {
+        return Err(Drop::NotFullyGrounded);
+    }
+    let tokens = tokenize(text);
+    if tokens
+        .iter()
+        .any(|t| config.hallucination_words.iter().any(|h| h == t))
+    {
+        return Err(Drop::Hallucination);
+    }
+    let nouns = event_nouns(event, models.lexicon);
+    if nouns.is_empty() {
+        return Err(Drop::NoNoun);
+    }
+    if !nouns
+        .iter()
+        .all(|n| context.grounds_noun(n, models, config.noun_similarity))
+    {
+        return Err(Drop::UngroundedNoun);
+    }
+    let score = models.quality.score(&tokens);
+    if score <= config.quality_threshold {
+        return Err(Drop::LowQuality);
+    }
+    Ok(vec![QualityScore {
+        name: "builtin-quality".into(),
+        value: score,
+    }])
+}
+
+/// Whether a sentence repeats one already kept for the image (or one of its captions); records
+/// it otherwise.
+pub fn is_duplicate(text: &str, context: &CaptionContext, seen: &mut HashSet<String>) -> bool {
+    let key = normalize(&tokenize(text));
+    context.normalized.contains(&key) || !seen.insert(key)
+}
+
+/// Stage `control-signals`: the sample row of a kept SSA sentence.
+///
+/// Control boxes are the subgraph's grounded boxes; control labels name the grounded nodes (the
+/// label the sampler chose); source captions are the captions the subgraph's nodes came from.
+pub fn ssa_sample(
+    image: &ImageAnnotations,
+    meta: &MetaGraph,
+    index: usize,
+    event: &EventSubgraph,
+    text: String,
+    quality: Vec<QualityScore>,
+    seed: u64,
+) -> SampleRow {
+    let words = word_count(&text);
+    let boxes = event.boxes.clone();
+    let instances = event.graph.instances();
+    let mut labels = Vec::new();
+    let mut sources: Vec<String> = Vec::new();
+    let mut verbs = BTreeSet::new();
+    for var in &event.nodes {
+        let label = instances.get(var.as_str()).copied().unwrap_or_default();
+        if is_predicate(label) {
+            verbs.insert(strip_sense(label).to_string());
+        }
+        let Some(node) = meta.index_of(var).and_then(|i| meta.nodes.get(i)) else {
+            continue;
+        };
+        if node.grounding.as_ref().is_some_and(|g| !g.unknown) {
+            labels.push(label.to_string());
+        }
+        for origin in &node.origins {
+            if !sources.contains(&origin.caption_id) {
+                sources.push(origin.caption_id.clone());
+            }
+        }
+    }
+    sources.sort();
+    SampleRow {
+        sample_id: format!("{}:{}:{}", image.image_id, METHOD, index),
+        image_id: image.image_id.clone(),
+        split: image.split().to_string(),
+        method: METHOD.into(),
+        coverage: image
+            .size()
+            .map_or(0.0, |(w, h)| coverage_percent(&boxes, w, h)),
+        control_boxes: boxes,
+        control_labels: labels,
+        length_level: ssa_length_level(words),
+        word_count: words as i32,
+        verbs: verbs.into_iter().collect(),
+        quality,
+        provenance: Provenance {
+            source_caption_ids: sources,
+            node_ids: event.nodes.clone(),
+            subgraph: Some(encode(&event.graph)),
+            seed,
+        },
+        text,
+    }
+}
+
+/// The dataset's own captions as samples: control boxes are the boxes of the caption's grounded
+/// phrases.
+pub fn original_samples(image: &ImageAnnotations, seed: u64) -> Vec<SampleRow> {
+    image
+        .captions
+        .iter()
+        .map(|c| {
+            let phrases: Vec<_> = image
+                .groundings
+                .iter()
+                .filter(|g| g.caption_id == c.caption_id && !g.not_visual && !g.no_box)
+                .filter(|g| !g.is_scene && !g.boxes.is_empty())
+                .collect();
+            let boxes: Vec<BoxXyxy> = distinct_boxes(phrases.iter().flat_map(|g| g.boxes.iter()));
+            let words = word_count(&c.text);
+            SampleRow {
+                sample_id: format!("{}:{}:{}", image.image_id, ORIGINAL, c.caption_id),
+                image_id: image.image_id.clone(),
+                split: image.split().to_string(),
+                method: ORIGINAL.into(),
+                text: c.text.clone(),
+                coverage: image
+                    .size()
+                    .map_or(0.0, |(w, h)| coverage_percent(&boxes, w, h)),
+                control_boxes: boxes,
+                control_labels: phrases.iter().map(|g| g.phrase.clone()).collect(),
+                length_level: ssa_length_level(words),
+                word_count: words as i32,
+                verbs: Vec::new(),
+                quality: Vec::new(),
+                provenance: Provenance {
+                    source_caption_ids: vec![c.caption_id.clone()],
+                    node_ids: Vec::new(),
+                    subgraph: None,
+                    seed,
+                },
+            }
+        })
+        .collect()
+}
+
+/// Counts of one image's run through the SSA stages.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SsaCounts {
+    pub amrs: u64,
+    pub vgamrs: u64,
+    pub meta_graphs: u64,
+    pub events: u64,
+    pub realized: u64,
+    pub kept: u64,
+    pub dropped: Vec<(Drop, u64)>,
+}
+
+/// Every SSA stage on one image, in order: the image's samples (originals first when
+/// configured), what was rejected, and the counts.
+pub fn augment_image(
+    image: &ImageAnnotations,
+    seed: u64,
+    config: &SsaConfig,
+    models: &SsaModels,
+) -> Result<(Vec<SampleRow>, Vec<RejectedRow>, SsaCounts)> {
+    let mut counts = SsaCounts {
+        amrs: image.amrs.len() as u64,
+        ..Default::default()
+    };
+    let mut samples = if config.include_originals {
+        original_samples(image, seed)
+    } else {
+        Vec::new()
+    };
+    let aligned = align(image, models.lexicon);
+    counts.vgamrs = aligned.vgamrs.len() as u64;
+    let Some(meta) = merge(&aligned.vgamrs, config, models)? else {
+        return Ok((samples, aligned.rejected, counts));
+    };
+    counts.meta_graphs = 1;
+    let events = sample(&meta, &image.image_id, seed, config, models);
+    counts.events = events.len() as u64;
+    let graphs: Vec<&Graph> = events.iter().map(|e| &e.graph).collect();
+    let texts = models.realizer.realize_batch(&image.image_id, &graphs)?;
+    counts.realized = texts.len() as u64;
+    let context = CaptionContext::new(&image.captions);
+    let mut seen = HashSet::new();
+    let mut dropped = std::collections::BTreeMap::new();
+    for (index, (event, text)) in events.iter().zip(texts).enumerate() {
+        let verdict = judge(&text, event, &context, config, models).and_then(|scores| {
+            if is_duplicate(&text, &context, &mut seen) {
+                Err(Drop::Duplicate)
+            } else {
+                Ok(scores)
+            }
+        });
+        match verdict {
+            Ok(scores) => {
+                counts.kept += 1;
+                samples.push(ssa_sample(image, &meta, index, event, text, scores, seed));
+            }
+            Err(reason) => *dropped.entry(reason).or_insert(0u64) += 1,
+        }
+    }
+    counts.dropped = dropped.into_iter().collect();
+    Ok((samples, aligned.rejected, counts))
+}
+
+/// The built-in realizer ([`crate::amr::realize::Realizer`]) as the realize stage's model.
+pub fn builtin_realizer() -> Arc<dyn EventRealizer> {
+    Arc::new(BuiltinRealizer)
+}
+
+struct BuiltinRealizer;
+
+impl EventRealizer for BuiltinRealizer {
+    fn realize_batch(&self, _image_id: &str, graphs: &[&Graph]) -> Result<Vec<String>> {
+        let realizer = crate::amr::realize::Realizer::builtin();
+        Ok(graphs.iter().map(|g| realizer.realize(g)).collect())
+    }
+}

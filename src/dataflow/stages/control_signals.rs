@@ -1,0 +1,47 @@
+//! Stage `control-signals`: the sample rows of kept sentences (boxes, coverage, length level,
+//! word count, verbs) and of the original captions ([`crate::augment::ssa::ssa_sample`]).
+
+use std::sync::Arc;
+
+use super::{Images, StageContext, StageCount, StageMeter};
+use crate::augment::ssa::{original_samples, ssa_sample};
+
+pub fn control_signals<'scope>(
+    images: Images<'scope>,
+    ctx: Arc<StageContext>,
+    meter: StageMeter,
+) -> Images<'scope> {
+    images.map(move |mut staged| {
+        if ctx.failure.is_set() {
+            return staged;
+        }
+        meter.measure(|| {
+            let state = &mut staged.value;
+            if ctx.config.include_originals {
+                state.samples = original_samples(&state.image, ctx.seed);
+            }
+            let kept = std::mem::take(&mut state.kept);
+            let texts = std::mem::take(&mut state.texts);
+            let rows_in = kept.len();
+            if let Some(meta) = &state.meta {
+                for (index, scores) in kept {
+                    let text = texts[index].clone();
+                    let event = &state.events[index];
+                    state.samples.push(ssa_sample(
+                        &state.image,
+                        meta,
+                        index,
+                        event,
+                        text,
+                        scores,
+                        ctx.seed,
+                    ));
+                }
+            }
+            state.events.clear();
+            state.meta = None;
+            ((), StageCount::new(rows_in, state.samples.len(), 0))
+        });
+        staged
+    })
+}

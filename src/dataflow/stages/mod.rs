@@ -1,0 +1,131 @@
+//! The SSA stages as dataflow operators. Each file wires one stage; the work is a plain function
+//! in [`crate::augment::ssa`].
+//!
+//! Per-image state ([`SsaImage`]) moves through the stages in a differential collection keyed by
+//! image: `gather` builds it from the image's records, every later stage fills in its part.
+//! Every stage reports rows in / rows out / rejected / time to its [`StageMeter`].
+
+pub mod amr_align;
+pub mod control_signals;
+pub mod event_sample;
+pub mod gather;
+pub mod merge;
+pub mod quality_filter;
+pub mod realize;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use differential_dataflow::VecCollection;
+
+use super::record::Staged;
+use crate::amr::align::VgAmr;
+use crate::amr::merge::MetaGraph;
+use crate::amr::sample::EventSubgraph;
+use crate::augment::ssa::{Drop, SsaConfig, SsaModels};
+use crate::augment::ImageAnnotations;
+use crate::export::StageMetrics;
+use crate::schema::{QualityScore, RejectedRow, SampleRow};
+
+/// One image's SSA state.
+#[derive(Clone, Debug, Default)]
+pub struct SsaImage {
+    pub image: Arc<ImageAnnotations>,
+    pub vgamrs: Vec<VgAmr>,
+    pub meta: Option<Arc<MetaGraph>>,
+    pub events: Vec<EventSubgraph>,
+    pub texts: Vec<String>,
+    /// Events that passed the quality filter, with their scores.
+    pub kept: Vec<(usize, Vec<QualityScore>)>,
+    /// How many sentences the quality filter dropped, by reason.
+    pub dropped: Vec<(Drop, u64)>,
+    pub samples: Vec<SampleRow>,
+    pub rejected: Vec<RejectedRow>,
+}
+
+/// The per-image collection the stages pass along.
+pub type Images<'scope> = VecCollection<'scope, u64, Staged<SsaImage>, isize>;
+
+/// What every stage of one worker shares: configuration, models, meters, the run's failure slot.
+pub struct StageContext {
+    pub seed: u64,
+    pub config: SsaConfig,
+    pub models: SsaModels,
+    pub failure: Failure,
+}
+
+/// The first error of a run. A stage that fails records it and passes its image on untouched;
+/// the run then ends with the error and commits nothing.
+#[derive(Clone, Default)]
+pub struct Failure(Arc<Mutex<Option<String>>>);
+
+impl Failure {
+    pub fn set(&self, reason: String) {
+        if let Ok(mut slot) = self.0.lock() {
+            slot.get_or_insert(reason);
+        }
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.lock().map(|s| s.is_some()).unwrap_or(true)
+    }
+
+    pub fn take(&self) -> Option<String> {
+        self.0.lock().ok().and_then(|mut s| s.take())
+    }
+}
+
+/// Rows in / out / rejected and busy time of one stage on one worker.
+#[derive(Clone, Debug, Default)]
+pub struct StageMeter(Rc<RefCell<(StageMetrics, Duration)>>);
+
+impl StageMeter {
+    pub fn new(name: &str) -> Self {
+        let metrics = StageMetrics {
+            name: name.to_string(),
+            ..Default::default()
+        };
+        StageMeter(Rc::new(RefCell::new((metrics, Duration::ZERO))))
+    }
+
+    /// Runs `work` on one image and records its counts and time.
+    pub fn measure<T>(&self, work: impl FnOnce() -> (T, StageCount)) -> T {
+        let started = Instant::now();
+        let (value, count) = work();
+        let mut state = self.0.borrow_mut();
+        state.0.rows_in += count.rows_in;
+        state.0.rows_out += count.rows_out;
+        state.0.rejected += count.rejected;
+        state.1 += started.elapsed();
+        value
+    }
+
+    /// The stage's totals on this worker.
+    pub fn snapshot(&self) -> StageMetrics {
+        let state = self.0.borrow();
+        StageMetrics {
+            elapsed_ms: state.1.as_millis() as u64,
+            ..state.0.clone()
+        }
+    }
+}
+
+/// What one stage did with one image.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StageCount {
+    pub rows_in: u64,
+    pub rows_out: u64,
+    pub rejected: u64,
+}
+
+impl StageCount {
+    pub fn new(rows_in: usize, rows_out: usize, rejected: usize) -> Self {
+        StageCount {
+            rows_in: rows_in as u64,
+            rows_out: rows_out as u64,
+            rejected: rejected as u64,
+        }
+    }
+}

@@ -7,10 +7,10 @@
 
 pub mod clid;
 pub mod control;
-pub mod relatedness;
 pub mod cutswap;
 pub mod detections;
 pub mod gbc;
+pub mod relatedness;
 pub mod ssa;
 
 use crate::ingest::Row;

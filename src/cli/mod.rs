@@ -13,8 +13,8 @@ pub mod gbc;
 pub mod ingest;
 pub mod inspect;
 pub mod progress;
-pub mod report;
 pub mod relatedness;
+pub mod report;
 pub mod run;
 pub mod synth;
 

@@ -329,3 +329,133 @@ fn random_mixing_keeps_the_asked_share_of_ssa_samples() {
     assert_eq!(count(&half, "ssa"), n.div_ceil(2));
     assert_eq!(count(&half, "original"), 100);
 }
+
+/// Percent of a `w × h` image inside the union of `boxes`, by inclusion–exclusion over the
+/// distinct boxes (the intersection of boxes is a box).
+fn union_coverage(boxes: &[BoxXyxy], w: i32, h: i32) -> f64 {
+    let mut distinct: Vec<BoxXyxy> = Vec::new();
+    for b in boxes {
+        if !distinct.contains(b) {
+            distinct.push(*b);
+        }
+    }
+    assert!(
+        distinct.len() < 16,
+        "too many boxes for inclusion–exclusion"
+    );
+    let mut area = 0.0;
+    for subset in 1u32..(1 << distinct.len()) {
+        let members: Vec<&BoxXyxy> = (0..distinct.len())
+            .filter(|i| subset & (1 << i) != 0)
+            .map(|i| &distinct[i])
+            .collect();
+        let x1 = members.iter().map(|b| b.x1).fold(f64::MIN, f64::max);
+        let y1 = members.iter().map(|b| b.y1).fold(f64::MIN, f64::max);
+        let x2 = members.iter().map(|b| b.x2).fold(f64::MAX, f64::min);
+        let y2 = members.iter().map(|b| b.y2).fold(f64::MAX, f64::min);
+        let sign = if members.len() % 2 == 1 { 1.0 } else { -1.0 };
+        area += sign * (x2 - x1).max(0.0) * (y2 - y1).max(0.0);
+    }
+    100.0 * area / (w as f64 * h as f64)
+}
+
+/// `dataflows/ssa-coco.toml`: the COCO-format sample data (COCO Entities classes, COCO merge
+/// rules). Image sizes come from the captions file, captions and groundings from COCO Entities,
+/// and the AMRs must find their captions by id.
+#[test]
+fn ssa_coco_recipe_grounds_samples_in_class_detections() {
+    use capflow::schema::{AmrRow, CaptionRow};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for workers in [1, 2] {
+        let out = tmp.path().join(format!("w{workers}"));
+        let output = run(Path::new("dataflows/ssa-coco.toml"), &out, workers);
+        assert!(
+            output.status.success(),
+            "capflow run failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let manifest = read_manifest(&out).unwrap();
+        let bytes: BTreeMap<String, Vec<u8>> = manifest
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), std::fs::read(out.join(&f.path)).unwrap()))
+            .collect();
+        files.push(bytes);
+    }
+    assert!(files[0] == files[1], "-w 2 wrote other bytes than -w 1");
+    let out = tmp.path().join("w1");
+
+    // Splits as the sample data lists them.
+    let mut split_of: HashMap<String, String> = HashMap::new();
+    for split in ["train", "val", "test"] {
+        let list =
+            common::repo_root().join(format!("examples/data/flickr30k_entities/{split}.txt"));
+        for id in std::fs::read_to_string(list).unwrap().split_whitespace() {
+            split_of.insert(id.to_string(), split.to_string());
+        }
+    }
+    let sizes: HashMap<String, (i32, i32)> = rows::<ImageRow>(&out, TableKind::Images)
+        .into_iter()
+        .map(|i| (i.image_id.clone(), (i.width.unwrap(), i.height.unwrap())))
+        .collect();
+    assert_eq!(sizes.len(), 20);
+    // Only COCO Entities' captions: `tables = ["images"]` keeps the captions file's out.
+    let captions = rows::<CaptionRow>(&out, TableKind::Captions);
+    assert_eq!(captions.len(), 100);
+    let caption_ids: std::collections::HashSet<String> =
+        captions.iter().map(|c| c.caption_id.clone()).collect();
+    for amr in rows::<AmrRow>(&out, TableKind::Amrs) {
+        let id = amr.caption_id.unwrap_or_default();
+        assert!(
+            caption_ids.contains(&id),
+            "AMR {} has no caption",
+            amr.graph_id
+        );
+    }
+    let mut class_boxes: HashMap<String, Vec<BoxXyxy>> = HashMap::new();
+    for g in rows::<GroundingRow>(&out, TableKind::Groundings) {
+        class_boxes
+            .entry(g.image_id.clone())
+            .or_default()
+            .extend(g.boxes.iter().copied());
+    }
+    let samples = rows::<SampleRow>(&out, TableKind::Samples);
+    assert_eq!(
+        samples.iter().filter(|s| s.method == "original").count(),
+        100
+    );
+    let ssa: Vec<_> = samples.iter().filter(|s| s.method == "ssa").collect();
+    assert!(ssa.len() >= 30, "only {} SSA samples", ssa.len());
+    let images: std::collections::BTreeSet<&str> =
+        ssa.iter().map(|s| s.image_id.as_str()).collect();
+    assert!(
+        images.len() >= 12,
+        "SSA samples for only {} images",
+        images.len()
+    );
+    for s in &ssa {
+        assert_eq!(s.split, split_of[&s.image_id], "{}", s.sample_id);
+        // Fully grounded: every sample has boxes, and each is a class detection of its image.
+        assert!(!s.control_boxes.is_empty(), "{} has no boxes", s.sample_id);
+        for b in &s.control_boxes {
+            assert!(
+                class_boxes[&s.image_id].contains(b),
+                "{}: box {b:?} is not a detection of the image",
+                s.sample_id
+            );
+        }
+        let (w, h) = sizes[&s.image_id];
+        let expected = union_coverage(&s.control_boxes, w, h);
+        assert!(
+            (s.coverage - expected).abs() < 1e-6,
+            "{}: coverage {} vs {expected}",
+            s.sample_id,
+            s.coverage
+        );
+        assert_eq!(s.word_count as usize, words(&s.text), "{}", s.sample_id);
+        for id in &s.provenance.source_caption_ids {
+            assert!(caption_ids.contains(id), "{}: source {id}", s.sample_id);
+        }
+    }
+}

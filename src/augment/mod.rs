@@ -76,12 +76,15 @@ impl ImageAnnotations {
         }
     }
 
-    /// The image's split: the image row's, else the first caption's, else `train`.
+    /// The image's split: the image row's, else the first caption's, else `train`. A split
+    /// the reader could not tell (`unknown`, as for a COCO file named `captions.json`) counts as
+    /// none, so a caption's known split wins over it.
     pub fn split(&self) -> &str {
+        let known = |s: &&str| !s.is_empty() && *s != "unknown";
         self.image
             .as_ref()
             .map(|i| i.split.as_str())
-            .filter(|s| !s.is_empty())
+            .filter(known)
             .or_else(|| self.captions.first().map(|c| c.split.as_str()))
             .unwrap_or("train")
     }
@@ -93,5 +96,38 @@ impl ImageAnnotations {
             (Some(w), Some(h)) if w > 0 && h > 0 => Some((w as f64, h as f64)),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{CaptionRow, ImageRow};
+
+    #[test]
+    fn an_unknown_image_split_gives_way_to_the_captions() {
+        let mut image = ImageAnnotations::new("7");
+        image.push(Row::Image(ImageRow {
+            image_id: "7".into(),
+            dataset: "coco".into(),
+            split: "unknown".into(),
+            file_name: None,
+            url: None,
+            width: Some(4),
+            height: Some(3),
+        }));
+        image.push(Row::Caption(CaptionRow {
+            image_id: "7".into(),
+            caption_id: "7#0".into(),
+            dataset: "coco".into(),
+            split: "val".into(),
+            caption_index: 0,
+            text: "a dog".into(),
+        }));
+        assert_eq!(image.split(), "val");
+        if let Some(row) = image.image.as_mut() {
+            row.split = "test".into();
+        }
+        assert_eq!(image.split(), "test");
     }
 }

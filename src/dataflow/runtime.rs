@@ -20,7 +20,7 @@ use super::ClusterOptions;
 use crate::error::{Error, Result};
 pub use crate::export::StageMetrics;
 use crate::ingest::{read_input, Format, IngestCounts, RecordSink, Row};
-use crate::schema::RejectedRow;
+use crate::schema::{RejectedRow, TableKind};
 
 /// The dataflow's input handle: rows with their read position, timestamped by a round number.
 type RowInput = InputHandle<u64, CapacityContainerBuilder<Vec<KeyedRow>>>;
@@ -54,6 +54,8 @@ enum WorkerMessage {
 struct InputUnit {
     format: Format,
     path: PathBuf,
+    /// Tables whose rows are kept (`None`: all).
+    tables: Option<Vec<TableKind>>,
 }
 
 /// Feeds one unit's records into the dataflow input and reports rejections on the channel.
@@ -65,10 +67,14 @@ struct DataflowSink<'a> {
     ordinal: u64,
     counts: IngestCounts,
     rows: u64,
+    tables: Option<&'a [TableKind]>,
 }
 
 impl RecordSink for DataflowSink<'_> {
     fn row(&mut self, row: Row) -> Result<()> {
+        if self.tables.is_some_and(|t| !t.contains(&row.table())) {
+            return Ok(());
+        }
         self.input.send(KeyedRow {
             unit: self.unit,
             ordinal: self.ordinal,
@@ -110,6 +116,7 @@ pub fn run_collect(spec: &DataflowSpec, cluster: &ClusterOptions) -> Result<Coll
             input.paths.iter().map(|path| InputUnit {
                 format: input.format,
                 path: path.clone(),
+                tables: input.tables.clone(),
             })
         })
         .collect();
@@ -153,6 +160,7 @@ pub fn run_collect(spec: &DataflowSpec, cluster: &ClusterOptions) -> Result<Coll
                 ordinal: 0,
                 counts: IngestCounts::default(),
                 rows: 0,
+                tables: unit.tables.as_deref(),
             };
             let outcome = read_input(unit.format, &unit.path, &mut sink);
             let (counts, rows) = (sink.counts, sink.rows);
@@ -220,4 +228,70 @@ pub fn run_collect(spec: &DataflowSpec, cluster: &ClusterOptions) -> Result<Coll
         elapsed_ms: started.elapsed().as_millis() as u64,
     });
     Ok(run)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A spec reading `captions.json` beside it, with `extra` appended to its input.
+    fn spec(dir: &std::path::Path, extra: &str) -> DataflowSpec {
+        let path = dir.join(format!("spec{}.toml", extra.len()));
+        let text = format!(
+            "name = \"tables\"\n[[inputs]]\nformat = \"coco-captions\"\npaths = [\"captions.json\"]\n{extra}\n"
+        );
+        std::fs::write(&path, text).unwrap();
+        DataflowSpec::from_file(&path).unwrap()
+    }
+
+    #[test]
+    fn an_input_keeps_only_its_listed_tables_but_reads_every_record() {
+        let dir = tempfile::tempdir().unwrap();
+        // 2 images, 3 annotations (the last one broken): 5 records.
+        std::fs::write(
+            dir.path().join("captions.json"),
+            r#"{"images": [{"id": 1, "width": 4, "height": 3}, {"id": 2}],
+                "annotations": [{"id": 10, "image_id": 1, "caption": "a dog"},
+                                {"id": 11, "image_id": 2, "caption": "a cat"},
+                                {"id": 12, "image_id": 2}]}"#,
+        )
+        .unwrap();
+        let cluster = ClusterOptions::default();
+        let all = run_collect(&spec(dir.path(), ""), &cluster).unwrap();
+        let images_only =
+            run_collect(&spec(dir.path(), "tables = [\"images\"]"), &cluster).unwrap();
+        let tables = |run: &CollectedRun| -> Vec<TableKind> {
+            run.rows.iter().map(|r| r.row.table()).collect()
+        };
+        assert_eq!(
+            tables(&all),
+            [
+                TableKind::Images,
+                TableKind::Images,
+                TableKind::Captions,
+                TableKind::Captions
+            ]
+        );
+        assert_eq!(tables(&images_only), [TableKind::Images, TableKind::Images]);
+        for run in [&all, &images_only] {
+            assert_eq!(
+                (run.counts.read, run.counts.accepted, run.counts.rejected),
+                (5, 4, 1)
+            );
+            assert_eq!(run.rejected.len(), 1);
+        }
+    }
+
+    #[test]
+    fn an_empty_table_list_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spec.toml");
+        std::fs::write(
+            &path,
+            "name = \"t\"\n[[inputs]]\nformat = \"coco-captions\"\npaths = [\"c.json\"]\ntables = []\n",
+        )
+        .unwrap();
+        let err = DataflowSpec::from_file(&path).unwrap_err().to_string();
+        assert!(err.contains("keeps no tables"), "{err}");
+    }
 }

@@ -26,6 +26,7 @@ use crate::augment::ssa::SsaConfig;
 use crate::error::{Error, Result};
 use crate::ingest::Format;
 use crate::models::AdapterConfig;
+use crate::schema::TableKind;
 use crate::select::mix::MixConfig;
 
 /// One input of a dataflow: a format and the paths to read in it.
@@ -38,6 +39,18 @@ pub struct InputSpec {
     /// first path).
     #[serde(default)]
     pub input_subdir: Option<PathBuf>,
+    /// Only these tables' rows are kept from this input (`tables = ["images"]` takes the image
+    /// sizes of a COCO captions file whose captions come from another input); every record is
+    /// still read and accounted for. Default: every table the reader produces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables: Option<Vec<TableKind>>,
+}
+
+impl InputSpec {
+    /// Whether rows of `table` from this input enter the dataflow.
+    pub fn keeps(&self, table: TableKind) -> bool {
+        self.tables.as_ref().is_none_or(|t| t.contains(&table))
+    }
 }
 
 /// Where and how the dataset is written.
@@ -132,6 +145,12 @@ impl DataflowSpec {
             if input.paths.is_empty() {
                 return Err(format!(
                     "inputs[{i}] ({}) lists no paths",
+                    input.format.name()
+                ));
+            }
+            if input.tables.as_ref().is_some_and(Vec::is_empty) {
+                return Err(format!(
+                    "inputs[{i}] ({}) keeps no tables: leave `tables` out to keep them all",
                     input.format.name()
                 ));
             }

@@ -11,7 +11,7 @@
 use crate::error::Result;
 use crate::schema::{
     AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, RejectedRow, SampleRow,
-    SceneGraphRow,
+    SceneGraphRow, TableKind,
 };
 
 /// Counts of one reader run.
@@ -54,6 +54,20 @@ impl Row {
             Row::SceneGraph(r) => &r.image_id,
             Row::GbcGraph(r) => &r.image_id,
             Row::Sample(r) => &r.image_id,
+        }
+    }
+
+    /// The table this row belongs to.
+    pub fn table(&self) -> TableKind {
+        match self {
+            Row::Image(_) => TableKind::Images,
+            Row::Caption(_) => TableKind::Captions,
+            Row::Grounding(_) => TableKind::Groundings,
+            Row::Detection(_) => TableKind::Detections,
+            Row::Amr(_) => TableKind::Amrs,
+            Row::SceneGraph(_) => TableKind::SceneGraphs,
+            Row::GbcGraph(_) => TableKind::GbcGraphs,
+            Row::Sample(_) => TableKind::Samples,
         }
     }
 }

@@ -459,3 +459,33 @@ fn ssa_coco_recipe_grounds_samples_in_class_detections() {
         }
     }
 }
+
+/// The committed COCO-format sample files are what `examples/data/tools/coco.py` derives from
+/// the rest of the sample data.
+#[test]
+fn coco_sample_files_are_regenerated_exactly() {
+    let Some(python) = common::oracle_python() else {
+        return;
+    };
+    let root = common::repo_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let output = Command::new(python)
+        .arg(root.join("examples/data/tools/coco.py"))
+        .arg("--out")
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for name in ["captions.json", "coco_entities.json", "captions.amr"] {
+        let committed = std::fs::read(root.join("examples/data/coco").join(name)).unwrap();
+        let derived = std::fs::read(tmp.path().join(name)).unwrap();
+        assert!(
+            committed == derived,
+            "examples/data/coco/{name} is stale: rerun examples/data/tools/coco.py"
+        );
+    }
+}

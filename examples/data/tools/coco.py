@@ -31,11 +31,12 @@ detection used once), keeping that detection's annotation id; other chain boxes 
 Flickr's 1-based corners (`x1 = xmin - 1`, `x2 = xmax`) and numbered from 950001. Detections no
 chain matches are left out.
 
-Standard library only; deterministic. Run from anywhere:
+Standard library only; deterministic. Run from anywhere (`--out DIR` writes elsewhere):
 
     python3 examples/data/tools/coco.py
 """
 
+import argparse
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -233,7 +234,7 @@ def entities_json(entities):
     return "{\n" + ",\n".join(images) + "\n}\n"
 
 
-def build():
+def build(out):
     splits = read_splits()
     detections = read_detections()
     amrs = read_amrs()
@@ -305,18 +306,21 @@ def build():
                       "name": "Apache-2.0"}],
         "annotations": annotations,
     }
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "captions.json").write_text(json.dumps(captions_doc, indent=1) + "\n", encoding="utf-8")
-    (OUT / "coco_entities.json").write_text(entities_json(entities), encoding="utf-8")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "captions.json").write_text(json.dumps(captions_doc, indent=1) + "\n", encoding="utf-8")
+    (out / "coco_entities.json").write_text(entities_json(entities), encoding="utf-8")
     header = ("# capflow sample AMRs on the COCO Entities captions: one graph per caption, "
               "ISI alignments (~e.N, 0-based token index)\n\n")
-    (OUT / "captions.amr").write_text(header + "\n\n".join(amr_blocks) + "\n", encoding="utf-8")
+    (out / "captions.amr").write_text(header + "\n\n".join(amr_blocks) + "\n", encoding="utf-8")
     return len(images), len(annotations)
 
 
 def main():
-    n_images, n_captions = build()
-    print(f"wrote {n_images} images, {n_captions} captions under {OUT}")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=OUT, help="output directory")
+    out = parser.parse_args().out
+    n_images, n_captions = build(out)
+    print(f"wrote {n_images} images, {n_captions} captions under {out}")
 
 
 if __name__ == "__main__":

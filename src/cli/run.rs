@@ -71,9 +71,11 @@ pub fn run(args: RunArgs) -> Result<()> {
             .iter()
             .map(|(reason, n)| format!("{n} {}", reason.as_str()))
             .collect();
+        let seconds = run.wall.as_secs_f64();
         eprintln!(
-            "ssa: {} images, {} samples; quality filter dropped: {}",
+            "ssa: {} images in {seconds:.3} s ({:.0} images/s), {} samples; quality filter dropped: {}",
             run.images,
+            run.images as f64 / seconds.max(1e-9),
             run.samples.len(),
             if dropped.is_empty() {
                 "none".to_string()

@@ -60,6 +60,8 @@ pub struct SsaRun {
     pub images: u64,
     /// Sentences the quality filter dropped, by reason.
     pub dropped: BTreeMap<Drop, u64>,
+    /// Wall-clock time of the stages, from feeding the first record to the last image's output.
+    pub wall: std::time::Duration,
 }
 
 /// Trains or loads the corpus-level models SSA needs, from the run's rows in read order.
@@ -269,11 +271,7 @@ pub fn run_ssa(
         run.samples.extend(samples);
         run.rejected.extend(rejected);
     }
-    tracing::debug!(
-        "ssa phase: {} images in {:.2}s",
-        run.images,
-        started.elapsed().as_secs_f64()
-    );
+    run.wall = started.elapsed();
     Ok(run)
 }
 

@@ -6,6 +6,7 @@
 //! (global seed, image key, stage) only; see [`crate::amr::sample::predicate_rng`].
 
 pub mod control;
+pub mod original;
 
 use crate::ingest::Row;
 use crate::schema::{

@@ -15,6 +15,8 @@ pub mod inspect;
 pub mod progress;
 pub mod run;
 pub mod synth;
+#[cfg(feature = "train")]
+pub mod train;
 
 use clap::{Parser, Subcommand};
 
@@ -55,6 +57,9 @@ pub enum Command {
     Eval(eval::EvalArgs),
     /// Write a synthetic Flickr30k-Entities-like dataset (captions, boxes, AMRs, detections).
     Synth(synth::SynthArgs),
+    /// Train a controllable captioner on capflow datasets (feature `train`).
+    #[cfg(feature = "train")]
+    Train(train::TrainArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -103,6 +108,8 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Cluster(cmd) => cluster::run(cmd),
         Command::Eval(args) => eval::run(args),
         Command::Synth(args) => synth::run(args),
+        #[cfg(feature = "train")]
+        Command::Train(args) => train::run(args),
     }
 }
 

@@ -1,3 +1,4 @@
 //! Quality filters, mixing strategies and curriculum selection.
 
+pub mod curriculum;
 pub mod quality;

@@ -70,7 +70,13 @@ fn original_samples_come_from_captions_and_groundings() {
     // The embedded data has 100 captions of 20 images and no samples table.
     assert_eq!(samples.len(), 100);
     assert!(samples.iter().all(|s| s.method == "original"));
-    assert!(samples.iter().filter(|s| !s.control_boxes.is_empty()).count() > 80);
+    assert!(
+        samples
+            .iter()
+            .filter(|s| !s.control_boxes.is_empty())
+            .count()
+            > 80
+    );
     assert!(data.context.detections.len() >= 10);
 }
 
@@ -282,7 +288,11 @@ fn cli_trains_and_evaluates() {
         .arg(&ckpt)
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(summary["steps"], 20);
     let report = dir.path().join("eval.json");
@@ -295,7 +305,11 @@ fn cli_trains_and_evaluates() {
         .arg(&report)
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert!(summary["samples"].as_u64().unwrap() > 0);
     assert_eq!(summary["by_coverage"].as_array().unwrap().len(), 10);

@@ -145,8 +145,8 @@ fn required<'a, T>(value: &'a Option<T>, flag: &str) -> Result<&'a T> {
 }
 
 fn print_json(value: &impl serde::Serialize) -> Result<()> {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| Error::invalid("report", e.to_string()))?;
+    let text =
+        serde_json::to_string_pretty(value).map_err(|e| Error::invalid("report", e.to_string()))?;
     println!("{text}");
     Ok(())
 }
@@ -201,13 +201,21 @@ fn eval_options(selection: &EvalSelection, device: tch::Device) -> EvalOptions {
 
 fn run_compare(args: CompareArgs) -> Result<()> {
     if args.train.data.is_empty() {
-        return Err(Error::Usage("capflow train compare needs --data DIR".into()));
+        return Err(Error::Usage(
+            "capflow train compare needs --data DIR".into(),
+        ));
     }
     let out = required(&args.train.out, "--out DIR")?;
     let config = load_config(&args.train)?;
     let device = select_device(&config.device)?;
     let data = TrainingData::load(&args.train.data)?;
-    compare(&data, &config, &eval_options(&args.eval, device), out, device)?;
+    compare(
+        &data,
+        &config,
+        &eval_options(&args.eval, device),
+        out,
+        device,
+    )?;
     let path = out.join("compare.md");
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
     print!("{text}");
@@ -234,14 +242,18 @@ fn run_bench_command(args: BenchArgs) -> Result<()> {
 pub fn run_eval_model(args: EvalModelArgs) -> Result<()> {
     let device = select_device(&args.device)?;
     let data = TrainingData::load(&args.data)?;
-    let report = evaluate_checkpoint(&args.checkpoint, &data, &eval_options(&args.selection, device))?;
+    let report = evaluate_checkpoint(
+        &args.checkpoint,
+        &data,
+        &eval_options(&args.selection, device),
+    )?;
     if let Some(path) = &args.out {
         let text = serde_json::to_string_pretty(&report)
             .map_err(|e| Error::invalid("report", e.to_string()))?;
         std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
     }
-    let mut summary = serde_json::to_value(&report)
-        .map_err(|e| Error::invalid("report", e.to_string()))?;
+    let mut summary =
+        serde_json::to_value(&report).map_err(|e| Error::invalid("report", e.to_string()))?;
     if let Some(map) = summary.as_object_mut() {
         map.remove("predictions");
     }

@@ -15,7 +15,7 @@
 use std::collections::HashSet;
 
 use crate::augment::control::ssa_length_level;
-use crate::cluster::hungarian::linear_sum_assignment;
+use crate::cluster::linear_sum_assignment;
 use crate::text::WordVectors;
 
 /// The number of coverage bands (`[0, 10)`, `[10, 20)`, ..., `[90, 100]` percent).
@@ -84,13 +84,16 @@ pub fn content_match(
             .flat_map(|n| control.iter().map(|e| similarity(n, e)))
             .collect();
         // Finite similarities in [0, 1] always have an optimal assignment.
-        linear_sum_assignment(&cost, caption.len(), control.len(), true)
-            .map_or(0.0, |a| a.total)
+        linear_sum_assignment(&cost, caption.len(), control.len(), true).map_or(0.0, |a| a.total)
     };
     let union = caption.len() as f64 + control.len() as f64 - intersection;
     ContentMatch {
         intersection,
-        iou: if union > 0.0 { intersection / union } else { 0.0 },
+        iou: if union > 0.0 {
+            intersection / union
+        } else {
+            0.0
+        },
         hallucination: (!caption.is_empty())
             .then(|| (caption.len() as f64 - intersection) / caption.len() as f64),
     }

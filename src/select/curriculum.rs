@@ -380,7 +380,8 @@ pub fn write_selections(
 
 fn write_parquet(path: &Path, schema: Arc<Schema>, columns: Vec<ArrayRef>) -> Result<()> {
     let what = format!("writing {}", path.display());
-    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| Error::arrow(&what, e))?;
+    let batch =
+        RecordBatch::try_new(schema.clone(), columns).map_err(|e| Error::arrow(&what, e))?;
     let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
     let props = parquet::file::properties::WriterProperties::builder()
         .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
@@ -407,7 +408,11 @@ mod tests {
         // Iteration 3: 30th percentile. Sorted position 0.3 · 9 = 2.7 between -2.5 and -1.5:
         // T = -2.5 + 0.7 · 1 = -1.8.
         let plan = plan_iteration(&scores, &config, 3);
-        assert!((plan.threshold - (-1.8)).abs() < 1e-12, "{}", plan.threshold);
+        assert!(
+            (plan.threshold - (-1.8)).abs() < 1e-12,
+            "{}",
+            plan.threshold
+        );
         // int(10 · (1 − 0.3)) = 7.
         assert_eq!(plan.draw, 7);
         // u = 0.5: f = 0.5 (1 + tanh(2.3)); tanh(2.3) = 0.980096...
@@ -438,7 +443,13 @@ mod tests {
     fn percentile_matches_numpy() {
         // np.percentile([1, 2, 3, 4], q) for q = 0, 25, 50, 90, 100.
         let v = [4.0, 1.0, 3.0, 2.0];
-        for (q, want) in [(0.0, 1.0), (25.0, 1.75), (50.0, 2.5), (90.0, 3.7), (100.0, 4.0)] {
+        for (q, want) in [
+            (0.0, 1.0),
+            (25.0, 1.75),
+            (50.0, 2.5),
+            (90.0, 3.7),
+            (100.0, 4.0),
+        ] {
             let got = percentile(&v, q).unwrap();
             assert!((got - want).abs() < 1e-12, "q={q}: {got}");
         }
@@ -537,7 +548,10 @@ mod tests {
     #[test]
     fn zero_weights_come_last() {
         let weights = [0.0, 1.0, 0.0, 1.0];
-        assert_eq!(weighted_sample_without_replacement(&weights, 2, 7), vec![1, 3]);
+        assert_eq!(
+            weighted_sample_without_replacement(&weights, 2, 7),
+            vec![1, 3]
+        );
         assert_eq!(weighted_sample_without_replacement(&weights, 9, 7).len(), 4);
     }
 

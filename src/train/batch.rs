@@ -77,7 +77,11 @@ pub fn build_batch(samples: &[EncodedSample], indices: &[usize], feature_dim: i6
             let g = at * GEOMETRY_DIM as usize;
             geometry[g..g + GEOMETRY_DIM as usize].copy_from_slice(&region.geometry);
             mask[row * width + CONTROL_TOKENS as usize + r] = true;
-            if let Some(f) = region.feature.as_ref().filter(|f| fdim > 0 && f.len() == fdim) {
+            if let Some(f) = region
+                .feature
+                .as_ref()
+                .filter(|f| fdim > 0 && f.len() == fdim)
+            {
                 features[at * fdim..(at + 1) * fdim].copy_from_slice(f);
             }
         }

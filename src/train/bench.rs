@@ -50,6 +50,7 @@ pub fn synthetic_vocabulary(words: i64, labels: i64) -> Vocabulary {
 /// The synthetic batch: every token and label id drawn uniformly (seeded), every caption full
 /// length, every region present.
 pub fn synthetic_batch(shape: &BenchShape, device: Device) -> Batch {
+    let _rng = super::model::lock_rng();
     tch::manual_seed(1234);
     let (b, t, r) = (shape.batch, shape.tokens, shape.regions);
     let options = (Kind::Int64, Device::Cpu);

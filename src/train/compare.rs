@@ -37,7 +37,12 @@ pub fn compare(
     let trusted = config.curriculum.trusted_methods.clone();
     let variants: [(&str, &str, Vec<String>, bool); 3] = [
         ("original", "trusted samples only", trusted, false),
-        ("augmented", "trusted + generated samples", Vec::new(), false),
+        (
+            "augmented",
+            "trusted + generated samples",
+            Vec::new(),
+            false,
+        ),
         (
             "curriculum",
             "trusted + generated samples with CLID data selection",
@@ -88,7 +93,10 @@ pub fn render_markdown(reports: &[VariantReport]) -> String {
         out,
         "| variant | train samples | generated | iterations | final loss | LP % | L | IoU | Hal | G | sC | D-1 | D-2 | CIDEr-D | BLEU-4 | H |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for r in reports {
         let e = &r.evaluation;
         let t = &r.training;
@@ -126,7 +134,9 @@ pub fn render_markdown(reports: &[VariantReport]) -> String {
     out.push_str("\n|---|");
     out.push_str(&"---|---|---|".repeat(reports.len()));
     out.push('\n');
-    let bands = reports.first().map_or(0, |r| r.evaluation.by_coverage.len());
+    let bands = reports
+        .first()
+        .map_or(0, |r| r.evaluation.by_coverage.len());
     for b in 0..bands {
         let _ = write!(out, "| {} |", reports[0].evaluation.by_coverage[b].group);
         for r in reports {

@@ -175,8 +175,8 @@ impl TrainConfig {
     /// Reads a TOML file; unknown keys are errors that name the file.
     pub fn read(path: &Path) -> Result<TrainConfig> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let config: TrainConfig = toml::from_str(&text)
-            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let config: TrainConfig =
+            toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
         config.validate()?;
         Ok(config)
     }
@@ -210,7 +210,9 @@ impl TrainConfig {
             )));
         }
         if self.batching.queue_batches == 0 {
-            return Err(Error::Config("batching.queue_batches must be positive".into()));
+            return Err(Error::Config(
+                "batching.queue_batches must be positive".into(),
+            ));
         }
         if !(self.optimizer.lr > 0.0) {
             return Err(Error::Config("optimizer.lr must be positive".into()));

@@ -9,8 +9,7 @@ use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
 use crate::export::read_table;
 use crate::schema::{
-    batch_to_rows, BoxXyxy, CaptionRow, DetectionRow, GroundingRow, ImageRow, SampleRow,
-    TableKind, TableRow,
+    batch_to_rows, BoxXyxy, CaptionRow, DetectionRow, GroundingRow, ImageRow, SampleRow, TableRow,
 };
 use crate::seed::{splitmix64, SplitMix64};
 
@@ -227,14 +226,16 @@ pub fn sample_regions(
             feature: None,
         })
         .collect();
-    regions.extend(detections.iter().map(|d| Region {
-        label: vocab.label_id(&d.label),
-        geometry: geometry(&d.bbox, size),
-        in_control: sample
-            .control_boxes
-            .iter()
-            .any(|b| d.bbox.iou(b) >= CONTROL_IOU),
-        feature: d.feature.clone(),
+    regions.extend(detections.iter().map(|d| {
+        Region {
+            label: vocab.label_id(&d.label),
+            geometry: geometry(&d.bbox, size),
+            in_control: sample
+                .control_boxes
+                .iter()
+                .any(|b| d.bbox.iou(b) >= CONTROL_IOU),
+            feature: d.feature.clone(),
+        }
     }));
     regions.truncate(max_regions);
     regions

@@ -236,7 +236,12 @@ pub fn evaluate_model(
         .chain(data.context.labels())
         .filter_map(head)
         .collect();
-    let references: Vec<Vec<String>> = data.references.values().flatten().map(|t| tokenize(t)).collect();
+    let references: Vec<Vec<String>> = data
+        .references
+        .values()
+        .flatten()
+        .map(|t| tokenize(t))
+        .collect();
     let quality = BuiltinQualityScorer::train(&references, &QualityConfig::default()).ok();
 
     let mut bands: Vec<Vec<(f64, Option<f64>, bool, f64)>> = vec![Vec::new(); COVERAGE_BANDS];
@@ -246,7 +251,11 @@ pub fn evaluate_model(
     let mut predictions = Vec::with_capacity(samples.len());
     let mut g_scores = Vec::new();
     for (sample, caption) in samples.iter().zip(&captions) {
-        let control: Vec<String> = sample.control_labels.iter().filter_map(|l| head(l)).collect();
+        let control: Vec<String> = sample
+            .control_labels
+            .iter()
+            .filter_map(|l| head(l))
+            .collect();
         let nouns = caption_nouns(caption, &lexicon);
         let content = content_match(&control, &nouns, |a, b| {
             noun_similarity(Some(&vectors), a, b)
@@ -295,7 +304,8 @@ pub fn evaluate_model(
     };
     let all: Vec<_> = bands.iter().flatten().copied().collect();
     let overall = group("all".into(), &all);
-    let df = DocumentFrequency::from_references(eval_images.iter().map(|i| i.references.as_slice()));
+    let df =
+        DocumentFrequency::from_references(eval_images.iter().map(|i| i.references.as_slice()));
     let self_cider = mean(
         per_image
             .values()

@@ -22,6 +22,18 @@ pub const GEOMETRY_DIM: i64 = 5;
 /// Control tokens before the regions: length level, word count, verb.
 pub const CONTROL_TOKENS: i64 = 3;
 
+/// libtorch's default generator is process-wide: whoever seeds it and then draws from it
+/// (initialisation, a training step's dropout masks) holds this lock, so that several trainers in
+/// one process (tests, `train compare`) still draw exactly their own sequences.
+pub static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds [`TORCH_RNG`]; a panic elsewhere while it was held leaves nothing to repair.
+pub fn lock_rng() -> std::sync::MutexGuard<'static, ()> {
+    TORCH_RNG
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// The trainable tensors of a model in creation order.
 #[derive(Debug, Default)]
 pub struct Parameters {
@@ -96,8 +108,13 @@ impl LayerNorm {
     }
 
     fn forward(&self, x: &Tensor) -> Tensor {
-        x.to_kind(Kind::Float)
-            .layer_norm([self.dim], Some(&self.weight), Some(&self.bias), 1e-5, true)
+        x.to_kind(Kind::Float).layer_norm(
+            [self.dim],
+            Some(&self.weight),
+            Some(&self.bias),
+            1e-5,
+            true,
+        )
     }
 }
 
@@ -163,7 +180,11 @@ impl Attention {
         let (q, k, v) = match (&self.qkv, &self.q, &self.kv, memory) {
             (Some(qkv), _, _, _) => {
                 let parts = qkv.forward(x, bf16).chunk(3, -1);
-                (parts[0].shallow_clone(), parts[1].shallow_clone(), parts[2].shallow_clone())
+                (
+                    parts[0].shallow_clone(),
+                    parts[1].shallow_clone(),
+                    parts[2].shallow_clone(),
+                )
             }
             (None, Some(q), Some(kv), Some(memory)) => {
                 let parts = kv.forward(memory, bf16).chunk(2, -1);
@@ -204,7 +225,8 @@ impl FeedForward {
     }
 
     fn forward(&self, x: &Tensor, bf16: bool) -> Tensor {
-        self.down.forward(&self.up.forward(x, bf16).gelu("none"), bf16)
+        self.down
+            .forward(&self.up.forward(x, bf16).gelu("none"), bf16)
     }
 }
 
@@ -295,19 +317,32 @@ impl Captioner {
         precision: Precision,
         seed: u64,
     ) -> Captioner {
+        let _rng = lock_rng();
         tch::manual_seed(seed as i64);
         let p = &mut Parameters::default();
         let d = config.d_model;
         let word_embedding = p.normal("embed.words".into(), &[vocab.words.len() as i64, d], device);
-        let position_embedding =
-            p.normal("embed.positions".into(), &[config.max_tokens as i64, d], device);
-        let label_embedding =
-            p.normal("embed.labels".into(), &[vocab.labels.len() as i64, d], device);
+        let position_embedding = p.normal(
+            "embed.positions".into(),
+            &[config.max_tokens as i64, d],
+            device,
+        );
+        let label_embedding = p.normal(
+            "embed.labels".into(),
+            &[vocab.labels.len() as i64, d],
+            device,
+        );
         let flag_embedding = p.normal("embed.control_flag".into(), &[2, d], device);
-        let level_embedding =
-            p.normal("embed.length_level".into(), &[MAX_LENGTH_LEVEL + 1, d], device);
-        let count_embedding =
-            p.normal("embed.word_count".into(), &[config.max_word_count + 1, d], device);
+        let level_embedding = p.normal(
+            "embed.length_level".into(),
+            &[MAX_LENGTH_LEVEL + 1, d],
+            device,
+        );
+        let count_embedding = p.normal(
+            "embed.word_count".into(),
+            &[config.max_word_count + 1, d],
+            device,
+        );
         let verb_embedding = p.normal("embed.verbs".into(), &[vocab.verbs.len() as i64, d], device);
         let type_embedding = p.normal("embed.token_type".into(), &[CONTROL_TOKENS + 1, d], device);
         let geometry = Linear::new(p, "embed.geometry", GEOMETRY_DIM, d, device);
@@ -318,7 +353,13 @@ impl Captioner {
                 let name = format!("encoder.{i}");
                 EncoderLayer {
                     norm1: LayerNorm::new(p, &format!("{name}.norm1"), d, device),
-                    attention: Attention::new(p, &format!("{name}.attention"), config, false, device),
+                    attention: Attention::new(
+                        p,
+                        &format!("{name}.attention"),
+                        config,
+                        false,
+                        device,
+                    ),
                     norm2: LayerNorm::new(p, &format!("{name}.norm2"), d, device),
                     ff: FeedForward::new(p, &format!("{name}.ff"), config, device),
                 }
@@ -390,17 +431,29 @@ impl Captioner {
         let embed = |table: &Tensor, ids: &Tensor| Tensor::embedding(table, ids, -1, false, false);
         let controls = Tensor::stack(
             &[
-                embed(&self.level_embedding, &input.controls.select(1, 0).clamp(0, MAX_LENGTH_LEVEL)),
+                embed(
+                    &self.level_embedding,
+                    &input.controls.select(1, 0).clamp(0, MAX_LENGTH_LEVEL),
+                ),
                 embed(
                     &self.count_embedding,
-                    &input.controls.select(1, 1).clamp(0, self.config.max_word_count),
+                    &input
+                        .controls
+                        .select(1, 1)
+                        .clamp(0, self.config.max_word_count),
                 ),
                 embed(&self.verb_embedding, &input.controls.select(1, 2)),
             ],
             1,
-        ) + self.type_embedding.narrow(0, 0, CONTROL_TOKENS).unsqueeze(0);
+        ) + self
+            .type_embedding
+            .narrow(0, 0, CONTROL_TOKENS)
+            .unsqueeze(0);
         let mut regions = embed(&self.label_embedding, &input.region_labels)
-            + self.geometry.forward(&input.region_geometry, self.bf16).to_kind(Kind::Float)
+            + self
+                .geometry
+                .forward(&input.region_geometry, self.bf16)
+                .to_kind(Kind::Float)
             + embed(&self.flag_embedding, &input.region_flags)
             + self.type_embedding.get(CONTROL_TOKENS);
         if let (Some(feature), Some(values)) = (&self.feature, &input.region_features) {
@@ -435,13 +488,10 @@ impl Captioner {
             + self.position_embedding.narrow(0, 0, t).unsqueeze(0);
         x = self.dropout(x, train);
         for layer in &self.decoder {
-            let h = layer.self_attention.forward(
-                &layer.norm1.forward(&x),
-                None,
-                None,
-                true,
-                self.bf16,
-            );
+            let h =
+                layer
+                    .self_attention
+                    .forward(&layer.norm1.forward(&x), None, None, true, self.bf16);
             x = x + self.dropout(h.to_kind(Kind::Float), train);
             let h = layer.cross_attention.forward(
                 &layer.norm2.forward(&x),
@@ -481,10 +531,14 @@ impl Captioner {
         tch::no_grad(|| {
             let logits = self.forward(input, inputs, false);
             let log_probs = logits.log_softmax(-1, Kind::Float);
-            let picked = log_probs.gather(2, &targets.unsqueeze(-1), false).squeeze_dim(-1);
+            let picked = log_probs
+                .gather(2, &targets.unsqueeze(-1), false)
+                .squeeze_dim(-1);
             let mask = targets.ne(PAD).to_kind(Kind::Float);
             let sums = (picked * &mask).sum_dim_intlist(&[1i64][..], false, Kind::Double);
-            let counts = mask.sum_dim_intlist(&[1i64][..], false, Kind::Double).clamp_min(1.0);
+            let counts = mask
+                .sum_dim_intlist(&[1i64][..], false, Kind::Double)
+                .clamp_min(1.0);
             let mean = (sums / counts).to_device(Device::Cpu);
             Vec::<f64>::try_from(&mean).unwrap_or_default()
         })
@@ -508,10 +562,16 @@ impl Captioner {
                     break;
                 }
             }
-            let tokens = tokens.narrow(1, 1, tokens.size()[1] - 1).to_device(Device::Cpu);
+            let tokens = tokens
+                .narrow(1, 1, tokens.size()[1] - 1)
+                .to_device(Device::Cpu);
             let rows: Vec<Vec<i64>> = Vec::<Vec<i64>>::try_from(&tokens).unwrap_or_default();
             rows.into_iter()
-                .map(|row| row.into_iter().take_while(|&id| id != EOS && id != PAD).collect())
+                .map(|row| {
+                    row.into_iter()
+                        .take_while(|&id| id != EOS && id != PAD)
+                        .collect()
+                })
                 .collect()
         })
     }

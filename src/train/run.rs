@@ -189,7 +189,11 @@ fn curriculum(
         run_plan(
             &out.join(dir),
             encoded.clone(),
-            plan(config, vec![segment(pool, cc.scoring_steps, false, samples)], salt),
+            plan(
+                config,
+                vec![segment(pool, cc.scoring_steps, false, samples)],
+                salt,
+            ),
             config,
             vocab,
             device,

@@ -110,22 +110,20 @@ impl DataPlan {
         lengths: &'a [usize],
     ) -> impl Iterator<Item = Vec<usize>> + 'a {
         let empty = segment.pool.is_empty();
-        (0u64..)
-            .take_while(move |_| !empty)
-            .flat_map(move |epoch| {
-                let seed = epoch_seed(self.seed, id, epoch);
-                let order = match &segment.weights {
-                    Some(w) => weighted_epoch(&segment.pool, w, seed),
-                    None => segment.pool.clone(),
-                };
-                plan_batches(
-                    &order,
-                    lengths,
-                    self.token_budget,
-                    self.max_batch_samples,
-                    splitmix64(seed),
-                )
-            })
+        (0u64..).take_while(move |_| !empty).flat_map(move |epoch| {
+            let seed = epoch_seed(self.seed, id, epoch);
+            let order = match &segment.weights {
+                Some(w) => weighted_epoch(&segment.pool, w, seed),
+                None => segment.pool.clone(),
+            };
+            plan_batches(
+                &order,
+                lengths,
+                self.token_budget,
+                self.max_batch_samples,
+                splitmix64(seed),
+            )
+        })
     }
 }
 
@@ -215,6 +213,7 @@ impl Trainer {
     /// token).
     pub fn train_step(&mut self, batch: &Batch) -> f64 {
         // Dropout masks depend on (seed, step) only.
+        let rng = super::model::lock_rng();
         tch::manual_seed(splitmix64(self.config.seed ^ 0xd0_d0 ^ self.step) as i64 >> 1);
         let logits = self.model.forward(&batch.input, &batch.inputs, true);
         let vocab = logits.size()[2];
@@ -227,6 +226,7 @@ impl Trainer {
         );
         self.optimizer.zero_grad(&mut self.model.parameters);
         loss.backward();
+        drop(rng);
         self.optimizer
             .clip_grad_norm(&self.model.parameters, self.config.optimizer.clip_norm);
         let lr = learning_rate(&self.config.optimizer, self.step, self.total_steps);
@@ -392,9 +392,9 @@ pub fn run_plan(
             config.batching.queue_batches,
         );
         while trainer.step < end {
-            let batch = batches.recv().map_err(|_| {
-                Error::invalid("training data", "the loader thread stopped early")
-            })?;
+            let batch = batches
+                .recv()
+                .map_err(|_| Error::invalid("training data", "the loader thread stopped early"))?;
             let loss = trainer.train_step(&batch);
             if !loss.is_finite() {
                 return Err(Error::invalid(

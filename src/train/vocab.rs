@@ -143,7 +143,9 @@ impl Vocabulary {
     }
 
     pub fn label_id(&self, label: &str) -> i64 {
-        self.labels.get(&normalize_label(label)).unwrap_or(LABEL_UNK)
+        self.labels
+            .get(&normalize_label(label))
+            .unwrap_or(LABEL_UNK)
     }
 
     pub fn verb_id(&self, verbs: &[String]) -> i64 {

@@ -420,9 +420,14 @@ mod tests {
         assert!((plan.weights[0] - expected).abs() < 1e-12);
         // u = -1.8 exactly at the threshold would weigh 1/2; u = -4.5: tanh(-2.7) = -0.991007...
         assert!((plan.weights[1] - 0.5 * (1.0 - 0.991_007_453_678_117_6)).abs() < 1e-12);
-        // Ten generated samples at c = 10%: iterations 1..=9 draw, the 10th draws nothing.
-        assert_eq!(iteration_count(10, 10.0), 10);
-        assert_eq!(draw_count(10, 10.0, 10), 0);
+        // Ten generated samples at c = 10%: 10 · (1 − 90/100) is 0.999… in binary floating
+        // point and int() truncates it to 0, as the reference's Python does (10 · (1 − 0.8)
+        // gives 1 the same way), so iterations 1..=8 draw and the 9th draws nothing; with 100
+        // samples the 10th is the first empty one.
+        assert_eq!(draw_count(10, 10.0, 8), 1);
+        assert_eq!(draw_count(10, 10.0, 9), 0);
+        assert_eq!(iteration_count(10, 10.0), 9);
+        assert_eq!(iteration_count(100, 10.0), 10);
         let selection = select_iteration(&scores, &config, 3);
         assert_eq!(selection.chosen.len(), 7);
     }

@@ -214,7 +214,7 @@ impl TrainConfig {
                 "batching.queue_batches must be positive".into(),
             ));
         }
-        if !(self.optimizer.lr > 0.0) {
+        if self.optimizer.lr.is_nan() || self.optimizer.lr <= 0.0 {
             return Err(Error::Config("optimizer.lr must be positive".into()));
         }
         self.curriculum.validate()

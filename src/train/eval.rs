@@ -80,6 +80,15 @@ pub struct GroupMetrics {
     pub l: Option<f64>,
 }
 
+/// The per-caption controllability numbers groups are averaged from.
+#[derive(Clone, Copy, Debug)]
+struct SampleScore {
+    iou: f64,
+    hal: Option<f64>,
+    in_level: bool,
+    length_error: f64,
+}
+
 /// One generated caption.
 #[derive(Clone, Debug, Serialize)]
 pub struct Prediction {
@@ -244,8 +253,8 @@ pub fn evaluate_model(
         .collect();
     let quality = BuiltinQualityScorer::train(&references, &QualityConfig::default()).ok();
 
-    let mut bands: Vec<Vec<(f64, Option<f64>, bool, f64)>> = vec![Vec::new(); COVERAGE_BANDS];
-    let mut levels: BTreeMap<i32, Vec<(f64, Option<f64>, bool, f64)>> = BTreeMap::new();
+    let mut bands: Vec<Vec<SampleScore>> = vec![Vec::new(); COVERAGE_BANDS];
+    let mut levels: BTreeMap<i32, Vec<SampleScore>> = BTreeMap::new();
     let mut per_image: BTreeMap<&str, Vec<Vec<String>>> = BTreeMap::new();
     let mut eval_images = Vec::new();
     let mut predictions = Vec::with_capacity(samples.len());
@@ -265,7 +274,12 @@ pub fn evaluate_model(
             sample.word_count,
             word_count(&caption.join(" ")),
         );
-        let row = (content.iou, content.hallucination, hit, error);
+        let row = SampleScore {
+            iou: content.iou,
+            hal: content.hallucination,
+            in_level: hit,
+            length_error: error,
+        };
         bands[coverage_band(sample.coverage)].push(row);
         levels.entry(sample.length_level).or_default().push(row);
         per_image
@@ -294,13 +308,13 @@ pub fn evaluate_model(
             reference: sample.text.clone(),
         });
     }
-    let group = |name: String, rows: &[(f64, Option<f64>, bool, f64)]| GroupMetrics {
+    let group = |name: String, rows: &[SampleScore]| GroupMetrics {
         group: name,
         samples: rows.len(),
-        iou: mean(rows.iter().map(|r| r.0)),
-        hal: mean(rows.iter().filter_map(|r| r.1)),
-        lp: mean(rows.iter().map(|r| if r.2 { 100.0 } else { 0.0 })),
-        l: mean(rows.iter().map(|r| r.3)),
+        iou: mean(rows.iter().map(|r| r.iou)),
+        hal: mean(rows.iter().filter_map(|r| r.hal)),
+        lp: mean(rows.iter().map(|r| if r.in_level { 100.0 } else { 0.0 })),
+        l: mean(rows.iter().map(|r| r.length_error)),
     };
     let all: Vec<_> = bands.iter().flatten().copied().collect();
     let overall = group("all".into(), &all);

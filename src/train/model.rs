@@ -307,6 +307,9 @@ pub fn uses_bf16(precision: Precision, device: Device) -> bool {
     }
 }
 
+// `x += y` on tch tensors is the in-place `add_`, which would overwrite activations autograd
+// saved for the backward pass (layer norm inputs); the residual sums stay out of place.
+#[allow(clippy::assign_op_pattern)]
 impl Captioner {
     /// A freshly initialised model; the initial weights depend only on `seed` (they are drawn on
     /// the CPU and then moved to `device`).

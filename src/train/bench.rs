@@ -71,8 +71,8 @@ pub fn synthetic_batch(shape: &BenchShape, device: Device) -> Batch {
             region_features: None,
             memory_mask: Tensor::ones([b, 1, 1, CONTROL_TOKENS + r], (Kind::Bool, Device::Cpu)),
         },
-        inputs: tokens.narrow(1, 0, t),
-        targets: tokens.narrow(1, 1, t),
+        inputs: tokens.narrow(1, 0, t).contiguous(),
+        targets: tokens.narrow(1, 1, t).contiguous(),
         tokens: (b * t) as usize,
         samples: Vec::new(),
     };

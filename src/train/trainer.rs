@@ -217,8 +217,8 @@ impl Trainer {
         tch::manual_seed(splitmix64(self.config.seed ^ 0xd0_d0 ^ self.step) as i64 >> 1);
         let logits = self.model.forward(&batch.input, &batch.inputs, true);
         let vocab = logits.size()[2];
-        let loss = logits.view([-1, vocab]).cross_entropy_loss::<Tensor>(
-            &batch.targets.view([-1]),
+        let loss = logits.reshape([-1, vocab]).cross_entropy_loss::<Tensor>(
+            &batch.targets.reshape([-1]),
             None,
             Reduction::Mean,
             PAD,

@@ -124,7 +124,8 @@ pub fn render_markdown(reports: &[VariantReport]) -> String {
     if reports.iter().all(|r| r.training.generated == 0) {
         out.push_str(
             "\nThe data holds no generated samples: the three variants train on the same \
-             samples and differ only by the curriculum's scoring runs.\n",
+             samples; the curriculum variant's final model is a separate run (its own \
+             initialisation and data order) after its scoring runs.\n",
         );
     }
     out.push_str("\n## IoU / Hal by coverage band\n\n| band |");

@@ -29,7 +29,7 @@ for w in "${workers[@]}"; do
   out="$work/out-w$w"
   log="$work/log-w$w"
   "$capflow" run "$root/dataflows/ssa-flickr30k.toml" --input "$synth" --out "$out" -w "$w" 2> "$log"
-  line="$(grep '^ssa: ' "$log")"
+  line="$(grep '^augment: ' "$log")"
   seconds="$(sed -E 's/.* in ([0-9.]+) s .*/\1/' <<< "$line")"
   r="$(awk -v n="$images" -v s="$seconds" 'BEGIN { printf "%.0f", n / s }')"
   rate[$w]="$r"

@@ -22,6 +22,8 @@ pub mod seed;
 pub mod select;
 pub mod synth;
 pub mod text;
+#[cfg(feature = "train")]
+pub mod train;
 
 pub use error::{Error, Result};
 

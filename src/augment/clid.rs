@@ -72,7 +72,7 @@ pub const CAPTION_LEVELS: i32 = 7;
 pub const PARAGRAPH_LEVELS: i32 = 13;
 
 /// How object saliency is estimated when the scene graph carries none.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SaliencyProxy {
     /// Box area: the paper's sum of pixel saliency inside the box for a uniform saliency map.
@@ -84,7 +84,7 @@ pub enum SaliencyProxy {
 
 /// CLID generator settings, read from a recipe's `[clid]` table. Defaults are the paper's
 /// (`T_sal` = 80 %, k = 2, `n_a` = 4).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClidConfig {
     /// k: children visited per object.

@@ -37,7 +37,7 @@ use crate::schema::{BoxXyxy, GbcBbox, GbcGraphRow, GbcVertex, Provenance, Sample
 pub const METHOD: &str = "gbc";
 
 /// GBC sample settings, read from a recipe's `[gbc]` table.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GbcSampleConfig {
     /// Vertex labels whose captions become samples.

@@ -25,21 +25,17 @@ use crate::amr::penman::{encode, parse};
 use crate::amr::sample::{event_subgraphs, EventSubgraph, SamplingConfig};
 use crate::amr::smatch::{smatch, SmatchOptions};
 use crate::amr::Graph;
-use crate::augment::control::{coverage_percent, distinct_boxes, ssa_length_level, word_count};
+use crate::augment::control::{coverage_percent, ssa_length_level, word_count};
 use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
 use crate::models::AmrToText;
-use crate::schema::{
-    excerpt, BoxXyxy, CaptionRow, Provenance, QualityScore, RejectedRow, SampleRow,
-};
+use crate::schema::{excerpt, CaptionRow, Provenance, QualityScore, RejectedRow, SampleRow};
 use crate::select::quality::QualityScorer;
 use crate::text::tokenize::{is_punctuation, tokenize};
 use crate::text::WordVectors;
 
 /// The method name written into every SSA sample.
 pub const METHOD: &str = "ssa";
-/// The method name of the dataset's own captions.
-pub const ORIGINAL: &str = "original";
 
 /// SSA settings: the `[ssa]` table of a recipe.
 #[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
@@ -453,45 +449,13 @@ pub fn ssa_sample(
     }
 }
 
-/// The dataset's own captions as samples: control boxes are the boxes of the caption's grounded
-/// phrases.
+/// The dataset's own captions as samples ([`crate::augment::original`]), with the run's seed.
 pub fn original_samples(image: &ImageAnnotations, seed: u64) -> Vec<SampleRow> {
-    image
-        .captions
-        .iter()
-        .map(|c| {
-            let phrases: Vec<_> = image
-                .groundings
-                .iter()
-                .filter(|g| g.caption_id == c.caption_id && !g.not_visual && !g.no_box)
-                .filter(|g| !g.is_scene && !g.boxes.is_empty())
-                .collect();
-            let boxes: Vec<BoxXyxy> = distinct_boxes(phrases.iter().flat_map(|g| g.boxes.iter()));
-            let words = word_count(&c.text);
-            SampleRow {
-                sample_id: format!("{}:{}:{}", image.image_id, ORIGINAL, c.caption_id),
-                image_id: image.image_id.clone(),
-                split: image.split().to_string(),
-                method: ORIGINAL.into(),
-                text: c.text.clone(),
-                coverage: image
-                    .size()
-                    .map_or(0.0, |(w, h)| coverage_percent(&boxes, w, h)),
-                control_boxes: boxes,
-                control_labels: phrases.iter().map(|g| g.phrase.clone()).collect(),
-                length_level: ssa_length_level(words),
-                word_count: words as i32,
-                verbs: Vec::new(),
-                quality: Vec::new(),
-                provenance: Provenance {
-                    source_caption_ids: vec![c.caption_id.clone()],
-                    node_ids: Vec::new(),
-                    subgraph: None,
-                    seed,
-                },
-            }
-        })
-        .collect()
+    let mut samples = crate::augment::original::original_samples(image);
+    for s in &mut samples {
+        s.provenance.seed = seed;
+    }
+    samples
 }
 
 /// Counts of one image's run through the SSA stages.

@@ -19,6 +19,9 @@ pub struct EvalArgs {
 pub enum EvalCommand {
     /// Score hypothesis captions against reference captions (BLEU-1..4, CIDEr-D, D-1, D-2).
     Captions(CaptionsArgs),
+    /// Greedy-decode a trained model under the data's controls and score it (feature `train`).
+    #[cfg(feature = "train")]
+    Model(crate::cli::train::EvalModelArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -43,6 +46,8 @@ pub fn run(args: EvalArgs) -> Result<()> {
             println!("{text}");
             Ok(())
         }
+        #[cfg(feature = "train")]
+        EvalCommand::Model(args) => crate::cli::train::run_eval_model(args),
     }
 }
 

@@ -17,6 +17,8 @@ pub mod relatedness;
 pub mod report;
 pub mod run;
 pub mod synth;
+#[cfg(feature = "train")]
+pub mod train;
 
 use clap::{Parser, Subcommand};
 
@@ -63,6 +65,9 @@ pub enum Command {
     Synth(synth::SynthArgs),
     /// Write an HTML report with charts of a dataset (stages, methods, coverage, length, D-n).
     Report(report::ReportArgs),
+    /// Train a controllable captioner on capflow datasets (feature `train`).
+    #[cfg(feature = "train")]
+    Train(train::TrainArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -113,6 +118,8 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Synth(args) => synth::run(args),
         Command::Report(args) => report::run(args),
         Command::Relatedness(cmd) => relatedness::run(cmd),
+        #[cfg(feature = "train")]
+        Command::Train(args) => train::run(args),
     }
 }
 

@@ -1,9 +1,13 @@
 //! `capflow run`: run a dataflow spec and commit its dataset.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::augment::ssa::{builtin_realizer, SsaConfig};
-use crate::dataflow::ssa::{build_models, run_ssa, SsaRun};
+use crate::augment::cutswap;
+use crate::augment::relatedness::RelatednessModel;
+use crate::augment::ssa::builtin_realizer;
+use crate::dataflow::augment::{group_images, run_augment, AugmentRun, Methods};
+use crate::dataflow::ssa::build_models;
 use crate::dataflow::CollectedRun;
 use crate::dataflow::{run_collect, ClusterOptions, DataflowSpec};
 use crate::error::{Error, Result};
@@ -48,9 +52,10 @@ pub fn run(args: RunArgs) -> Result<()> {
     let shard_bytes = args.shard_bytes.unwrap_or(spec.output.shard_bytes);
 
     let collected = run_collect(&spec, &args.cluster)?;
-    let augmented = match &spec.ssa {
-        Some(config) => Some(run_ssa_phase(&spec, config, &collected, &args.cluster)?),
-        None => None,
+    let augmented = if spec.augments() || spec.keeps_originals() {
+        Some(run_augment_phase(&spec, &collected, &args.cluster)?)
+    } else {
+        None
     };
     let export_started = std::time::Instant::now();
     let mut writer = DatasetWriter::create(&out, &spec.config_hash(), shard_bytes)?;
@@ -71,16 +76,33 @@ pub fn run(args: RunArgs) -> Result<()> {
             .iter()
             .map(|(reason, n)| format!("{n} {}", reason.as_str()))
             .collect();
+        let seconds = run.wall.as_secs_f64();
+        let mut methods: BTreeMap<&str, usize> = BTreeMap::new();
+        for sample in &run.samples {
+            *methods.entry(sample.method.as_str()).or_insert(0) += 1;
+        }
+        let methods: Vec<String> = methods.iter().map(|(m, n)| format!("{n} {m}")).collect();
         eprintln!(
-            "ssa: {} images, {} samples; quality filter dropped: {}",
+            "augment: {} images in {seconds:.3} s ({:.0} images/s), {} samples ({})",
             run.images,
+            run.images as f64 / seconds.max(1e-9),
             run.samples.len(),
-            if dropped.is_empty() {
+            if methods.is_empty() {
                 "none".to_string()
             } else {
-                dropped.join(", ")
+                methods.join(", ")
             }
         );
+        if spec.ssa.is_some() {
+            eprintln!(
+                "ssa: quality filter dropped: {}",
+                if dropped.is_empty() {
+                    "none".to_string()
+                } else {
+                    dropped.join(", ")
+                }
+            );
+        }
     }
     // The sink groups rows by table (samples by their split) and writes bounded batches.
     let mut sink = DatasetSink::new(&mut writer);
@@ -122,22 +144,47 @@ pub fn run(args: RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Trains the corpus-level models on the read rows and runs the SSA stages.
-fn run_ssa_phase(
+/// Fits the corpus-level models on the read rows and runs the spec's method stages.
+fn run_augment_phase(
     spec: &DataflowSpec,
-    config: &SsaConfig,
     collected: &CollectedRun,
     cluster: &ClusterOptions,
-) -> Result<SsaRun> {
+) -> Result<AugmentRun> {
     let started = std::time::Instant::now();
-    let models = build_models(
-        config,
-        &collected.rows,
-        spec.models.amr_to_text.as_ref(),
-        builtin_realizer(),
-    )?;
+    let mut methods = Methods {
+        originals: spec.keeps_originals(),
+        clid: spec.clid.clone(),
+        gbc: spec.gbc.clone(),
+        ..Methods::default()
+    };
+    let mut fitted = 0;
+    if let Some(config) = &spec.ssa {
+        let models = build_models(
+            config,
+            &collected.rows,
+            spec.models.amr_to_text.as_ref(),
+            builtin_realizer(),
+        )?;
+        methods.ssa = Some((config.clone(), models));
+        fitted += 2;
+    }
+    if spec.relatedness.is_some() || spec.cutswap.is_some() {
+        let images = group_images(collected);
+        if let Some(config) = &spec.relatedness {
+            let model = RelatednessModel::fit(&images, config)
+                .map_err(|e| Error::Config(format!("relatedness: fitting the model: {e}")))?;
+            methods.relatedness = Some(model);
+            fitted += 1;
+        }
+        if let Some(config) = &spec.cutswap {
+            let model = cutswap::fit(&images, config)
+                .map_err(|e| Error::Config(format!("cutswap: fitting the model: {e}")))?;
+            methods.cutswap = Some(model);
+            fitted += 1;
+        }
+    }
     let models_ms = started.elapsed().as_millis() as u64;
-    let mut run = run_ssa(collected, spec.seed, config, models, cluster)?;
+    let mut run = run_augment(collected, spec.seed, methods, cluster)?;
     let mix_started = std::time::Instant::now();
     let before = run.samples.len();
     run.samples = mix(&run.samples, &spec.mix)?;
@@ -158,7 +205,7 @@ fn run_ssa_phase(
         StageMetrics {
             name: "models".into(),
             rows_in: captions,
-            rows_out: 2,
+            rows_out: fitted,
             rejected: 0,
             elapsed_ms: models_ms,
         },

@@ -6,6 +6,7 @@
 //! the export. Output order never depends on the number of workers: every record carries the
 //! position it was read at (input path, record ordinal) and the export sorts by it.
 
+pub mod augment;
 pub mod cluster;
 pub mod key;
 pub mod record;

@@ -22,6 +22,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::augment::clid::ClidConfig;
+use crate::augment::cutswap::Config as CutswapConfig;
+use crate::augment::gbc::GbcSampleConfig;
+use crate::augment::relatedness::RelatednessConfig;
 use crate::augment::ssa::SsaConfig;
 use crate::error::{Error, Result};
 use crate::ingest::Format;
@@ -91,6 +95,21 @@ pub struct DataflowSpec {
     /// SSA settings; present, the run augments with SSA (METHODS.md §1).
     #[serde(default)]
     pub ssa: Option<SsaConfig>,
+    /// CLID varying-length captions from scene graphs (METHODS.md §2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clid: Option<ClidConfig>,
+    /// GBC vertex captions as samples (METHODS.md §5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gbc: Option<GbcSampleConfig>,
+    /// Captions scored by their relatedness to the image's visual context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relatedness: Option<RelatednessConfig>,
+    /// CutSwap attribute/object text swaps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cutswap: Option<CutswapConfig>,
+    /// Keep the original captions as `original` samples (also on with `ssa.include_originals`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_originals: bool,
     /// How augmented samples are mixed with the originals (`[mix]`, default: keep all).
     #[serde(default)]
     pub mix: MixConfig,
@@ -129,6 +148,15 @@ impl DataflowSpec {
                 }
             }
         }
+        let relative = [
+            spec.relatedness.as_mut().and_then(|r| r.vectors.as_mut()),
+            spec.cutswap.as_mut().and_then(|c| c.vectors.as_mut()),
+        ];
+        for p in relative.into_iter().flatten() {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
         spec.validate()
             .map_err(|e| Error::Config(format!("{}: {}", path.display(), e)))?;
         Ok(spec)
@@ -163,6 +191,16 @@ impl DataflowSpec {
                 return Err("ssa.min_nodes must be at least 1".into());
             }
         }
+        if let Some(cutswap) = &self.cutswap {
+            cutswap.validate().map_err(|e| e.to_string())?;
+            if cutswap.image.images_dir.is_some() {
+                return Err(
+                    "cutswap.image.images_dir: image swaps do not run in a dataflow yet; \
+                     leave it out for text swaps"
+                        .into(),
+                );
+            }
+        }
         self.mix.validate().map_err(|e| format!("[mix]: {e}"))?;
         if self.output.shard_bytes == 0 {
             return Err("output.shard_bytes must be positive".into());
@@ -185,6 +223,20 @@ impl DataflowSpec {
             }
         }
         self
+    }
+
+    /// Whether the run keeps the original captions as `original` samples.
+    pub fn keeps_originals(&self) -> bool {
+        self.include_originals || self.ssa.as_ref().is_some_and(|s| s.include_originals)
+    }
+
+    /// Whether any augmentation method is configured.
+    pub fn augments(&self) -> bool {
+        self.ssa.is_some()
+            || self.clid.is_some()
+            || self.gbc.is_some()
+            || self.relatedness.is_some()
+            || self.cutswap.is_some()
     }
 
     /// SHA-256 over everything in the spec that changes the output (not where it is written).

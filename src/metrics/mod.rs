@@ -20,6 +20,7 @@
 
 pub mod bleu;
 pub mod cider;
+pub mod control;
 pub mod diversity;
 pub mod tokenize;
 

@@ -1,4 +1,5 @@
 //! Quality filters, mixing strategies and curriculum selection.
 
+pub mod curriculum;
 pub mod mix;
 pub mod quality;

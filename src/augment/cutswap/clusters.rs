@@ -21,6 +21,16 @@ impl Default for ClusterCount {
     }
 }
 
+/// Written as the recipe spells it: the number, or `"silhouette"`.
+impl serde::Serialize for ClusterCount {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ClusterCount::Fixed(k) => serializer.serialize_u64(*k as u64),
+            ClusterCount::Silhouette => serializer.serialize_str("silhouette"),
+        }
+    }
+}
+
 impl<'de> serde::Deserialize<'de> for ClusterCount {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         #[derive(serde::Deserialize)]

@@ -36,7 +36,7 @@ use crate::schema::{BoxXyxy, QualityScore, RejectedRow, SampleRow};
 pub const IMAGE_STAGE: &str = "cutswap-image";
 
 /// Settings of the image swap, the recipe table `[cutswap.image]`.
-#[derive(Clone, Debug, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ImageSwapConfig {
     /// Directory of the input images; without it there are no image swaps.

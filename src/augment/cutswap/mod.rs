@@ -55,7 +55,7 @@ use vocabulary::{normalize_name, AttributeStatistics, ObjectVocabulary, SurfaceF
 pub const METHOD: &str = "cutswap";
 
 /// Layout of a word-vector file.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum VectorFileFormat {
     Glove,
@@ -65,7 +65,7 @@ pub enum VectorFileFormat {
 }
 
 /// Settings of CutSwap, read from the recipe table `[cutswap]`.
-#[derive(Clone, Debug, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Attributes bound to objects fewer times than this in all captions are dropped (thesis: 5,

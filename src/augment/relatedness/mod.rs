@@ -46,7 +46,7 @@ use tsv::{binary_label, TrainRow};
 pub const METHOD: &str = "relatedness";
 
 /// Settings of the `[relatedness]` table of a recipe.
-#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RelatednessConfig {
     /// Classes kept in a visual context (paper: 3).

@@ -1,10 +1,11 @@
 //! Stage `control-signals`: the sample rows of kept sentences (boxes, coverage, length level,
-//! word count, verbs) and of the original captions ([`crate::augment::ssa::ssa_sample`]).
+//! word count, verbs) ([`crate::augment::ssa::ssa_sample`]), after the image's samples so far
+//! (the `originals` stage writes the original captions).
 
 use std::sync::Arc;
 
 use super::{Images, StageContext, StageCount, StageMeter};
-use crate::augment::ssa::{original_samples, ssa_sample};
+use crate::augment::ssa::ssa_sample;
 
 pub fn control_signals<'scope>(
     images: Images<'scope>,
@@ -17,12 +18,10 @@ pub fn control_signals<'scope>(
         }
         meter.measure(|| {
             let state = &mut staged.value;
-            if ctx.config.include_originals {
-                state.samples = original_samples(&state.image, ctx.seed);
-            }
             let kept = std::mem::take(&mut state.kept);
             let texts = std::mem::take(&mut state.texts);
             let rows_in = kept.len();
+            let before = state.samples.len();
             if let Some(meta) = &state.meta {
                 for (index, scores) in kept {
                     let text = texts[index].clone();
@@ -40,7 +39,10 @@ pub fn control_signals<'scope>(
             }
             state.events.clear();
             state.meta = None;
-            ((), StageCount::new(rows_in, state.samples.len(), 0))
+            (
+                (),
+                StageCount::new(rows_in, state.samples.len() - before, 0),
+            )
         });
         staged
     })

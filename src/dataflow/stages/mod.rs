@@ -1,17 +1,24 @@
-//! The SSA stages as dataflow operators. Each file wires one stage; the work is a plain function
-//! in [`crate::augment::ssa`].
+//! The augmentation stages as dataflow operators. Each file wires one stage; the work is a plain
+//! function in [`crate::augment`] (SSA's in [`crate::augment::ssa`]).
 //!
 //! Per-image state ([`SsaImage`]) moves through the stages in a differential collection keyed by
-//! image: `gather` builds it from the image's records, every later stage fills in its part.
+//! image: `gather` builds it from the image's records, every later stage fills in its part; the
+//! method stages (`originals`, SSA's `control-signals`, `clid`, `gbc`, `relatedness`, `cutswap`)
+//! append their samples in that order.
 //! Every stage reports rows in / rows out / rejected / time to its [`StageMeter`].
 
 pub mod amr_align;
+pub mod clid;
 pub mod control_signals;
+pub mod cutswap;
 pub mod event_sample;
 pub mod gather;
+pub mod gbc;
 pub mod merge;
+pub mod originals;
 pub mod quality_filter;
 pub mod realize;
+pub mod relatedness;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -29,7 +36,8 @@ use crate::augment::ImageAnnotations;
 use crate::export::StageMetrics;
 use crate::schema::{QualityScore, RejectedRow, SampleRow};
 
-/// One image's SSA state.
+/// One image's state: its annotations, SSA's intermediate results, and the samples of every
+/// method so far.
 #[derive(Clone, Debug, Default)]
 pub struct SsaImage {
     pub image: Arc<ImageAnnotations>,
@@ -53,6 +61,14 @@ pub struct StageContext {
     pub seed: u64,
     pub config: SsaConfig,
     pub models: SsaModels,
+    pub failure: Failure,
+}
+
+/// What a non-SSA method stage shares: the seed, the method's configuration or fitted model, the
+/// run's failure slot.
+pub struct MethodContext<M> {
+    pub seed: u64,
+    pub method: M,
     pub failure: Failure,
 }
 

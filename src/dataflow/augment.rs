@@ -1,0 +1,309 @@
+//! The augmentation dataflow: per-image state in a differential collection, one operator per
+//! stage, the stages of every configured method in a fixed order.
+//!
+//! ```text
+//! records ─(image key, arrange)→ gather → [originals] → [SSA: amr-align → merge → event-sample
+//!         → realize → quality-filter → control-signals] → [clid] → [gbc] → [relatedness]
+//!         → [cutswap] → samples
+//! ```
+//!
+//! A run has two phases. The read phase ([`super::run_collect`]) reads and exchanges every
+//! record; the corpus-level models (SSA's scorer and vectors, the relatedness encoder, the CutSwap
+//! vocabulary and clusters) are fitted on the main thread on all of the run's records, so they are
+//! the same for any number of workers, and shared with the workers by `Arc`. The augment phase
+//! then feeds the records into a differential collection keyed by image; its arrangement sends
+//! each image's records to one worker, where the stages run. Randomness comes from (seed, image
+//! key, stage) only, and the samples are ordered by image (first read position), then method (the
+//! order above), then sample index, so the dataset is byte-identical for any `-w`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use differential_dataflow::input::Input;
+
+use super::record::{ImageRecord, Staged};
+use super::runtime::{CollectedRun, KeyedRow};
+use super::ssa::STAGES as SSA_STAGES;
+use super::stages::{
+    amr_align::amr_align, clid::clid, control_signals::control_signals, cutswap::cutswap,
+    event_sample::event_sample, gather::gather, gbc::gbc, merge::merge, originals::originals,
+    quality_filter::quality_filter, realize::realize, relatedness::relatedness, Failure,
+    MethodContext, SsaImage, StageContext, StageMeter,
+};
+use super::ClusterOptions;
+use crate::augment::clid::ClidConfig;
+use crate::augment::cutswap::Model as CutswapModel;
+use crate::augment::gbc::GbcSampleConfig;
+use crate::augment::relatedness::RelatednessModel;
+use crate::augment::ssa::{Drop, SsaConfig, SsaModels};
+use crate::augment::ImageAnnotations;
+use crate::error::{Error, Result};
+use crate::export::StageMetrics;
+use crate::ingest::Row;
+use crate::schema::{RejectedRow, SampleRow};
+
+/// The methods of a run, with their configurations and fitted corpus-level models.
+#[derive(Default)]
+pub struct Methods {
+    /// Keep the original captions as `original` samples.
+    pub originals: bool,
+    pub ssa: Option<(SsaConfig, SsaModels)>,
+    pub clid: Option<ClidConfig>,
+    pub gbc: Option<GbcSampleConfig>,
+    pub relatedness: Option<RelatednessModel>,
+    pub cutswap: Option<CutswapModel>,
+}
+
+impl Methods {
+    /// The stages these methods run, in dataflow order, as named in the manifest.
+    pub fn stage_names(&self) -> Vec<&'static str> {
+        let mut names = vec!["gather"];
+        if self.originals {
+            names.push("originals");
+        }
+        if self.ssa.is_some() {
+            names.extend(SSA_STAGES);
+        }
+        for (on, name) in [
+            (self.clid.is_some(), "clid"),
+            (self.gbc.is_some(), "gbc"),
+            (self.relatedness.is_some(), "relatedness"),
+            (self.cutswap.is_some(), "cutswap"),
+        ] {
+            if on {
+                names.push(name);
+            }
+        }
+        names
+    }
+}
+
+/// What the augment phase produced, in deterministic order.
+#[derive(Debug, Default)]
+pub struct AugmentRun {
+    pub samples: Vec<SampleRow>,
+    pub rejected: Vec<RejectedRow>,
+    pub stages: Vec<StageMetrics>,
+    pub images: u64,
+    /// Sentences SSA's quality filter dropped, by reason.
+    pub dropped: BTreeMap<Drop, u64>,
+    /// Wall-clock time of the stages, from feeding the first record to the last image's output.
+    pub wall: std::time::Duration,
+}
+
+/// The rows the stages work on: every read row but existing samples, in read order.
+fn input_rows(collected: &CollectedRun) -> Vec<KeyedRow> {
+    collected
+        .rows
+        .iter()
+        .filter(|r| !matches!(r.row, Row::Sample(_)))
+        .cloned()
+        .collect()
+}
+
+/// The run's images as the corpus-level fits see them: every image's rows in read order, images
+/// sorted by id (the same grouping `gather` makes on the workers).
+pub fn group_images(collected: &CollectedRun) -> Vec<ImageAnnotations> {
+    let mut rows = input_rows(collected);
+    rows.sort_by_key(|r| (r.unit, r.ordinal));
+    let mut images: BTreeMap<String, ImageAnnotations> = BTreeMap::new();
+    for keyed in rows {
+        let id = keyed.row.image_id().to_string();
+        images
+            .entry(id.clone())
+            .or_insert_with(|| ImageAnnotations::new(id))
+            .push(keyed.row);
+    }
+    images.into_values().collect()
+}
+
+/// Runs the stages of `methods` over the records of a read phase.
+pub fn run_augment(
+    collected: &CollectedRun,
+    seed: u64,
+    methods: Methods,
+    cluster: &ClusterOptions,
+) -> Result<AugmentRun> {
+    let timely_config = cluster.timely_config()?;
+    let names = methods.stage_names();
+    let rows: Arc<Vec<KeyedRow>> = Arc::new(input_rows(collected));
+    // Images in the order their first record was read: the order of the output.
+    let mut image_order: HashMap<String, usize> = HashMap::new();
+    for r in rows.iter() {
+        let next = image_order.len();
+        image_order
+            .entry(r.row.image_id().to_string())
+            .or_insert(next);
+    }
+    let failure = Failure::default();
+    let originals_ctx = methods
+        .originals
+        .then(|| method_context(seed, (), &failure));
+    let ssa_ctx = methods.ssa.map(|(config, models)| {
+        Arc::new(StageContext {
+            seed,
+            config,
+            models,
+            failure: failure.clone(),
+        })
+    });
+    let clid_ctx = methods.clid.map(|c| method_context(seed, c, &failure));
+    let gbc_ctx = methods.gbc.map(|c| method_context(seed, c, &failure));
+    let relatedness_ctx = methods
+        .relatedness
+        .map(|m| method_context(seed, m, &failure));
+    let cutswap_ctx = methods.cutswap.map(|m| method_context(seed, m, &failure));
+    let (sender, receiver) = crossbeam_channel::unbounded::<WorkerOutput>();
+    let total_images = image_order.len() as u64;
+    let progress = crate::cli::progress::items("augment", total_images);
+    let started = Instant::now();
+    let worker_names = names.clone();
+    let guards = timely::execute(timely_config, move |worker| {
+        let index = worker.index();
+        let peers = worker.peers();
+        let out = sender.clone();
+        let meters: Vec<StageMeter> = worker_names.iter().map(|s| StageMeter::new(s)).collect();
+        let stage_meters = meters.clone();
+        let originals_ctx = originals_ctx.clone();
+        let ssa_ctx = ssa_ctx.clone();
+        let clid_ctx = clid_ctx.clone();
+        let gbc_ctx = gbc_ctx.clone();
+        let relatedness_ctx = relatedness_ctx.clone();
+        let cutswap_ctx = cutswap_ctx.clone();
+        let (mut input, probe) = worker.dataflow::<u64, _, _>(move |scope| {
+            // Meters in the order of `names`: every stage wired below takes the next one.
+            let mut meters = stage_meters.into_iter();
+            let mut next = || meters.next().unwrap_or_else(|| StageMeter::new("unnamed"));
+            let (input, records) = scope.new_collection::<(String, ImageRecord), isize>();
+            let mut images = gather(records, next());
+            if let Some(ctx) = originals_ctx {
+                images = originals(images, ctx, next());
+            }
+            if let Some(ctx) = ssa_ctx {
+                images = amr_align(images, Arc::clone(&ctx), next());
+                images = merge(images, Arc::clone(&ctx), next());
+                images = event_sample(images, Arc::clone(&ctx), next());
+                images = realize(images, Arc::clone(&ctx), next());
+                images = quality_filter(images, Arc::clone(&ctx), next());
+                images = control_signals(images, ctx, next());
+            }
+            if let Some(ctx) = clid_ctx {
+                images = clid(images, ctx, next());
+            }
+            if let Some(ctx) = gbc_ctx {
+                images = gbc(images, ctx, next());
+            }
+            if let Some(ctx) = relatedness_ctx {
+                images = relatedness(images, ctx, next());
+            }
+            if let Some(ctx) = cutswap_ctx {
+                images = cutswap(images, ctx, next());
+            }
+            let probe = images
+                .inspect(
+                    move |(staged, _time, diff): &(Staged<SsaImage>, u64, isize)| {
+                        if *diff > 0 {
+                            let state = &staged.value;
+                            let _ = out.send(WorkerOutput::Image {
+                                image_id: staged.image_id.clone(),
+                                samples: state.samples.clone(),
+                                rejected: state.rejected.clone(),
+                                dropped: state.dropped.clone(),
+                            });
+                        }
+                    },
+                )
+                .probe()
+                .0;
+            (input, probe)
+        });
+        for (i, keyed) in rows.iter().enumerate() {
+            if i % peers == index {
+                input.insert((keyed.row.image_id().to_string(), ImageRecord(keyed.clone())));
+            }
+        }
+        input.advance_to(1);
+        input.flush();
+        while probe.less_than(input.time()) {
+            worker.step();
+        }
+        let _ = sender.send(WorkerOutput::Meters(
+            meters.iter().map(StageMeter::snapshot).collect(),
+        ));
+    })
+    .map_err(|e| Error::Config(format!("starting workers: {e}")))?;
+
+    let mut run = AugmentRun::default();
+    let mut per_image: Vec<(usize, Vec<SampleRow>, Vec<RejectedRow>)> = Vec::new();
+    let mut stages: Vec<StageMetrics> = names
+        .iter()
+        .map(|s| StageMetrics {
+            name: s.to_string(),
+            ..Default::default()
+        })
+        .collect();
+    for message in receiver.iter() {
+        match message {
+            WorkerOutput::Image {
+                image_id,
+                samples,
+                rejected,
+                dropped,
+            } => {
+                for (reason, n) in dropped {
+                    *run.dropped.entry(reason).or_insert(0) += n;
+                }
+                let position = image_order.get(&image_id).copied().unwrap_or(usize::MAX);
+                per_image.push((position, samples, rejected));
+                progress.inc(1);
+            }
+            WorkerOutput::Meters(meters) => {
+                for (total, m) in stages.iter_mut().zip(meters) {
+                    total.rows_in += m.rows_in;
+                    total.rows_out += m.rows_out;
+                    total.rejected += m.rejected;
+                    total.elapsed_ms += m.elapsed_ms;
+                }
+            }
+        }
+    }
+    progress.finish_and_clear();
+    for (i, result) in guards.join().into_iter().enumerate() {
+        if let Err(reason) = result {
+            failure.set(format!("worker {i} panicked: {reason}"));
+        }
+    }
+    if let Some(reason) = failure.take() {
+        return Err(Error::Config(format!(
+            "augment run failed, nothing committed: {reason}"
+        )));
+    }
+    per_image.sort_by_key(|(position, _, _)| *position);
+    run.images = per_image.len() as u64;
+    run.stages = stages;
+    for (_, samples, rejected) in per_image {
+        run.samples.extend(samples);
+        run.rejected.extend(rejected);
+    }
+    run.wall = started.elapsed();
+    Ok(run)
+}
+
+fn method_context<M>(seed: u64, method: M, failure: &Failure) -> Arc<MethodContext<M>> {
+    Arc::new(MethodContext {
+        seed,
+        method,
+        failure: failure.clone(),
+    })
+}
+
+enum WorkerOutput {
+    Image {
+        image_id: String,
+        samples: Vec<SampleRow>,
+        rejected: Vec<RejectedRow>,
+        dropped: Vec<(Drop, u64)>,
+    },
+    Meters(Vec<StageMetrics>),
+}

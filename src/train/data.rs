@@ -1,0 +1,332 @@
+//! Training data: samples and the detections their region tokens come from, read from capflow
+//! datasets, encoded with a [`Vocabulary`], and grouped into batches by token budget.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use crate::augment::original::{original_samples, ORIGINAL_METHOD};
+use crate::augment::ImageAnnotations;
+use crate::error::{Error, Result};
+use crate::export::read_table;
+use crate::schema::{
+    batch_to_rows, BoxXyxy, CaptionRow, DetectionRow, GroundingRow, ImageRow, SampleRow, TableRow,
+};
+use crate::seed::{splitmix64, SplitMix64};
+
+use super::config::TrainConfig;
+use super::vocab::{Vocabulary, LABEL_CONTROL};
+
+/// Box overlap above which a detection counts as one of the control boxes.
+pub const CONTROL_IOU: f64 = 0.5;
+
+/// Per-image context of the samples: image sizes and detections.
+#[derive(Clone, Debug, Default)]
+pub struct RegionContext {
+    pub sizes: HashMap<String, (f64, f64)>,
+    /// Detections per image, by descending score (then id).
+    pub detections: HashMap<String, Vec<DetectionRow>>,
+}
+
+impl RegionContext {
+    pub fn add_image(&mut self, image: &ImageAnnotations) {
+        if let Some(size) = image.size() {
+            self.sizes.insert(image.image_id.clone(), size);
+        }
+        let mut detections = image.detections.clone();
+        detections.sort_by(|a, b| {
+            b.score
+                .unwrap_or(0.0)
+                .total_cmp(&a.score.unwrap_or(0.0))
+                .then_with(|| a.detection_id.cmp(&b.detection_id))
+        });
+        if !detections.is_empty() {
+            self.detections.insert(image.image_id.clone(), detections);
+        }
+    }
+
+    /// Every detection label (for building the label vocabulary).
+    pub fn labels(&self) -> impl Iterator<Item = &str> {
+        self.detections
+            .values()
+            .flat_map(|d| d.iter().map(|r| r.label.as_str()))
+    }
+
+    /// The image size, or the extent of everything boxed in it when the size is unknown.
+    pub fn size_of(&self, image_id: &str, sample_boxes: &[BoxXyxy]) -> (f64, f64) {
+        if let Some(&size) = self.sizes.get(image_id) {
+            return size;
+        }
+        let boxes = self
+            .detections
+            .get(image_id)
+            .into_iter()
+            .flatten()
+            .map(|d| &d.bbox)
+            .chain(sample_boxes);
+        let (w, h) = boxes.fold((1.0f64, 1.0f64), |(w, h), b| (w.max(b.x2), h.max(b.y2)));
+        (w, h)
+    }
+}
+
+/// Samples and their context read from one or more datasets.
+#[derive(Clone, Debug, Default)]
+pub struct TrainingData {
+    pub samples: Vec<SampleRow>,
+    pub context: RegionContext,
+    /// The original captions of every image (references for CIDEr-D and BLEU).
+    pub references: BTreeMap<String, Vec<String>>,
+}
+
+fn read_rows<R: TableRow>(dir: &Path) -> Result<Vec<R>> {
+    let manifest = crate::export::read_manifest(dir)?;
+    if manifest.table_rows(R::KIND) == 0 {
+        return Ok(Vec::new());
+    }
+    let mut rows = Vec::new();
+    for batch in read_table(dir, R::KIND)? {
+        rows.extend(batch_to_rows::<R>(&batch?).map_err(|e| {
+            Error::invalid(
+                format!("{} table of {}", R::KIND.name(), dir.display()),
+                e.to_string(),
+            )
+        })?);
+    }
+    Ok(rows)
+}
+
+impl TrainingData {
+    /// Reads every dataset directory. Each dataset's `samples` table is used as it is; a dataset
+    /// whose samples include no `original` ones also gets the original samples built from its
+    /// captions and groundings ([`original_samples`]).
+    pub fn load(dirs: &[PathBuf]) -> Result<TrainingData> {
+        let mut data = TrainingData::default();
+        for dir in dirs {
+            data.add_dataset(dir)?;
+        }
+        Ok(data)
+    }
+
+    fn add_dataset(&mut self, dir: &Path) -> Result<()> {
+        let mut images: BTreeMap<String, ImageAnnotations> = BTreeMap::new();
+        fn image<'a>(
+            images: &'a mut BTreeMap<String, ImageAnnotations>,
+            id: &str,
+        ) -> &'a mut ImageAnnotations {
+            images
+                .entry(id.to_string())
+                .or_insert_with(|| ImageAnnotations::new(id))
+        }
+        for row in read_rows::<ImageRow>(dir)? {
+            let id = row.image_id.clone();
+            image(&mut images, &id).push(crate::ingest::Row::Image(row));
+        }
+        for row in read_rows::<CaptionRow>(dir)? {
+            let id = row.image_id.clone();
+            image(&mut images, &id).captions.push(row);
+        }
+        for row in read_rows::<GroundingRow>(dir)? {
+            let id = row.image_id.clone();
+            image(&mut images, &id).groundings.push(row);
+        }
+        for row in read_rows::<DetectionRow>(dir)? {
+            let id = row.image_id.clone();
+            image(&mut images, &id).detections.push(row);
+        }
+        let samples = read_rows::<SampleRow>(dir)?;
+        let has_originals = samples.iter().any(|s| s.method == ORIGINAL_METHOD);
+        for image in images.values() {
+            self.context.add_image(image);
+            if !image.captions.is_empty() {
+                self.references.insert(
+                    image.image_id.clone(),
+                    image.captions.iter().map(|c| c.text.clone()).collect(),
+                );
+            }
+            if !has_originals {
+                self.samples.extend(original_samples(image));
+            }
+        }
+        self.samples.extend(samples);
+        Ok(())
+    }
+
+    /// The samples a configuration trains on: its splits and methods, non-empty texts.
+    pub fn select(&self, config: &TrainConfig) -> Vec<SampleRow> {
+        self.samples
+            .iter()
+            .filter(|s| config.splits.is_empty() || config.splits.contains(&s.split))
+            .filter(|s| config.methods.is_empty() || config.methods.contains(&s.method))
+            .filter(|s| !s.text.trim().is_empty())
+            .cloned()
+            .collect()
+    }
+}
+
+/// One region token: a detection or a control box no detection covers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Region {
+    pub label: i64,
+    /// `x1/W, y1/H, x2/W, y2/H, area/(W·H)`.
+    pub geometry: [f32; 5],
+    pub in_control: bool,
+    pub feature: Option<Vec<f32>>,
+}
+
+/// A sample as the model reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncodedSample {
+    /// `<bos> words <eos>`.
+    pub tokens: Vec<i64>,
+    pub regions: Vec<Region>,
+    pub length_level: i64,
+    pub word_count: i64,
+    pub verb: i64,
+}
+
+fn geometry(b: &BoxXyxy, (w, h): (f64, f64)) -> [f32; 5] {
+    let (w, h) = (w.max(1.0), h.max(1.0));
+    [
+        (b.x1 / w) as f32,
+        (b.y1 / h) as f32,
+        (b.x2 / w) as f32,
+        (b.y2 / h) as f32,
+        (b.area() / (w * h)) as f32,
+    ]
+}
+
+/// The region tokens of a sample: control boxes that no detection covers (IoU ≥
+/// [`CONTROL_IOU`]) first, labelled with their control label when the sample has one label per
+/// box, then the image's detections by score, flagged when they cover a control box; at most
+/// `max_regions`.
+pub fn sample_regions(
+    sample: &SampleRow,
+    context: &RegionContext,
+    vocab: &Vocabulary,
+    max_regions: usize,
+) -> Vec<Region> {
+    let size = context.size_of(&sample.image_id, &sample.control_boxes);
+    let detections: &[DetectionRow] = context
+        .detections
+        .get(&sample.image_id)
+        .map_or(&[], Vec::as_slice);
+    let labelled = sample.control_labels.len() == sample.control_boxes.len();
+    let mut regions: Vec<Region> = sample
+        .control_boxes
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| !detections.iter().any(|d| d.bbox.iou(b) >= CONTROL_IOU))
+        .map(|(k, b)| Region {
+            label: if labelled {
+                vocab.label_id(&sample.control_labels[k])
+            } else {
+                LABEL_CONTROL
+            },
+            geometry: geometry(b, size),
+            in_control: true,
+            feature: None,
+        })
+        .collect();
+    regions.extend(detections.iter().map(|d| {
+        Region {
+            label: vocab.label_id(&d.label),
+            geometry: geometry(&d.bbox, size),
+            in_control: sample
+                .control_boxes
+                .iter()
+                .any(|b| d.bbox.iou(b) >= CONTROL_IOU),
+            feature: d.feature.clone(),
+        }
+    }));
+    regions.truncate(max_regions);
+    regions
+}
+
+/// Encodes a sample for the model.
+pub fn encode_sample(
+    sample: &SampleRow,
+    context: &RegionContext,
+    vocab: &Vocabulary,
+    config: &TrainConfig,
+) -> EncodedSample {
+    EncodedSample {
+        tokens: vocab.encode_text(&sample.text, config.model.max_tokens),
+        regions: sample_regions(sample, context, vocab, config.model.max_regions),
+        length_level: i64::from(sample.length_level.max(0)),
+        word_count: i64::from(sample.word_count.max(0)).min(config.model.max_word_count),
+        verb: vocab.verb_id(&sample.verbs),
+    }
+}
+
+/// Groups sample indices into batches: a seeded shuffle, then windows of 64 batches' worth of
+/// samples sorted by length (so a batch holds captions of similar length and little padding),
+/// cut whenever `samples × longest caption` would pass the token budget, and the batches
+/// shuffled again. `lengths[j]` is sample `j`'s token count.
+pub fn plan_batches(
+    pool: &[usize],
+    lengths: &[usize],
+    token_budget: usize,
+    max_batch_samples: usize,
+    seed: u64,
+) -> Vec<Vec<usize>> {
+    let mut rng = SplitMix64::new(seed);
+    let mut order = pool.to_vec();
+    shuffle(&mut order, &mut rng);
+    let window = (token_budget / 8).max(1) * 64;
+    let mut batches = Vec::new();
+    for chunk in order.chunks(window) {
+        let mut chunk = chunk.to_vec();
+        chunk.sort_by_key(|&j| lengths[j]);
+        let mut current: Vec<usize> = Vec::new();
+        let mut longest = 0;
+        for j in chunk {
+            let len = lengths[j];
+            let longer = longest.max(len);
+            if !current.is_empty()
+                && ((current.len() + 1) * longer > token_budget
+                    || current.len() >= max_batch_samples)
+            {
+                batches.push(std::mem::take(&mut current));
+                longest = 0;
+            }
+            longest = longest.max(len);
+            current.push(j);
+        }
+        if !current.is_empty() {
+            batches.push(current);
+        }
+    }
+    shuffle(&mut batches, &mut rng);
+    batches
+}
+
+/// Fisher-Yates with SplitMix64.
+pub fn shuffle<T>(items: &mut [T], rng: &mut SplitMix64) {
+    for i in (1..items.len()).rev() {
+        let j = rng.below(i + 1);
+        items.swap(i, j);
+    }
+}
+
+/// Samples drawn with replacement with the given weights (the `balanced` option's epochs).
+pub fn weighted_epoch(pool: &[usize], weights: &[f64], seed: u64) -> Vec<usize> {
+    let total: f64 = weights.iter().sum();
+    let mut cumulative = Vec::with_capacity(weights.len());
+    let mut acc = 0.0;
+    for w in weights {
+        acc += w / total;
+        cumulative.push(acc);
+    }
+    let mut rng = SplitMix64::new(seed);
+    (0..pool.len())
+        .map(|_| {
+            let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+            let at = cumulative.partition_point(|&c| c <= u).min(pool.len() - 1);
+            pool[at]
+        })
+        .collect()
+}
+
+/// The seed of one epoch of one data segment.
+pub fn epoch_seed(seed: u64, segment: u64, epoch: u64) -> u64 {
+    splitmix64(splitmix64(splitmix64(seed) ^ segment) ^ epoch)
+}

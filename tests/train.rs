@@ -1,0 +1,331 @@
+//! The training sink on the embedded sample data (feature `train`, CPU): a tiny model learns,
+//! a checkpoint resumes bit for bit, the curriculum runs end to end, and the sink and the
+//! command line work.
+#![cfg(feature = "train")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use capflow::schema::SampleRow;
+use capflow::train::data::TrainingData;
+use capflow::train::run::{train_samples, JobOptions};
+use capflow::train::trainer::{Trainer, VOCAB_FILE};
+use capflow::train::vocab::Vocabulary;
+use capflow::train::{Precision, TrainConfig, TrainingSink};
+use tch::Device;
+
+/// `capflow run dataflows/sample.toml` into a temporary directory, once per test binary.
+fn sample_dataset() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("capflow-train-sample-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let status = Command::new(common::capflow_bin())
+            .arg("run")
+            .arg(common::repo_root().join("dataflows/sample.toml"))
+            .arg("--out")
+            .arg(&dir)
+            .status()
+            .expect("capflow runs");
+        assert!(status.success(), "capflow run failed");
+        dir
+    })
+}
+
+fn tiny_config() -> TrainConfig {
+    let mut config = TrainConfig {
+        seed: 7,
+        steps: 200,
+        device: "cpu".into(),
+        precision: Precision::F32,
+        checkpoint_every: 0,
+        threads: 1,
+        splits: Vec::new(),
+        ..TrainConfig::default()
+    };
+    config.model.d_model = 64;
+    config.model.heads = 4;
+    config.model.encoder_layers = 1;
+    config.model.decoder_layers = 2;
+    config.model.ff_dim = 128;
+    config.model.dropout = 0.1;
+    config.optimizer.lr = 2e-3;
+    config.optimizer.warmup_steps = 20;
+    config.batching.token_budget = 512;
+    config
+}
+
+fn originals() -> (TrainingData, Vec<SampleRow>) {
+    let data = TrainingData::load(&[sample_dataset().to_path_buf()]).unwrap();
+    let samples = data.select(&tiny_config());
+    (data, samples)
+}
+
+#[test]
+fn original_samples_come_from_captions_and_groundings() {
+    let (data, samples) = originals();
+    // The embedded data has 100 captions of 20 images and no samples table.
+    assert_eq!(samples.len(), 100);
+    assert!(samples.iter().all(|s| s.method == "original"));
+    assert!(
+        samples
+            .iter()
+            .filter(|s| !s.control_boxes.is_empty())
+            .count()
+            > 80
+    );
+    assert!(data.context.detections.len() >= 10);
+}
+
+#[test]
+fn tiny_model_loss_falls_by_half_in_200_steps() {
+    let (data, samples) = originals();
+    let out = tempfile::tempdir().unwrap();
+    let outcome = train_samples(
+        &samples,
+        &data.context,
+        &tiny_config(),
+        out.path(),
+        Device::Cpu,
+        &JobOptions::default(),
+    )
+    .unwrap();
+    let losses = &outcome.run.losses;
+    assert_eq!(losses.len(), 200);
+    let first: f64 = losses[..10].iter().sum::<f64>() / 10.0;
+    let last: f64 = losses[190..].iter().sum::<f64>() / 10.0;
+    assert!(
+        last <= 0.5 * first,
+        "loss fell from {first:.3} to {last:.3} only"
+    );
+    assert!(Trainer::has_checkpoint(out.path()));
+}
+
+fn parameters(dir: &Path) -> Vec<(String, Vec<f32>)> {
+    let vocab = Vocabulary::load(&dir.join(VOCAB_FILE)).unwrap();
+    let trainer = Trainer::load(dir, &vocab, Device::Cpu).unwrap();
+    let p = &trainer.model.parameters;
+    p.names
+        .iter()
+        .zip(&p.tensors)
+        .map(|(n, t)| (n.clone(), Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap()))
+        .collect()
+}
+
+#[test]
+fn resume_continues_bit_for_bit() {
+    let (data, samples) = originals();
+    let mut config = tiny_config();
+    config.steps = 40;
+    let straight = tempfile::tempdir().unwrap();
+    let full = train_samples(
+        &samples,
+        &data.context,
+        &config,
+        straight.path(),
+        Device::Cpu,
+        &JobOptions::default(),
+    )
+    .unwrap();
+    let resumed = tempfile::tempdir().unwrap();
+    let stopped = train_samples(
+        &samples,
+        &data.context,
+        &config,
+        resumed.path(),
+        Device::Cpu,
+        &JobOptions {
+            resume: false,
+            stop_after: Some(17),
+        },
+    )
+    .unwrap();
+    assert_eq!(stopped.run.steps, 17);
+    let finished = train_samples(
+        &samples,
+        &data.context,
+        &config,
+        resumed.path(),
+        Device::Cpu,
+        &JobOptions {
+            resume: true,
+            stop_after: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(finished.run.steps, 40);
+    // Every loss and every weight equal to the last bit.
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&finished.run.losses), bits(&full.run.losses));
+    let a = parameters(straight.path());
+    let b = parameters(resumed.path());
+    assert_eq!(a.len(), b.len());
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        let xb: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
+        let yb: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+        assert!(xb == yb, "parameter {name} differs after resume");
+    }
+}
+
+/// Generated samples for the curriculum: half are another image's caption (bad), half are the
+/// image's own caption with its last word dropped (plausible).
+fn with_generated(samples: &[SampleRow]) -> Vec<SampleRow> {
+    let mut all = samples.to_vec();
+    for (k, s) in samples.iter().enumerate() {
+        let mut g = s.clone();
+        g.method = "synthetic".into();
+        g.sample_id = format!("gen:{k}");
+        if k % 2 == 0 {
+            g.text = samples[(k + 37) % samples.len()].text.clone();
+        } else {
+            let words: Vec<&str> = s.text.split_whitespace().collect();
+            g.text = words[..words.len().saturating_sub(1).max(1)].join(" ");
+        }
+        all.push(g);
+    }
+    all
+}
+
+#[test]
+fn curriculum_scores_selects_and_trains() {
+    let (data, samples) = originals();
+    let samples = with_generated(&samples);
+    let mut config = tiny_config();
+    config.curriculum.enabled = true;
+    config.curriculum.scoring_steps = 30;
+    config.curriculum.steps_per_iteration = 2;
+    config.curriculum.c_percent = 10.0;
+    config.curriculum.balanced = true;
+    let out = tempfile::tempdir().unwrap();
+    let outcome = train_samples(
+        &samples,
+        &data.context,
+        &config,
+        out.path(),
+        Device::Cpu,
+        &JobOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(outcome.generated, 100);
+    assert_eq!(outcome.iterations, 10);
+    assert_eq!(outcome.run.steps, 20);
+    for file in ["curriculum/scores.parquet", "curriculum/selections.parquet"] {
+        assert!(out.path().join(file).is_file(), "{file}");
+    }
+    let file = std::fs::File::open(out.path().join("curriculum/selections.parquet")).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(rows, 10 * 100);
+}
+
+#[test]
+fn sink_trains_on_pushed_samples() {
+    let (data, samples) = originals();
+    let mut config = tiny_config();
+    config.steps = 5;
+    let out = tempfile::tempdir().unwrap();
+    let mut sink = TrainingSink::spawn(
+        config,
+        data.context.clone(),
+        out.path().to_path_buf(),
+        Device::Cpu,
+        JobOptions::default(),
+        4,
+    )
+    .unwrap();
+    for s in samples {
+        sink.push(s).unwrap();
+    }
+    assert_eq!(sink.received(), 100);
+    let outcome = sink.finish().unwrap();
+    assert_eq!(outcome.run.steps, 5);
+    assert_eq!(outcome.samples, 100);
+}
+
+#[test]
+fn bf16_matmuls_train_on_cpu() {
+    let (data, samples) = originals();
+    let mut config = tiny_config();
+    config.steps = 3;
+    config.precision = Precision::Bf16;
+    let out = tempfile::tempdir().unwrap();
+    let outcome = train_samples(
+        &samples,
+        &data.context,
+        &config,
+        out.path(),
+        Device::Cpu,
+        &JobOptions::default(),
+    )
+    .unwrap();
+    assert!(outcome.run.losses.iter().all(|l| l.is_finite()));
+}
+
+#[test]
+fn cli_trains_and_evaluates() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tiny.toml");
+    std::fs::write(
+        &config,
+        "seed = 3\nsteps = 20\ndevice = \"cpu\"\nthreads = 1\nsplits = []\n\
+         [model]\nd_model = 32\nheads = 2\nencoder_layers = 1\ndecoder_layers = 1\nff_dim = 64\n\
+         [batching]\ntoken_budget = 512\n",
+    )
+    .unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let output = Command::new(common::capflow_bin())
+        .args(["train", "--data"])
+        .arg(sample_dataset())
+        .arg("--config")
+        .arg(&config)
+        .arg("--out")
+        .arg(&ckpt)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["steps"], 20);
+    let report = dir.path().join("eval.json");
+    let output = Command::new(common::capflow_bin())
+        .args(["eval", "model", "--device", "cpu", "--checkpoint"])
+        .arg(&ckpt)
+        .arg("--data")
+        .arg(sample_dataset())
+        .args(["--eval-split", "test", "--out"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(summary["samples"].as_u64().unwrap() > 0);
+    assert_eq!(summary["by_coverage"].as_array().unwrap().len(), 10);
+    let lp = summary["lp"].as_f64().unwrap();
+    assert!((0.0..=100.0).contains(&lp));
+    // A bad config key is a usage error naming the file.
+    std::fs::write(&config, "stepz = 3\n").unwrap();
+    let output = Command::new(common::capflow_bin())
+        .args(["train", "--data"])
+        .arg(sample_dataset())
+        .arg("--config")
+        .arg(&config)
+        .arg("--out")
+        .arg(&ckpt)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("tiny.toml"));
+}

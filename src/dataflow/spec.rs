@@ -8,6 +8,7 @@
 //! [[inputs]]
 //! format = "flickr30k-entities"
 //! paths = ["../examples/data/flickr30k_entities"]   # relative to this file
+//! # tables = ["images"]      # keep only these tables' rows from this input (default: all)
 //!
 //! [output]
 //! dir = "out/sample"            # relative to the working directory; --out overrides

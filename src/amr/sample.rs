@@ -72,6 +72,17 @@ pub struct EventSubgraph {
     pub variant: EventVariant,
 }
 
+/// PropBank frame lemmas for [`SamplingConfig::frames`], one per line (`sit` or the frame file
+/// name `sit.xml`); blank lines and `#` comments are skipped.
+pub fn read_frames(path: &std::path::Path) -> crate::Result<HashSet<String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+    Ok(text
+        .lines()
+        .map(|l| l.trim().trim_end_matches(".xml").to_string())
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect())
+}
+
 /// Sampling parameters.
 #[derive(Clone, Debug)]
 pub struct SamplingConfig<'a> {

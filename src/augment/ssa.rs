@@ -1,7 +1,7 @@
 //! SSA, structured semantic augmentation (METHODS.md §1), as plain functions over one image.
 //!
-//! The dataflow runs these one stage at a time (`src/dataflow/stages/`); [`augment_image`]
-//! runs them all in a row for tests, benches and callers without timely.
+//! The dataflow runs these one stage at a time (`src/dataflow/stages/`); each is a plain
+//! function that can be tested without timely.
 //!
 //! 1. [`align`]: parse the image's caption AMRs and ground their noun nodes in the caption's
 //!    phrase boxes (vgAMR).
@@ -9,7 +9,7 @@
 //! 3. [`sample`]: event subgraphs of every predicate.
 //! 4. realize: a sentence per subgraph ([`EventRealizer`]: the built-in realizer or an external
 //!    AMR-to-text model).
-//! 5. [`judge`]: the quality filter (score threshold, hallucination words, noun grounding,
+//! 5. [`filter_sentences`] / [`judge`]: the quality filter (score threshold, hallucination words, noun grounding,
 //!    fully grounded, duplicates).
 //! 6. [`ssa_sample`]: the control signals (boxes, coverage, length level, word count, verbs).
 
@@ -458,67 +458,44 @@ pub fn original_samples(image: &ImageAnnotations, seed: u64) -> Vec<SampleRow> {
     samples
 }
 
-/// Counts of one image's run through the SSA stages.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SsaCounts {
-    pub amrs: u64,
-    pub vgamrs: u64,
-    pub meta_graphs: u64,
-    pub events: u64,
-    pub realized: u64,
-    pub kept: u64,
+/// What the quality filter kept of an image's sentences, and what it dropped, by reason.
+#[derive(Clone, Debug, Default)]
+pub struct Filtered {
+    /// Indices of the kept sentences (and their subgraphs), with their quality scores.
+    pub kept: Vec<(usize, Vec<QualityScore>)>,
     pub dropped: Vec<(Drop, u64)>,
 }
 
-/// Every SSA stage on one image, in order: the image's samples (originals first when
-/// configured), what was rejected, and the counts.
-pub fn augment_image(
+/// Stage `quality-filter` for one image: [`judge`] on every sentence, then duplicates (of an
+/// earlier kept sentence or of one of the image's captions).
+pub fn filter_sentences(
     image: &ImageAnnotations,
-    seed: u64,
+    events: &[EventSubgraph],
+    texts: &[String],
     config: &SsaConfig,
     models: &SsaModels,
-) -> Result<(Vec<SampleRow>, Vec<RejectedRow>, SsaCounts)> {
-    let mut counts = SsaCounts {
-        amrs: image.amrs.len() as u64,
-        ..Default::default()
-    };
-    let mut samples = if config.include_originals {
-        original_samples(image, seed)
-    } else {
-        Vec::new()
-    };
-    let aligned = align(image, models.lexicon);
-    counts.vgamrs = aligned.vgamrs.len() as u64;
-    let Some(meta) = merge(&aligned.vgamrs, config, models)? else {
-        return Ok((samples, aligned.rejected, counts));
-    };
-    counts.meta_graphs = 1;
-    let events = sample(&meta, &image.image_id, seed, config, models);
-    counts.events = events.len() as u64;
-    let graphs: Vec<&Graph> = events.iter().map(|e| &e.graph).collect();
-    let texts = models.realizer.realize_batch(&image.image_id, &graphs)?;
-    counts.realized = texts.len() as u64;
+) -> Filtered {
     let context = CaptionContext::new(&image.captions);
     let mut seen = HashSet::new();
+    let mut kept = Vec::new();
     let mut dropped = std::collections::BTreeMap::new();
     for (index, (event, text)) in events.iter().zip(texts).enumerate() {
-        let verdict = judge(&text, event, &context, config, models).and_then(|scores| {
-            if is_duplicate(&text, &context, &mut seen) {
+        let verdict = judge(text, event, &context, config, models).and_then(|scores| {
+            if is_duplicate(text, &context, &mut seen) {
                 Err(Drop::Duplicate)
             } else {
                 Ok(scores)
             }
         });
         match verdict {
-            Ok(scores) => {
-                counts.kept += 1;
-                samples.push(ssa_sample(image, &meta, index, event, text, scores, seed));
-            }
+            Ok(scores) => kept.push((index, scores)),
             Err(reason) => *dropped.entry(reason).or_insert(0u64) += 1,
         }
     }
-    counts.dropped = dropped.into_iter().collect();
-    Ok((samples, aligned.rejected, counts))
+    Filtered {
+        kept,
+        dropped: dropped.into_iter().collect(),
+    }
 }
 
 /// The built-in realizer ([`crate::amr::realize::Realizer`]) as the realize stage's model.

@@ -18,7 +18,7 @@ use crate::amr::merge::{
     meta_graph, ExactWords, MergeContext, MergeStep, MetaGraph, RuleSet, WordSimilarity,
 };
 use crate::amr::penman::{encode, parse_many};
-use crate::amr::sample::{event_subgraphs, SamplingConfig};
+use crate::amr::sample::{event_subgraphs, read_frames, SamplingConfig};
 use crate::amr::smatch::{smatch, SmatchOptions};
 use crate::amr::Graph;
 use crate::error::{Error, Result};
@@ -270,13 +270,4 @@ fn read_groundings(path: &Path, format: Option<Format>) -> Result<Vec<GroundingR
         rows.push(row);
     }
     Ok(rows)
-}
-
-fn read_frames(path: &Path) -> Result<HashSet<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    Ok(text
-        .lines()
-        .map(|l| l.trim().trim_end_matches(".xml").to_string())
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .collect())
 }

@@ -8,8 +8,6 @@
 //! all of the run's captions in read order, so they are the same for any number of workers; the
 //! stages run per image in [`super::augment::run_augment`].
 
-use std::collections::HashSet;
-use std::path::Path;
 use std::sync::Arc;
 
 use crate::amr::align::ModifierLexicon;
@@ -69,7 +67,7 @@ pub fn build_models(
         }
     };
     let frames = match &config.frames {
-        Some(path) => Some(read_frames(path)?),
+        Some(path) => Some(crate::amr::sample::read_frames(path)?),
         None => None,
     };
     let realizer: Arc<dyn EventRealizer> = match amr_to_text {
@@ -91,14 +89,4 @@ pub fn build_models(
         frames,
         realizer,
     })
-}
-
-/// PropBank frame lemmas, one per line (`sit` or `sit.xml`); `#` starts a comment.
-pub fn read_frames(path: &Path) -> Result<HashSet<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    Ok(text
-        .lines()
-        .map(|l| l.trim().trim_end_matches(".xml").to_string())
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .collect())
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Images, StageContext, StageCount, StageMeter};
+use super::{per_image, Images, StageContext, StageCount, StageMeter};
 use crate::augment::ssa::align;
 
 pub fn amr_align<'scope>(
@@ -10,22 +10,15 @@ pub fn amr_align<'scope>(
     ctx: Arc<StageContext>,
     meter: StageMeter,
 ) -> Images<'scope> {
-    images.map(move |mut staged| {
-        if ctx.failure.is_set() {
-            return staged;
-        }
-        meter.measure(|| {
-            let state = &mut staged.value;
-            let aligned = align(&state.image, ctx.models.lexicon);
-            let count = StageCount::new(
-                state.image.amrs.len(),
-                aligned.vgamrs.len(),
-                aligned.rejected.len(),
-            );
-            state.vgamrs = aligned.vgamrs;
-            state.rejected.extend(aligned.rejected);
-            ((), count)
-        });
-        staged
+    per_image(images, ctx.failure.clone(), meter, move |_, state| {
+        let aligned = align(&state.image, ctx.models.lexicon);
+        let count = StageCount::new(
+            state.image.amrs.len(),
+            aligned.vgamrs.len(),
+            aligned.rejected.len(),
+        );
+        state.vgamrs = aligned.vgamrs;
+        state.rejected.extend(aligned.rejected);
+        count
     })
 }

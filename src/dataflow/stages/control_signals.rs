@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Images, StageContext, StageCount, StageMeter};
+use super::{per_image, Images, StageContext, StageCount, StageMeter};
 use crate::augment::ssa::ssa_sample;
 
 pub fn control_signals<'scope>(
@@ -12,38 +12,28 @@ pub fn control_signals<'scope>(
     ctx: Arc<StageContext>,
     meter: StageMeter,
 ) -> Images<'scope> {
-    images.map(move |mut staged| {
-        if ctx.failure.is_set() {
-            return staged;
-        }
-        meter.measure(|| {
-            let state = &mut staged.value;
-            let kept = std::mem::take(&mut state.kept);
-            let texts = std::mem::take(&mut state.texts);
-            let rows_in = kept.len();
-            let before = state.samples.len();
-            if let Some(meta) = &state.meta {
-                for (index, scores) in kept {
-                    let text = texts[index].clone();
-                    let event = &state.events[index];
-                    state.samples.push(ssa_sample(
-                        &state.image,
-                        meta,
-                        index,
-                        event,
-                        text,
-                        scores,
-                        ctx.seed,
-                    ));
-                }
+    per_image(images, ctx.failure.clone(), meter, move |_, state| {
+        let kept = std::mem::take(&mut state.kept);
+        let mut texts = std::mem::take(&mut state.texts);
+        let rows_in = kept.len();
+        let before = state.samples.len();
+        if let Some(meta) = &state.meta {
+            for (index, scores) in kept {
+                let text = std::mem::take(&mut texts[index]);
+                let event = &state.events[index];
+                state.samples.push(ssa_sample(
+                    &state.image,
+                    meta,
+                    index,
+                    event,
+                    text,
+                    scores,
+                    ctx.seed,
+                ));
             }
-            state.events.clear();
-            state.meta = None;
-            (
-                (),
-                StageCount::new(rows_in, state.samples.len() - before, 0),
-            )
-        });
-        staged
+        }
+        state.events.clear();
+        state.meta = None;
+        StageCount::new(rows_in, state.samples.len() - before, 0)
     })
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Images, MethodContext, StageCount, StageMeter};
+use super::{per_image, Images, MethodContext, StageCount, StageMeter};
 use crate::augment::cutswap::Model;
 
 pub fn cutswap<'scope>(
@@ -12,17 +12,10 @@ pub fn cutswap<'scope>(
     ctx: Arc<MethodContext<Model>>,
     meter: StageMeter,
 ) -> Images<'scope> {
-    images.map(move |mut staged| {
-        if ctx.failure.is_set() {
-            return staged;
-        }
-        meter.measure(|| {
-            let state = &mut staged.value;
-            let new = ctx.method.samples(&state.image, ctx.seed);
-            let count = StageCount::new(state.image.captions.len(), new.len(), 0);
-            state.samples.extend(new);
-            ((), count)
-        });
-        staged
+    per_image(images, ctx.failure.clone(), meter, move |_, state| {
+        let new = ctx.method.samples(&state.image, ctx.seed);
+        let count = StageCount::new(state.image.captions.len(), new.len(), 0);
+        state.samples.extend(new);
+        count
     })
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Images, StageContext, StageCount, StageMeter};
+use super::{per_image, Images, StageContext, StageCount, StageMeter};
 use crate::augment::ssa::sample;
 
 pub fn event_sample<'scope>(
@@ -10,18 +10,16 @@ pub fn event_sample<'scope>(
     ctx: Arc<StageContext>,
     meter: StageMeter,
 ) -> Images<'scope> {
-    images.map(move |mut staged| {
-        if ctx.failure.is_set() {
-            return staged;
-        }
-        meter.measure(|| {
-            let state = &mut staged.value;
+    per_image(
+        images,
+        ctx.failure.clone(),
+        meter,
+        move |image_id, state| {
             let Some(meta) = &state.meta else {
-                return ((), StageCount::default());
+                return StageCount::default();
             };
-            state.events = sample(meta, &staged.image_id, ctx.seed, &ctx.config, &ctx.models);
-            ((), StageCount::new(1, state.events.len(), 0))
-        });
-        staged
-    })
+            state.events = sample(meta, image_id, ctx.seed, &ctx.config, &ctx.models);
+            StageCount::new(1, state.events.len(), 0)
+        },
+    )
 }

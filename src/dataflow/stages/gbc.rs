@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Images, MethodContext, StageCount, StageMeter};
+use super::{per_image, Images, MethodContext, StageCount, StageMeter};
 use crate::augment::gbc::{samples, GbcSampleConfig};
 
 pub fn gbc<'scope>(
@@ -11,17 +11,10 @@ pub fn gbc<'scope>(
     ctx: Arc<MethodContext<GbcSampleConfig>>,
     meter: StageMeter,
 ) -> Images<'scope> {
-    images.map(move |mut staged| {
-        if ctx.failure.is_set() {
-            return staged;
-        }
-        meter.measure(|| {
-            let state = &mut staged.value;
-            let new = samples(&state.image, &ctx.method, ctx.seed);
-            let count = StageCount::new(state.image.gbc_graphs.len(), new.len(), 0);
-            state.samples.extend(new);
-            ((), count)
-        });
-        staged
+    per_image(images, ctx.failure.clone(), meter, move |_, state| {
+        let new = samples(&state.image, &ctx.method, ctx.seed);
+        let count = StageCount::new(state.image.gbc_graphs.len(), new.len(), 0);
+        state.samples.extend(new);
+        count
     })
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Images, StageContext, StageCount, StageMeter};
+use super::{per_image, Images, StageContext, StageCount, StageMeter};
 use crate::augment::ssa::merge as merge_graphs;
 
 pub fn merge<'scope>(
@@ -11,27 +11,23 @@ pub fn merge<'scope>(
     ctx: Arc<StageContext>,
     meter: StageMeter,
 ) -> Images<'scope> {
-    images.map(move |mut staged| {
-        if ctx.failure.is_set() {
-            return staged;
-        }
-        meter.measure(|| {
-            let state = &mut staged.value;
+    per_image(
+        images,
+        ctx.failure.clone(),
+        meter,
+        move |image_id, state| {
             let vgamrs = std::mem::take(&mut state.vgamrs);
-            let count = match merge_graphs(&vgamrs, &ctx.config, &ctx.models) {
+            match merge_graphs(&vgamrs, &ctx.config, &ctx.models) {
                 Ok(meta) => {
                     let out = usize::from(meta.is_some());
                     state.meta = meta.map(Arc::new);
                     StageCount::new(vgamrs.len(), out, 0)
                 }
                 Err(e) => {
-                    ctx.failure
-                        .set(format!("merge, image {}: {e}", staged.image_id));
+                    ctx.failure.set(format!("merge, image {image_id}: {e}"));
                     StageCount::new(vgamrs.len(), 0, 0)
                 }
-            };
-            ((), count)
-        });
-        staged
-    })
+            }
+        },
+    )
 }

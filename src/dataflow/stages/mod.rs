@@ -93,6 +93,22 @@ impl Failure {
     }
 }
 
+/// Wires one per-image stage: `work` fills in its part of the image's state and says what it
+/// did. After a failure anywhere in the run, images pass through untouched.
+pub fn per_image<'scope>(
+    images: Images<'scope>,
+    failure: Failure,
+    meter: StageMeter,
+    mut work: impl FnMut(&str, &mut SsaImage) -> StageCount + 'static,
+) -> Images<'scope> {
+    images.map(move |mut staged| {
+        if !failure.is_set() {
+            meter.measure(|| ((), work(&staged.image_id, &mut staged.value)));
+        }
+        staged
+    })
+}
+
 /// Rows in / out / rejected and busy time of one stage on one worker.
 #[derive(Clone, Debug, Default)]
 pub struct StageMeter(Rc<RefCell<(StageMetrics, Duration)>>);

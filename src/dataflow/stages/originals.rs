@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Images, MethodContext, StageCount, StageMeter};
+use super::{per_image, Images, MethodContext, StageCount, StageMeter};
 use crate::augment::ssa::original_samples;
 
 pub fn originals<'scope>(
@@ -11,17 +11,10 @@ pub fn originals<'scope>(
     ctx: Arc<MethodContext<()>>,
     meter: StageMeter,
 ) -> Images<'scope> {
-    images.map(move |mut staged| {
-        if ctx.failure.is_set() {
-            return staged;
-        }
-        meter.measure(|| {
-            let state = &mut staged.value;
-            let samples = original_samples(&state.image, ctx.seed);
-            let count = StageCount::new(state.image.captions.len(), samples.len(), 0);
-            state.samples.extend(samples);
-            ((), count)
-        });
-        staged
+    per_image(images, ctx.failure.clone(), meter, move |_, state| {
+        let samples = original_samples(&state.image, ctx.seed);
+        let count = StageCount::new(state.image.captions.len(), samples.len(), 0);
+        state.samples.extend(samples);
+        count
     })
 }

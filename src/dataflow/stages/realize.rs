@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Images, StageContext, StageCount, StageMeter};
+use super::{per_image, Images, StageContext, StageCount, StageMeter};
 use crate::amr::Graph;
 
 pub fn realize<'scope>(
@@ -11,22 +11,20 @@ pub fn realize<'scope>(
     ctx: Arc<StageContext>,
     meter: StageMeter,
 ) -> Images<'scope> {
-    images.map(move |mut staged| {
-        if ctx.failure.is_set() {
-            return staged;
-        }
-        meter.measure(|| {
-            let state = &mut staged.value;
+    per_image(
+        images,
+        ctx.failure.clone(),
+        meter,
+        move |image_id, state| {
             if state.events.is_empty() {
-                return ((), StageCount::default());
+                return StageCount::default();
             }
             let graphs: Vec<&Graph> = state.events.iter().map(|e| &e.graph).collect();
-            match ctx.models.realizer.realize_batch(&staged.image_id, &graphs) {
+            match ctx.models.realizer.realize_batch(image_id, &graphs) {
                 Ok(texts) => state.texts = texts,
                 Err(e) => ctx.failure.set(format!("realize: {e}")),
             }
-            ((), StageCount::new(graphs.len(), state.texts.len(), 0))
-        });
-        staged
-    })
+            StageCount::new(graphs.len(), state.texts.len(), 0)
+        },
+    )
 }

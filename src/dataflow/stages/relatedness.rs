@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Images, MethodContext, StageCount, StageMeter};
+use super::{per_image, Images, MethodContext, StageCount, StageMeter};
 use crate::augment::relatedness::RelatednessModel;
 
 pub fn relatedness<'scope>(
@@ -12,26 +12,24 @@ pub fn relatedness<'scope>(
     ctx: Arc<MethodContext<RelatednessModel>>,
     meter: StageMeter,
 ) -> Images<'scope> {
-    images.map(move |mut staged| {
-        if ctx.failure.is_set() {
-            return staged;
-        }
-        meter.measure(|| {
-            let state = &mut staged.value;
+    per_image(
+        images,
+        ctx.failure.clone(),
+        meter,
+        move |image_id, state| {
             let rows_in = state.image.captions.len();
             match ctx.method.samples(&state.image, ctx.seed) {
                 Ok(new) => {
                     let count = StageCount::new(rows_in, new.len(), 0);
                     state.samples.extend(new);
-                    ((), count)
+                    count
                 }
                 Err(e) => {
                     ctx.failure
-                        .set(format!("relatedness: image {}: {e}", staged.image_id));
-                    ((), StageCount::new(rows_in, 0, 0))
+                        .set(format!("relatedness: image {image_id}: {e}"));
+                    StageCount::new(rows_in, 0, 0)
                 }
             }
-        });
-        staged
-    })
+        },
+    )
 }

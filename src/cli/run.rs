@@ -1,19 +1,24 @@
 //! `capflow run`: run a dataflow spec and commit its dataset.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use crate::augment::cutswap;
 use crate::augment::relatedness::RelatednessModel;
 use crate::augment::ssa::builtin_realizer;
 use crate::dataflow::augment::{group_images, run_augment, AugmentRun, Methods};
+use crate::dataflow::buckets::BucketExport;
 use crate::dataflow::ssa::build_models;
+use crate::dataflow::state::{
+    self, bucket_of, image_digests, rows_digest, BucketState, ImageState, Plan, StateDir,
+};
 use crate::dataflow::CollectedRun;
 use crate::dataflow::{run_collect, ClusterOptions, DataflowSpec};
 use crate::error::{Error, Result};
-use crate::export::{DatasetSink, DatasetWriter, StageMetrics};
-use crate::ingest::{RecordSink, Row};
-use crate::select::mix::mix;
+use crate::export::{DatasetWriter, StageMetrics};
+use crate::ingest::Row;
+use crate::schema::{RejectedRow, SampleRow};
+use crate::select::mix::{mix, MixConfig};
 
 /// Run a dataflow spec: read its inputs, run its stages on the workers, write the dataset.
 #[derive(Debug, clap::Args)]
@@ -27,9 +32,10 @@ pub struct RunArgs {
     /// subdirectory named like its default path, e.g. the output of `capflow synth`).
     #[arg(long)]
     pub input: Option<PathBuf>,
-    /// Target size of each Parquet shard in bytes (default: the spec's `output.shard_bytes`).
+    /// Keep what each image's outputs were computed from in this directory; a rerun with the
+    /// same state recomputes only new, changed and removed images (see docs/incremental.md).
     #[arg(long)]
-    pub shard_bytes: Option<u64>,
+    pub state: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterOptions,
 }
@@ -49,90 +55,160 @@ pub fn run(args: RunArgs) -> Result<()> {
         .clone()
         .or_else(|| spec.output.dir.clone())
         .unwrap_or_else(|| PathBuf::from("out").join(&spec.name));
-    let shard_bytes = args.shard_bytes.unwrap_or(spec.output.shard_bytes);
+    let state = args.state.as_deref().map(StateDir::open).transpose()?;
 
     let collected = run_collect(&spec, &args.cluster)?;
+    let corpus = match spec.corpus_spec() {
+        Some(corpus) => Some(run_collect(&corpus, &ClusterOptions::default())?),
+        None => None,
+    };
+    let fit = corpus.as_ref().unwrap_or(&collected);
+    let buckets = spec.output.buckets;
+    // Taking the writer first locks the output directory for the whole run.
+    let mut writer = DatasetWriter::create(&out, &spec.config_hash(), spec.output.shard_bytes)?;
+    writer.retain_versions(true);
+    if !spec.description.is_empty() {
+        writer.describe(spec.description.clone());
+    }
+    let previous = writer
+        .previous()
+        .map(|(m, sha)| (m.clone(), sha.to_string()));
+    let previous_ref = previous.as_ref().map(|(m, sha)| (m, sha.as_str()));
+
+    let planned = std::time::Instant::now();
+    let digests = image_digests(&collected.rows)?;
+    let models_digest = models_digest(&spec, fit)?;
+    let header_now = state::header(spec.config_hash(), models_digest, buckets, previous_ref);
+    let owned: Vec<usize> = (0..buckets).collect();
+    let mut plan = match &state {
+        Some(state) => state::plan(state, &header_now, previous_ref, &digests, &owned)?,
+        None => Plan::full(&digests, "no --state"),
+    };
+    if plan.full.is_none() && spec.mix != MixConfig::All && !plan.compute.is_empty() {
+        plan = Plan::full(
+            &digests,
+            "[mix] selects over all samples, so a changed image can change any bucket",
+        );
+    }
+    if state.is_some() {
+        eprintln!("capflow run {}: {}", spec.name, plan.describe());
+    }
+    let plan_ms = planned.elapsed().as_millis() as u64;
+
     let augmented = if spec.augments() || spec.keeps_originals() {
-        Some(run_augment_phase(&spec, &collected, &args.cluster)?)
+        Some(run_augment_phase(
+            &spec,
+            &collected,
+            fit,
+            &args.cluster,
+            &plan.compute,
+        )?)
     } else {
         None
     };
     let export_started = std::time::Instant::now();
-    let mut writer = DatasetWriter::create(&out, &spec.config_hash(), shard_bytes)?;
-    if !spec.description.is_empty() {
-        writer.describe(spec.description.clone());
-    }
     for stage in &collected.stages {
         writer.stage(stage.clone());
     }
-    let mut rows_out = collected.rows.len() as u64;
-    let mut augment_rejected = Vec::new();
-    if let Some(run) = &augmented {
+    writer.stage(StageMetrics {
+        name: "plan".into(),
+        rows_in: digests.len() as u64 + plan.removed.len() as u64,
+        rows_out: plan.compute.len() as u64,
+        rejected: 0,
+        elapsed_ms: plan_ms,
+    });
+    let mut new_samples: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
+    let mut new_rejected: BTreeMap<String, Vec<RejectedRow>> = BTreeMap::new();
+    if let Some(run) = augmented {
+        print_augment_summary(&spec, &run);
         for stage in &run.stages {
             writer.stage(stage.clone());
         }
-        let dropped: Vec<String> = run
-            .dropped
-            .iter()
-            .map(|(reason, n)| format!("{n} {}", reason.as_str()))
-            .collect();
-        let seconds = run.wall.as_secs_f64();
-        let mut methods: BTreeMap<&str, usize> = BTreeMap::new();
-        for sample in &run.samples {
-            *methods.entry(sample.method.as_str()).or_insert(0) += 1;
-        }
-        let methods: Vec<String> = methods.iter().map(|(m, n)| format!("{n} {m}")).collect();
-        eprintln!(
-            "augment: {} images in {seconds:.3} s ({:.0} images/s), {} samples ({})",
-            run.images,
-            run.images as f64 / seconds.max(1e-9),
-            run.samples.len(),
-            if methods.is_empty() {
-                "none".to_string()
-            } else {
-                methods.join(", ")
-            }
-        );
-        if spec.ssa.is_some() {
-            eprintln!(
-                "ssa: quality filter dropped: {}",
-                if dropped.is_empty() {
-                    "none".to_string()
-                } else {
-                    dropped.join(", ")
-                }
-            );
-        }
-    }
-    // The sink groups rows by table (samples by their split) and writes bounded batches.
-    let mut sink = DatasetSink::new(&mut writer);
-    for keyed in collected.rows {
-        sink.row(keyed.row)?;
-    }
-    if let Some(run) = augmented {
-        rows_out += run.samples.len() as u64;
         for sample in run.samples {
-            sink.row(Row::Sample(sample))?;
+            new_samples
+                .entry(sample.image_id.clone())
+                .or_default()
+                .push(sample);
         }
-        augment_rejected = run.rejected;
+        for (image_id, rejected) in run.rejected {
+            new_rejected.entry(image_id).or_default().push(rejected);
+        }
     }
-    sink.finish()?;
-    for (_, _, rejected) in collected.rejected {
-        writer.reject(rejected)?;
+
+    let layout = BucketExport {
+        buckets,
+        plan: &plan,
+        previous: previous_ref,
+        dir: &out,
+    };
+    let exported = layout.write(&mut writer, &collected, &owned, &mut new_samples)?;
+    for (_, _, rejected) in &collected.rejected {
+        writer.reject(rejected.clone())?;
     }
-    for rejected in augment_rejected {
-        writer.reject(rejected)?;
+    // The method stages' rejections, by image: this run's for computed images, the state's for
+    // carried ones.
+    let mut bucket_states: BTreeMap<usize, BucketState> = BTreeMap::new();
+    for (id, digest) in &digests {
+        let bucket = bucket_of(id, buckets);
+        let rejected = if plan.compute.contains(id) {
+            new_rejected.remove(id).unwrap_or_default()
+        } else {
+            plan.previous
+                .get(&bucket)
+                .and_then(|b| b.get(id))
+                .map(|s| s.rejected.clone())
+                .unwrap_or_default()
+        };
+        for row in &rejected {
+            writer.reject(row.clone())?;
+        }
+        bucket_states.entry(bucket).or_default().insert(
+            id.clone(),
+            ImageState {
+                digest: digest.clone(),
+                rejected,
+            },
+        );
     }
+    let augment_rejected: u64 = bucket_states
+        .values()
+        .flat_map(|b| b.values())
+        .map(|s| s.rejected.len() as u64)
+        .sum();
+    writer.changelog(&exported.changes)?;
     writer.stage(StageMetrics {
         name: "export".into(),
-        rows_in: rows_out,
-        rows_out,
+        rows_in: exported.rows_written,
+        rows_out: exported.rows_written,
         rejected: 0,
         elapsed_ms: export_started.elapsed().as_millis() as u64,
     });
-    let manifest = writer.commit(collected.counts)?;
+    let mut counts = collected.counts;
+    counts.read += augment_rejected;
+    counts.rejected += augment_rejected;
+    let manifest = writer.commit(counts)?;
+    if let Some(state) = &state {
+        let manifest_path = out.join(crate::export::MANIFEST_FILE);
+        let text = std::fs::read(&manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
+        let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text));
+        state.invalidate()?;
+        for bucket in &owned {
+            if plan.touches(*bucket, buckets) {
+                let empty = BucketState::new();
+                state.write_bucket(*bucket, bucket_states.get(bucket).unwrap_or(&empty))?;
+            }
+        }
+        let mut header = header_now;
+        header.dataset_version = manifest.version;
+        header.manifest_sha256 = sha;
+        state.write_header(&header)?;
+    }
+    let (added, retracted) = manifest
+        .changelog
+        .as_ref()
+        .map_or((0, 0), |c| (c.added, c.retracted));
     eprintln!(
-        "capflow run {}: {} read, {} accepted, {} rejected; {} files in {} (version {})",
+        "capflow run {}: {} read, {} accepted, {} rejected; {} files in {} (version {}; {added} samples added, {retracted} retracted)",
         spec.name,
         collected.counts.read,
         collected.counts.accepted,
@@ -144,11 +220,68 @@ pub fn run(args: RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// The augment phase's summary lines: images/s, samples per method, SSA's drop reasons.
+fn print_augment_summary(spec: &DataflowSpec, run: &AugmentRun) {
+    let seconds = run.wall.as_secs_f64();
+    let mut methods: BTreeMap<&str, usize> = BTreeMap::new();
+    for sample in &run.samples {
+        *methods.entry(sample.method.as_str()).or_insert(0) += 1;
+    }
+    let methods: Vec<String> = methods.iter().map(|(m, n)| format!("{n} {m}")).collect();
+    eprintln!(
+        "augment: {} images in {seconds:.3} s ({:.0} images/s), {} samples ({})",
+        run.images,
+        run.images as f64 / seconds.max(1e-9),
+        run.samples.len(),
+        if methods.is_empty() {
+            "none".to_string()
+        } else {
+            methods.join(", ")
+        }
+    );
+    if spec.ssa.is_some() {
+        let dropped: Vec<String> = run
+            .dropped
+            .iter()
+            .map(|(reason, n)| format!("{n} {}", reason.as_str()))
+            .collect();
+        eprintln!(
+            "ssa: quality filter dropped: {}",
+            if dropped.is_empty() {
+                "none".to_string()
+            } else {
+                dropped.join(", ")
+            }
+        );
+    }
+}
+
+/// The digest of the rows the spec's corpus-level models are fitted on, if it has such models:
+/// SSA's scorer and vectors learn from the captions; the relatedness encoder and the CutSwap
+/// vocabulary from every input row.
+fn models_digest(spec: &DataflowSpec, collected: &CollectedRun) -> Result<Option<String>> {
+    let inputs = collected
+        .rows
+        .iter()
+        .filter(|r| !matches!(r.row, Row::Sample(_)));
+    if spec.relatedness.is_some() || spec.cutswap.is_some() {
+        return rows_digest(inputs).map(Some);
+    }
+    if spec.ssa.is_some() {
+        return rows_digest(inputs.filter(|r| matches!(r.row, Row::Caption(_)))).map(Some);
+    }
+    Ok(None)
+}
+
 /// Fits the corpus-level models on the read rows and runs the spec's method stages.
+/// `fit` holds the rows the corpus-level models learn from: `collected` itself, or the spec's
+/// `[[models.corpus]]`.
 fn run_augment_phase(
     spec: &DataflowSpec,
     collected: &CollectedRun,
+    fit: &CollectedRun,
     cluster: &ClusterOptions,
+    compute: &BTreeSet<String>,
 ) -> Result<AugmentRun> {
     let started = std::time::Instant::now();
     let mut methods = Methods {
@@ -161,7 +294,7 @@ fn run_augment_phase(
     if let Some(config) = &spec.ssa {
         let models = build_models(
             config,
-            &collected.rows,
+            &fit.rows,
             spec.models.amr_to_text.as_ref(),
             builtin_realizer(),
         )?;
@@ -169,7 +302,7 @@ fn run_augment_phase(
         fitted += 2;
     }
     if spec.relatedness.is_some() || spec.cutswap.is_some() {
-        let images = group_images(collected);
+        let images = group_images(fit);
         if let Some(config) = &spec.relatedness {
             let model = RelatednessModel::fit(&images, config)
                 .map_err(|e| Error::Config(format!("relatedness: fitting the model: {e}")))?;
@@ -184,7 +317,7 @@ fn run_augment_phase(
         }
     }
     let models_ms = started.elapsed().as_millis() as u64;
-    let mut run = run_augment(collected, spec.seed, methods, cluster)?;
+    let mut run = run_augment(collected, spec.seed, methods, cluster, Some(compute))?;
     let mix_started = std::time::Instant::now();
     let before = run.samples.len();
     run.samples = mix(&run.samples, &spec.mix)?;
@@ -195,7 +328,7 @@ fn run_augment_phase(
         rejected: 0,
         elapsed_ms: mix_started.elapsed().as_millis() as u64,
     });
-    let captions = collected
+    let captions = fit
         .rows
         .iter()
         .filter(|r| matches!(r.row, Row::Caption(_)))

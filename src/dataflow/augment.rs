@@ -13,10 +13,10 @@
 //! the same for any number of workers, and shared with the workers by `Arc`. The augment phase
 //! then feeds the records into a differential collection keyed by image; its arrangement sends
 //! each image's records to one worker, where the stages run. Randomness comes from (seed, image
-//! key, stage) only, and the samples are ordered by image (first read position), then method (the
+//! key, stage) only, and the samples are ordered by image id, then method (the
 //! order above), then sample index, so the dataset is byte-identical for any `-w`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -83,7 +83,8 @@ impl Methods {
 #[derive(Debug, Default)]
 pub struct AugmentRun {
     pub samples: Vec<SampleRow>,
-    pub rejected: Vec<RejectedRow>,
+    /// Records the stages rejected, with the image they belong to.
+    pub rejected: Vec<(String, RejectedRow)>,
     pub stages: Vec<StageMetrics>,
     pub images: u64,
     /// Sentences SSA's quality filter dropped, by reason.
@@ -92,12 +93,14 @@ pub struct AugmentRun {
     pub wall: std::time::Duration,
 }
 
-/// The rows the stages work on: every read row but existing samples, in read order.
-fn input_rows(collected: &CollectedRun) -> Vec<KeyedRow> {
+/// The rows the stages work on: every read row but existing samples, in read order; only the
+/// images in `only` when given.
+fn input_rows(collected: &CollectedRun, only: Option<&BTreeSet<String>>) -> Vec<KeyedRow> {
     collected
         .rows
         .iter()
         .filter(|r| !matches!(r.row, Row::Sample(_)))
+        .filter(|r| only.is_none_or(|ids| ids.contains(r.row.image_id())))
         .cloned()
         .collect()
 }
@@ -105,7 +108,7 @@ fn input_rows(collected: &CollectedRun) -> Vec<KeyedRow> {
 /// The run's images as the corpus-level fits see them: every image's rows in read order, images
 /// sorted by id (the same grouping `gather` makes on the workers).
 pub fn group_images(collected: &CollectedRun) -> Vec<ImageAnnotations> {
-    let mut rows = input_rows(collected);
+    let mut rows = input_rows(collected, None);
     rows.sort_by_key(|r| (r.unit, r.ordinal));
     let mut images: BTreeMap<String, ImageAnnotations> = BTreeMap::new();
     for keyed in rows {
@@ -118,24 +121,23 @@ pub fn group_images(collected: &CollectedRun) -> Vec<ImageAnnotations> {
     images.into_values().collect()
 }
 
-/// Runs the stages of `methods` over the records of a read phase.
+/// Runs the stages of `methods` over the records of a read phase (of the images in `only`, when
+/// given). Samples come out ordered by image id, then method, then sample index.
 pub fn run_augment(
     collected: &CollectedRun,
     seed: u64,
     methods: Methods,
     cluster: &ClusterOptions,
+    only: Option<&BTreeSet<String>>,
 ) -> Result<AugmentRun> {
     let timely_config = cluster.timely_config()?;
     let names = methods.stage_names();
-    let rows: Arc<Vec<KeyedRow>> = Arc::new(input_rows(collected));
-    // Images in the order their first record was read: the order of the output.
-    let mut image_order: HashMap<String, usize> = HashMap::new();
-    for r in rows.iter() {
-        let next = image_order.len();
-        image_order
-            .entry(r.row.image_id().to_string())
-            .or_insert(next);
-    }
+    let rows: Arc<Vec<KeyedRow>> = Arc::new(input_rows(collected, only));
+    let total_images = rows
+        .iter()
+        .map(|r| r.row.image_id())
+        .collect::<HashSet<&str>>()
+        .len() as u64;
     let failure = Failure::default();
     let originals_ctx = methods
         .originals
@@ -155,7 +157,6 @@ pub fn run_augment(
         .map(|m| method_context(seed, m, &failure));
     let cutswap_ctx = methods.cutswap.map(|m| method_context(seed, m, &failure));
     let (sender, receiver) = crossbeam_channel::unbounded::<WorkerOutput>();
-    let total_images = image_order.len() as u64;
     let progress = crate::cli::progress::items("augment", total_images);
     let started = Instant::now();
     let worker_names = names.clone();
@@ -235,7 +236,7 @@ pub fn run_augment(
     .map_err(|e| Error::Config(format!("starting workers: {e}")))?;
 
     let mut run = AugmentRun::default();
-    let mut per_image: Vec<(usize, Vec<SampleRow>, Vec<RejectedRow>)> = Vec::new();
+    let mut per_image: Vec<(String, Vec<SampleRow>, Vec<RejectedRow>)> = Vec::new();
     let mut stages: Vec<StageMetrics> = names
         .iter()
         .map(|s| StageMetrics {
@@ -254,8 +255,7 @@ pub fn run_augment(
                 for (reason, n) in dropped {
                     *run.dropped.entry(reason).or_insert(0) += n;
                 }
-                let position = image_order.get(&image_id).copied().unwrap_or(usize::MAX);
-                per_image.push((position, samples, rejected));
+                per_image.push((image_id, samples, rejected));
                 progress.inc(1);
             }
             WorkerOutput::Meters(meters) => {
@@ -279,12 +279,13 @@ pub fn run_augment(
             "augment run failed, nothing committed: {reason}"
         )));
     }
-    per_image.sort_by_key(|(position, _, _)| *position);
+    per_image.sort_by(|a, b| a.0.cmp(&b.0));
     run.images = per_image.len() as u64;
     run.stages = stages;
-    for (_, samples, rejected) in per_image {
+    for (image_id, samples, rejected) in per_image {
         run.samples.extend(samples);
-        run.rejected.extend(rejected);
+        run.rejected
+            .extend(rejected.into_iter().map(|r| (image_id.clone(), r)));
     }
     run.wall = started.elapsed();
     Ok(run)

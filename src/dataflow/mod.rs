@@ -7,6 +7,7 @@
 //! position it was read at (input path, record ordinal) and the export sorts by it.
 
 pub mod augment;
+pub mod buckets;
 pub mod cluster;
 pub mod key;
 pub mod record;
@@ -14,7 +15,8 @@ pub mod runtime;
 pub mod spec;
 pub mod ssa;
 pub mod stages;
+pub mod state;
 
 pub use cluster::ClusterOptions;
-pub use runtime::{run_collect, CollectedRun, KeyedRow, StageMetrics};
+pub use runtime::{run_collect, run_collect_sharing, CollectedRun, KeyedRow, StageMetrics};
 pub use spec::{DataflowSpec, InputSpec};

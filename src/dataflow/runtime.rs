@@ -11,11 +11,13 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use timely::container::CapacityContainerBuilder;
+use timely::dataflow::operators::probe::Handle as ProbeHandle;
+use timely::dataflow::operators::vec::{Broadcast, Filter};
 use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
 use timely::dataflow::InputHandle;
 
-use super::key::image_route;
 use super::spec::DataflowSpec;
+use super::state::bucket_of;
 use super::ClusterOptions;
 use crate::error::{Error, Result};
 pub use crate::export::StageMetrics;
@@ -34,9 +36,14 @@ pub struct KeyedRow {
 }
 
 /// Everything a run produced, in deterministic order.
+///
+/// With several processes, `rows` holds the rows of the buckets this process owns and
+/// `rejected` the records its workers rejected; `shared` holds every process's rows of the kinds
+/// asked for by [`run_collect_sharing`] (what the corpus-level models are fitted on).
 #[derive(Debug, Default)]
 pub struct CollectedRun {
     pub rows: Vec<KeyedRow>,
+    pub shared: Vec<KeyedRow>,
     pub rejected: Vec<(u32, u64, RejectedRow)>,
     pub counts: IngestCounts,
     pub stages: Vec<StageMetrics>,
@@ -44,6 +51,7 @@ pub struct CollectedRun {
 
 enum WorkerMessage {
     Row(KeyedRow),
+    Shared(KeyedRow),
     Rejected(u32, u64, RejectedRow),
     UnitDone { counts: IngestCounts, rows: u64 },
     Failed(String),
@@ -107,8 +115,24 @@ impl RecordSink for DataflowSink<'_> {
 }
 
 /// Runs the read → exchange part of `spec` on the configured workers and collects the rows.
+///
+/// Records are exchanged by the bucket of their image key (`output.buckets`): bucket `b` goes to
+/// worker `b % peers`, so every bucket's rows meet in one process.
 pub fn run_collect(spec: &DataflowSpec, cluster: &ClusterOptions) -> Result<CollectedRun> {
+    run_collect_sharing(spec, cluster, None)
+}
+
+/// [`run_collect`], and with several processes every row `share` accepts is also sent to every
+/// process (into [`CollectedRun::shared`]).
+pub fn run_collect_sharing(
+    spec: &DataflowSpec,
+    cluster: &ClusterOptions,
+    share: Option<fn(&Row) -> bool>,
+) -> Result<CollectedRun> {
     let config = cluster.timely_config()?;
+    let buckets = spec.output.buckets;
+    let share = share.filter(|_| cluster.processes > 1);
+    let local_workers = cluster.workers;
     let units: Vec<InputUnit> = spec
         .inputs
         .iter()
@@ -137,16 +161,28 @@ pub fn run_collect(spec: &DataflowSpec, cluster: &ClusterOptions) -> Result<Coll
         let messages = sender.clone();
         let mut input = RowInput::new();
         let out = messages.clone();
-        let probe = worker.dataflow(|scope| {
-            scope
-                .input_from(&mut input)
-                .container::<Vec<KeyedRow>>()
-                .exchange(|keyed: &KeyedRow| image_route(keyed.row.image_id()))
+        let probe = ProbeHandle::new();
+        let shared_out = messages.clone();
+        // The first worker of each process hands the shared rows to its process.
+        let first_local = index % local_workers == 0;
+        worker.dataflow(|scope| {
+            let rows = scope.input_from(&mut input).container::<Vec<KeyedRow>>();
+            if let Some(share) = share {
+                rows.clone()
+                    .filter(move |keyed: &KeyedRow| share(&keyed.row))
+                    .broadcast()
+                    .inspect(move |keyed: &KeyedRow| {
+                        if first_local {
+                            let _ = shared_out.send(WorkerMessage::Shared(keyed.clone()));
+                        }
+                    })
+                    .probe_with(&probe);
+            }
+            rows.exchange(move |keyed: &KeyedRow| bucket_of(keyed.row.image_id(), buckets) as u64)
                 .inspect(move |keyed: &KeyedRow| {
                     let _ = out.send(WorkerMessage::Row(keyed.clone()));
                 })
-                .probe()
-                .0
+                .probe_with(&probe);
         });
         for (i, unit) in units.iter().enumerate() {
             if i % peers != index {
@@ -198,6 +234,7 @@ pub fn run_collect(spec: &DataflowSpec, cluster: &ClusterOptions) -> Result<Coll
                     progress.tick();
                 }
             }
+            WorkerMessage::Shared(row) => run.shared.push(row),
             WorkerMessage::Rejected(unit, ordinal, rejected) => {
                 run.rejected.push((unit, ordinal, rejected))
             }
@@ -219,6 +256,7 @@ pub fn run_collect(spec: &DataflowSpec, cluster: &ClusterOptions) -> Result<Coll
         return Err(Error::Config(first));
     }
     run.rows.sort_by_key(|r| (r.unit, r.ordinal));
+    run.shared.sort_by_key(|r| (r.unit, r.ordinal));
     run.rejected.sort_by_key(|r| (r.0, r.1));
     run.stages.push(StageMetrics {
         name: "read".into(),

@@ -64,12 +64,27 @@ impl InputSpec {
 pub struct OutputSpec {
     #[serde(default)]
     pub dir: Option<PathBuf>,
+    /// Used by `capflow ingest`-style writes; `capflow run` writes one shard per bucket.
     #[serde(default = "default_shard_bytes")]
     pub shard_bytes: u64,
+    /// Every table of a run's dataset is split into this many buckets by a hash of the image
+    /// key, one shard each: an incremental rerun rewrites only the buckets of changed images,
+    /// and each process of a cluster writes the buckets it owns. Changing it recomputes
+    /// everything.
+    #[serde(default = "default_buckets")]
+    pub buckets: usize,
 }
 
 fn default_shard_bytes() -> u64 {
     128 * 1024 * 1024
+}
+
+/// The default bucket count: enough for 8 processes to write in parallel and for a 1% update to
+/// rewrite a fraction of a large dataset, few enough that a small dataset is not scattered.
+pub const DEFAULT_BUCKETS: usize = 8;
+
+fn default_buckets() -> usize {
+    DEFAULT_BUCKETS
 }
 
 impl Default for OutputSpec {
@@ -77,6 +92,7 @@ impl Default for OutputSpec {
         OutputSpec {
             dir: None,
             shard_bytes: default_shard_bytes(),
+            buckets: default_buckets(),
         }
     }
 }
@@ -126,6 +142,13 @@ pub struct ModelsSpec {
     /// AMR-to-text generator used by SSA's `realize` stage instead of the built-in realizer.
     #[serde(default)]
     pub amr_to_text: Option<AdapterConfig>,
+    /// Inputs the corpus-level models (SSA's quality scorer and word vectors, the relatedness
+    /// encoder, the CutSwap vocabulary) are fitted on instead of the run's own inputs
+    /// (`[[models.corpus]]`, same fields as `[[inputs]]`). A fixed corpus keeps the models, and
+    /// so every unchanged image's samples, the same when new captions arrive: incremental reruns
+    /// then recompute only the changed images (docs/incremental.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub corpus: Vec<InputSpec>,
 }
 
 impl DataflowSpec {
@@ -135,7 +158,7 @@ impl DataflowSpec {
         let mut spec: DataflowSpec = toml::from_str(&text)
             .map_err(|e| Error::Config(format!("{}: {}", path.display(), e)))?;
         let base = path.parent().unwrap_or(Path::new("."));
-        for input in &mut spec.inputs {
+        for input in spec.inputs.iter_mut().chain(spec.models.corpus.iter_mut()) {
             for p in &mut input.paths {
                 if p.is_relative() {
                     *p = base.join(&*p);
@@ -206,6 +229,9 @@ impl DataflowSpec {
         if self.output.shard_bytes == 0 {
             return Err("output.shard_bytes must be positive".into());
         }
+        if !(1..=99_999).contains(&self.output.buckets) {
+            return Err("output.buckets must be between 1 and 99999".into());
+        }
         Ok(())
     }
 
@@ -229,6 +255,17 @@ impl DataflowSpec {
     /// Whether the run keeps the original captions as `original` samples.
     pub fn keeps_originals(&self) -> bool {
         self.include_originals || self.ssa.as_ref().is_some_and(|s| s.include_originals)
+    }
+
+    /// The spec that reads the corpus the models are fitted on, when `[[models.corpus]]` names
+    /// one.
+    pub fn corpus_spec(&self) -> Option<DataflowSpec> {
+        if self.models.corpus.is_empty() {
+            return None;
+        }
+        let mut corpus = self.clone();
+        corpus.inputs = self.models.corpus.clone();
+        Some(corpus)
     }
 
     /// Whether any augmentation method is configured.

@@ -85,6 +85,20 @@ pub struct Manifest {
     pub files: Vec<FileEntry>,
     /// Earlier versions, oldest first.
     pub history: Vec<VersionSummary>,
+    /// The samples this version added and retracted relative to the previous one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changelog: Option<ChangelogEntry>,
+}
+
+/// `changes/v<N>.parquet`: the sample rows a version added (`diff` = +1) and retracted (−1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangelogEntry {
+    /// Relative to the dataset directory (`changes/v3.parquet`).
+    pub path: String,
+    pub added: u64,
+    pub retracted: u64,
+    pub bytes: u64,
+    pub sha256: String,
 }
 
 impl Manifest {
@@ -129,6 +143,39 @@ impl Manifest {
 pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     let path = dir.join(MANIFEST_FILE);
     let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    parse_manifest(&path, &text)
+}
+
+/// Reads the manifest of version `version` of the dataset in `dir`: the current one, or one
+/// kept under `versions/`.
+pub fn read_manifest_version(dir: &Path, version: u64) -> Result<Manifest> {
+    let current = read_manifest(dir)?;
+    if current.version == version {
+        return Ok(current);
+    }
+    let path = super::version_manifest_path(dir, version);
+    let text = match std::fs::read(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let kept: Vec<String> = (1..current.version)
+                .filter(|v| super::version_manifest_path(dir, *v).exists())
+                .map(|v| v.to_string())
+                .collect();
+            return Err(Error::invalid(
+                format!("{} version {version}", dir.display()),
+                format!(
+                    "not kept (current version {}; kept earlier versions: {})",
+                    current.version,
+                    if kept.is_empty() {
+                        "none".to_string()
+                    } else {
+                        kept.join(", ")
+                    }
+                ),
+            ));
+        }
+        Err(e) => return Err(Error::io(&path, e)),
+    };
     parse_manifest(&path, &text)
 }
 

@@ -20,6 +20,7 @@
 //! [`RecordSink`](crate::ingest::RecordSink).
 
 mod card;
+mod changelog;
 mod fsutil;
 mod manifest;
 mod reader;
@@ -30,14 +31,15 @@ mod validate;
 mod writer;
 
 pub use card::render_card;
+pub use changelog::{read_changelog, CHANGES_DIR};
 pub use manifest::{
-    read_manifest, FileEntry, Manifest, StageMetrics, TableSummary, VersionSummary, MANIFEST_FILE,
-    MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,
+    read_manifest, read_manifest_version, ChangelogEntry, FileEntry, Manifest, StageMetrics,
+    TableSummary, VersionSummary, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,
 };
-pub use reader::{read_split, read_table, TableReader};
+pub use reader::{read_file_rows, read_split, read_table, TableReader};
 pub use sink::{DatasetSink, DEFAULT_FLUSH_ROWS};
 pub use validate::{validate, Problem, ValidationReport};
-pub use writer::{DatasetWriter, WriterOptions, DEFAULT_SHARD_BYTES};
+pub use writer::{shard_index, DatasetWriter, WriterOptions, DEFAULT_SHARD_BYTES};
 
 use sha2::{Digest, Sha256};
 
@@ -56,6 +58,13 @@ pub const DATA_DIR: &str = "data";
 pub const REJECTED_FILE: &str = "rejected.parquet";
 /// The dataset card's name.
 pub const CARD_FILE: &str = "README.md";
+/// Directory of every committed version's manifest, when versions are retained.
+pub const VERSIONS_DIR: &str = "versions";
+
+/// `DIR/versions/v<N>.json`: the manifest of version `N`.
+pub fn version_manifest_path(dir: &std::path::Path, version: u64) -> std::path::PathBuf {
+    dir.join(VERSIONS_DIR).join(format!("v{version}.json"))
+}
 
 /// The configuration hash of a run: SHA-256 of the configuration's compact JSON.
 ///

@@ -121,3 +121,27 @@ impl Iterator for TableReader {
         }
     }
 }
+
+/// Every row of one file of a dataset (a [`FileEntry`](super::FileEntry) of its manifest).
+pub fn read_file_rows<R: crate::schema::TableRow>(
+    dir: &Path,
+    file: &super::FileEntry,
+) -> Result<Vec<R>> {
+    let relative = safe_relative_path(&file.path).ok_or_else(|| {
+        Error::invalid(
+            format!("{}/manifest.json", dir.display()),
+            format!("file path {:?} leaves the dataset directory", file.path),
+        )
+    })?;
+    let path = dir.join(relative);
+    let handle = File::open(&path).map_err(|e| Error::io(&path, e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(handle)
+        .and_then(|b| b.with_batch_size(READ_BATCH_ROWS).build())
+        .map_err(|e| Error::parquet(format!("opening {}", path.display()), e))?;
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| Error::arrow(format!("reading {}", path.display()), e))?;
+        rows.extend(crate::schema::batch_to_rows::<R>(&batch)?);
+    }
+    Ok(rows)
+}

@@ -36,7 +36,7 @@ pub(crate) struct ShardSettings {
 }
 
 impl ShardSettings {
-    fn properties(&self, table: TableKind) -> Result<WriterProperties> {
+    pub(crate) fn properties(&self, table: TableKind) -> Result<WriterProperties> {
         let level = ZstdLevel::try_new(self.zstd_level)
             .map_err(|e| Error::parquet(format!("zstd level {}", self.zstd_level), e))?;
         // A row group must close often enough for a shard to roll near its byte target.
@@ -96,6 +96,8 @@ pub(crate) struct FinishedShard {
     pub rows: u64,
     pub bytes: u64,
     pub sha256: String,
+    /// `(bucket, buckets)` for a shard of a bucketed split: its file is named by the bucket.
+    pub bucket: Option<(usize, usize)>,
 }
 
 struct OpenShard {
@@ -116,6 +118,7 @@ pub(crate) struct SplitWriter {
     pending_rows: usize,
     open: Option<OpenShard>,
     finished: Vec<FinishedShard>,
+    bucket: Option<(usize, usize)>,
 }
 
 impl SplitWriter {
@@ -137,7 +140,22 @@ impl SplitWriter {
             pending_rows: 0,
             open: None,
             finished: Vec::new(),
+            bucket: None,
         }
+    }
+
+    /// A writer for bucket `bucket` of `buckets` of a split: one shard, never divided, named
+    /// by the bucket.
+    pub(crate) fn bucket(
+        table: TableKind,
+        split: &str,
+        staging: &Path,
+        settings: ShardSettings,
+        bucket: (usize, usize),
+    ) -> SplitWriter {
+        let mut writer = SplitWriter::new(table, split, staging, settings, false);
+        writer.bucket = Some(bucket);
+        writer
     }
 
     /// Queues `batch` and writes every full chunk. Memory stays bounded by one chunk plus one
@@ -195,8 +213,11 @@ impl SplitWriter {
 
     fn open_shard(&self) -> Result<OpenShard> {
         let index = self.finished.len();
+        let bucket = self
+            .bucket
+            .map_or(String::new(), |(b, _)| format!("b{b:05}-"));
         let path = self.staging.join(format!(
-            "{}-{}-{index:05}.parquet",
+            "{}-{}-{bucket}{index:05}.parquet",
             self.table.name(),
             self.split
         ));
@@ -236,6 +257,7 @@ impl SplitWriter {
             rows,
             bytes: sink.bytes,
             sha256: hex::encode(sink.hasher.finalize()),
+            bucket: self.bucket,
         });
         Ok(())
     }

@@ -33,6 +33,8 @@ pub struct DatasetSink<'w> {
     samples: BTreeMap<String, Vec<SampleRow>>,
     counts: IngestCounts,
     rows_out: u64,
+    /// `(bucket, buckets)`: every row goes to that bucket of its split.
+    bucket: Option<(usize, usize)>,
 }
 
 impl<'w> DatasetSink<'w> {
@@ -55,7 +57,16 @@ impl<'w> DatasetSink<'w> {
             samples: BTreeMap::new(),
             counts: IngestCounts::default(),
             rows_out: 0,
+            bucket: None,
         }
+    }
+
+    /// A sink whose rows all go to bucket `bucket` of `buckets` of their split (see
+    /// [`DatasetWriter::write_bucket`]).
+    pub fn bucket(writer: &'w mut DatasetWriter, bucket: usize, buckets: usize) -> DatasetSink<'w> {
+        let mut sink = DatasetSink::new(writer);
+        sink.bucket = Some((bucket, buckets));
+        sink
     }
 
     /// Records read, accepted and rejected so far.
@@ -70,18 +81,16 @@ impl<'w> DatasetSink<'w> {
 
     /// Writes every buffered row to the writer.
     pub fn flush(&mut self) -> Result<()> {
-        flush_table(self.writer, &mut self.images)?;
-        flush_table(self.writer, &mut self.captions)?;
-        flush_table(self.writer, &mut self.groundings)?;
-        flush_table(self.writer, &mut self.detections)?;
-        flush_table(self.writer, &mut self.amrs)?;
-        flush_table(self.writer, &mut self.scene_graphs)?;
-        flush_table(self.writer, &mut self.gbc_graphs)?;
+        let bucket = self.bucket;
+        flush_table(self.writer, bucket, None, &mut self.images)?;
+        flush_table(self.writer, bucket, None, &mut self.captions)?;
+        flush_table(self.writer, bucket, None, &mut self.groundings)?;
+        flush_table(self.writer, bucket, None, &mut self.detections)?;
+        flush_table(self.writer, bucket, None, &mut self.amrs)?;
+        flush_table(self.writer, bucket, None, &mut self.scene_graphs)?;
+        flush_table(self.writer, bucket, None, &mut self.gbc_graphs)?;
         for (split, rows) in &mut self.samples {
-            if !rows.is_empty() {
-                self.writer.write_rows(split, rows)?;
-                rows.clear();
-            }
+            flush_table(self.writer, bucket, Some(split), rows)?;
         }
         self.buffered = 0;
         Ok(())
@@ -94,11 +103,21 @@ impl<'w> DatasetSink<'w> {
     }
 }
 
-fn flush_table<R: TableRow>(writer: &mut DatasetWriter, rows: &mut Vec<R>) -> Result<()> {
+/// Writes `rows` to `split` (default: the table's name), in `bucket` when given.
+fn flush_table<R: TableRow>(
+    writer: &mut DatasetWriter,
+    bucket: Option<(usize, usize)>,
+    split: Option<&str>,
+    rows: &mut Vec<R>,
+) -> Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
-    writer.write_rows(R::KIND.name(), rows)?;
+    let split = split.unwrap_or(R::KIND.name());
+    match bucket {
+        Some((b, n)) => writer.write_bucket(split, b, n, rows)?,
+        None => writer.write_rows(split, rows)?,
+    }
     rows.clear();
     Ok(())
 }

@@ -24,16 +24,21 @@ use std::time::Instant;
 use arrow::array::RecordBatch;
 
 use super::card::render_card;
+use super::changelog::{publish_changelog, stage_changelog, StagedChangelog};
 use super::fsutil::{self, DatasetLock, TMP_PREFIX};
 use super::manifest::{
     parse_manifest, FileEntry, Manifest, StageMetrics, TableSummary, MANIFEST_FILE,
     MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,
 };
 use super::shard::{FinishedShard, ShardSettings, SplitWriter};
-use super::{is_valid_split_name, CARD_FILE, DATA_DIR, REJECTED_FILE};
+use super::{
+    is_valid_split_name, version_manifest_path, CARD_FILE, DATA_DIR, REJECTED_FILE, VERSIONS_DIR,
+};
 use crate::error::{Error, Result};
 use crate::ingest::IngestCounts;
-use crate::schema::{rows_to_batch, schema_fingerprint, RejectedRow, TableKind, TableRow};
+use crate::schema::{
+    rows_to_batch, schema_fingerprint, RejectedRow, SampleRow, TableKind, TableRow,
+};
 
 /// Default shard size target: 128 MiB of encoded Parquet.
 pub const DEFAULT_SHARD_BYTES: u64 = 128 * 1024 * 1024;
@@ -83,6 +88,14 @@ pub struct DatasetWriter {
     staging: PathBuf,
     settings: ShardSettings,
     splits: BTreeMap<(TableKind, String), SplitWriter>,
+    /// Splits partitioned by image-key bucket: one shard per (table, split, bucket).
+    bucketed: BTreeMap<(TableKind, String, usize), SplitWriter>,
+    /// Files of the previous version that this version keeps as they are.
+    carried: Vec<FileEntry>,
+    /// The changelog of this version, staged.
+    changelog: Option<StagedChangelog>,
+    /// Keep every version's manifest under `versions/` and the shards they name.
+    retain_versions: bool,
     /// Which table each split name belongs to: shard names carry only the split.
     split_tables: HashMap<String, TableKind>,
     rejected: Vec<RejectedRow>,
@@ -146,6 +159,10 @@ impl DatasetWriter {
                 zstd_level: options.zstd_level,
             },
             splits: BTreeMap::new(),
+            bucketed: BTreeMap::new(),
+            carried: Vec::new(),
+            changelog: None,
+            retain_versions: false,
             split_tables,
             rejected: Vec::new(),
             stages: Vec::new(),
@@ -229,6 +246,75 @@ impl DatasetWriter {
         }
     }
 
+    /// The manifest of the version this writer replaces, if the directory holds one.
+    /// With the SHA-256 of its `manifest.json`.
+    pub fn previous(&self) -> Option<(&Manifest, &str)> {
+        self.previous.as_ref().map(|(m, sha)| (m, sha.as_str()))
+    }
+
+    /// Keeps every committed version readable: each manifest is also written to
+    /// `versions/v<N>.json`, and shards stay while any kept manifest names them.
+    pub fn retain_versions(&mut self, retain: bool) {
+        self.retain_versions = retain;
+    }
+
+    /// Appends typed rows of `R`'s table to bucket `bucket` of `buckets` of `split`. Every bucket
+    /// of a split is one shard named `<split>-<bucket>-of-<buckets>-<content>.parquet`.
+    pub fn write_bucket<R: TableRow>(
+        &mut self,
+        split: &str,
+        bucket: usize,
+        buckets: usize,
+        rows: &[R],
+    ) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        if R::KIND == TableKind::Rejected || bucket >= buckets {
+            return Err(Error::Usage(format!(
+                "bucket {bucket} of {buckets} of table {} cannot be written",
+                R::KIND.name()
+            )));
+        }
+        let batch = rows_to_batch(rows)?;
+        let key = (R::KIND, split.to_string(), bucket);
+        if !self.bucketed.contains_key(&key) {
+            self.register_split(R::KIND, split)?;
+            let writer = SplitWriter::bucket(
+                R::KIND,
+                split,
+                &self.staging,
+                self.settings.clone(),
+                (bucket, buckets),
+            );
+            self.bucketed.insert(key.clone(), writer);
+        }
+        match self.bucketed.get_mut(&key) {
+            Some(writer) => writer.write(&batch),
+            None => Ok(()), // unreachable: inserted above
+        }
+    }
+
+    /// Keeps a file of the previous version, unchanged, in this version.
+    pub fn carry(&mut self, file: &FileEntry) -> Result<()> {
+        let path = self.dir.join(&file.path);
+        if !file.path.starts_with(&format!("{DATA_DIR}/")) || !path.is_file() {
+            return Err(Error::invalid(
+                format!("{}", path.display()),
+                "a carried-forward shard is missing from the dataset",
+            ));
+        }
+        self.register_split(file.table, &file.split)?;
+        self.carried.push(file.clone());
+        Ok(())
+    }
+
+    /// Stages this version's changelog: sample rows with `diff` +1 (added) or −1 (retracted).
+    pub fn changelog(&mut self, changes: &[(SampleRow, i8)]) -> Result<()> {
+        self.changelog = Some(stage_changelog(&self.staging, &self.settings, changes)?);
+        Ok(())
+    }
+
     /// Records a rejected input record in the ledger.
     pub fn reject(&mut self, row: RejectedRow) -> Result<()> {
         self.rejected.push(row);
@@ -289,6 +375,9 @@ impl DatasetWriter {
         for (_, writer) in std::mem::take(&mut self.splits) {
             shards.push(writer.finish(true)?);
         }
+        for (_, writer) in std::mem::take(&mut self.bucketed) {
+            shards.push(writer.finish(false)?);
+        }
         let rejected_rows: u64 = shards
             .iter()
             .flatten()
@@ -297,9 +386,24 @@ impl DatasetWriter {
             .sum();
         check_counts(counts, rejected_rows)?;
 
-        let files = self.publish_shards(&shards)?;
-        let manifest = self.build_manifest(counts, files);
+        let mut files = self.publish_shards(&shards)?;
+        files.extend(self.carried.iter().cloned());
+        files.sort_by(|a, b| {
+            (table_rank(a.table), &a.split, &a.path).cmp(&(table_rank(b.table), &b.split, &b.path))
+        });
+        let mut manifest = self.build_manifest(counts, files);
+        if let Some(staged) = self.changelog.take() {
+            manifest.changelog = Some(publish_changelog(&self.dir, manifest.version, staged)?);
+        }
         let manifest_text = manifest.to_json()?;
+        if self.retain_versions {
+            let versions = self.dir.join(VERSIONS_DIR);
+            fs::create_dir_all(&versions).map_err(|e| Error::io(&versions, e))?;
+            let staged = self.staging.join("version.json");
+            fsutil::write_synced(&staged, manifest_text.as_bytes())?;
+            fsutil::rename(&staged, &version_manifest_path(&self.dir, manifest.version))?;
+            fsutil::sync_dir(&versions)?;
+        }
         let staged_manifest = self.staging.join(MANIFEST_FILE);
         fsutil::write_synced(&staged_manifest, manifest_text.as_bytes())?;
         fsutil::rename(&staged_manifest, &self.dir.join(MANIFEST_FILE))?;
@@ -313,7 +417,7 @@ impl DatasetWriter {
         );
 
         self.refresh_derived_files(&manifest)?;
-        remove_unreferenced_shards(&self.dir, &manifest)?;
+        remove_unreferenced_shards(&self.dir, &manifest, self.retain_versions)?;
         fs::remove_dir_all(&self.staging).map_err(|e| Error::io(&self.staging, e))?;
         Ok(manifest)
     }
@@ -326,6 +430,7 @@ impl DatasetWriter {
         for shards in splits {
             let count = shards.len();
             for (index, shard) in shards.iter().enumerate() {
+                let (index, count) = shard.bucket.unwrap_or((index, count));
                 let name = shard_file_name(&shard.split, index, count, &shard.sha256);
                 fsutil::rename(&shard.staged_path, &data.join(&name))?;
                 files.push(FileEntry {
@@ -381,6 +486,7 @@ impl DatasetWriter {
             tables,
             files,
             history,
+            changelog: None,
         }
     }
 
@@ -425,6 +531,20 @@ fn table_rank(table: TableKind) -> usize {
         .iter()
         .position(|t| *t == table)
         .unwrap_or(usize::MAX)
+}
+
+/// The `(index, count)` of a shard path named by [`shard_file_name`]: for a bucketed split,
+/// its bucket and the bucket count.
+pub fn shard_index(path: &str) -> Option<(usize, usize)> {
+    let name = path.rsplit('/').next()?;
+    if !is_shard_file_name(name) {
+        return None;
+    }
+    let stem = name.strip_suffix(".parquet")?;
+    let (rest, _content) = stem.rsplit_once('-')?;
+    let (rest, count) = rest.rsplit_once("-of-")?;
+    let (_split, index) = rest.rsplit_once('-')?;
+    Some((index.parse().ok()?, count.parse().ok()?))
 }
 
 /// `<split>-NNNNN-of-NNNNN-<first 16 hex digits of sha256>.parquet`.
@@ -538,10 +658,30 @@ fn read_previous(dir: &Path) -> Result<Option<(Manifest, String)>> {
 
 /// Removes shards in `data/` that the committed manifest does not name: the previous version's
 /// and those of runs that crashed between moving shards and committing.
-fn remove_unreferenced_shards(dir: &Path, manifest: &Manifest) -> Result<()> {
+///
+/// With `retain_versions`, shards named by any manifest under `versions/` stay too.
+fn remove_unreferenced_shards(
+    dir: &Path,
+    manifest: &Manifest,
+    retain_versions: bool,
+) -> Result<()> {
     let data = dir.join(DATA_DIR);
-    let referenced: std::collections::HashSet<&str> =
-        manifest.files.iter().map(|f| f.path.as_str()).collect();
+    let mut referenced: std::collections::HashSet<String> =
+        manifest.files.iter().map(|f| f.path.clone()).collect();
+    if retain_versions {
+        for version in 1..manifest.version {
+            let path = version_manifest_path(dir, version);
+            match fs::read(&path) {
+                Ok(text) => {
+                    let old = parse_manifest(&path, &text)?;
+                    referenced.extend(old.files.into_iter().map(|f| f.path));
+                }
+                // Versions committed before retention was asked for are gone already.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+    }
     let entries = match fs::read_dir(&data) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -552,8 +692,7 @@ fn remove_unreferenced_shards(dir: &Path, manifest: &Manifest) -> Result<()> {
         let entry = entry.map_err(|e| Error::io(&data, e))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if is_shard_file_name(&name) && !referenced.contains(format!("{DATA_DIR}/{name}").as_str())
-        {
+        if is_shard_file_name(&name) && !referenced.contains(&format!("{DATA_DIR}/{name}")) {
             let path = entry.path();
             fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
             removed = true;

@@ -1,0 +1,371 @@
+//! Persisted run state (`capflow run --state DIR`): what each image's outputs were computed
+//! from, so that a rerun recomputes only new, changed and removed images.
+//!
+//! ```text
+//! STATE/state.json            engine version, config hash, models digest, buckets, and the
+//!                             dataset version (and manifest checksum) the state belongs to
+//! STATE/buckets/b<NNNNN>.json per image of the bucket: the digest of its input rows and the
+//!                             records its method stages rejected
+//! ```
+//!
+//! An image's digest is the SHA-256 of its input rows (every column, in read order). A rerun
+//! compares digests: a new or changed digest recomputes the image, a missing one retracts it.
+//! Everything else about the run must be the same for the comparison to mean anything: the
+//! engine version, the config hash (which covers the seed, the methods' settings and the bucket
+//! count), and the digest of the rows the corpus-level models are fitted on. When one of them
+//! differs, or the dataset is no longer the version the state was written for, every image is
+//! recomputed; the reason is printed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::key::image_route;
+use super::runtime::KeyedRow;
+use crate::error::{Error, Result};
+use crate::export::Manifest;
+use crate::schema::RejectedRow;
+
+/// The state file's name.
+pub const STATE_FILE: &str = "state.json";
+const STATE_FORMAT: &str = "capflow-state";
+const STATE_FORMAT_VERSION: u32 = 1;
+const BUCKETS_DIR: &str = "buckets";
+
+/// The bucket of an image: its routing hash modulo the bucket count.
+pub fn bucket_of(image_id: &str, buckets: usize) -> usize {
+    (image_route(image_id) % buckets.max(1) as u64) as usize
+}
+
+/// What a state was written for; a rerun must match all of it to reuse the per-image digests.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateHeader {
+    pub format: String,
+    pub format_version: u32,
+    pub engine_version: String,
+    pub config_hash: String,
+    /// Digest of the rows the corpus-level models were fitted on (none without such models).
+    pub models_digest: Option<String>,
+    pub buckets: usize,
+    /// The dataset version this state describes, and its manifest's checksum.
+    pub dataset_version: u64,
+    pub manifest_sha256: String,
+}
+
+/// One image's entry in a bucket's state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImageState {
+    /// SHA-256 of the image's input rows, hex.
+    pub digest: String,
+    /// Records the method stages rejected for this image (carried into the ledger while the
+    /// image is unchanged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<RejectedRow>,
+}
+
+/// The per-image states of one bucket, by image id.
+pub type BucketState = BTreeMap<String, ImageState>;
+
+/// A `--state` directory.
+#[derive(Clone, Debug)]
+pub struct StateDir {
+    dir: PathBuf,
+}
+
+impl StateDir {
+    /// Opens (creating when missing) a state directory.
+    pub fn open(dir: &Path) -> Result<StateDir> {
+        std::fs::create_dir_all(dir.join(BUCKETS_DIR)).map_err(|e| Error::io(dir, e))?;
+        Ok(StateDir {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The header, or `None` for a state nothing was committed with yet.
+    pub fn header(&self) -> Result<Option<StateHeader>> {
+        let path = self.dir.join(STATE_FILE);
+        let text = match std::fs::read(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let header: StateHeader = serde_json::from_slice(&text).map_err(|e| {
+            Error::record(
+                path.display().to_string(),
+                format!("line {}", e.line()),
+                format!("not a capflow state file: {e}"),
+            )
+        })?;
+        if header.format != STATE_FORMAT || header.format_version > STATE_FORMAT_VERSION {
+            return Err(Error::invalid(
+                path.display().to_string(),
+                format!(
+                    "state format {:?} version {} is not one this capflow reads",
+                    header.format, header.format_version
+                ),
+            ));
+        }
+        Ok(Some(header))
+    }
+
+    fn bucket_path(&self, bucket: usize) -> PathBuf {
+        self.dir
+            .join(BUCKETS_DIR)
+            .join(format!("b{bucket:05}.json"))
+    }
+
+    /// The per-image states of one bucket (empty when the bucket has none).
+    pub fn read_bucket(&self, bucket: usize) -> Result<BucketState> {
+        let path = self.bucket_path(bucket);
+        let text = match std::fs::read(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BucketState::new()),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        serde_json::from_slice(&text).map_err(|e| {
+            Error::record(
+                path.display().to_string(),
+                format!("line {}", e.line()),
+                format!("not a capflow bucket state: {e}"),
+            )
+        })
+    }
+
+    /// Replaces one bucket's per-image states (written to a temporary file, then renamed).
+    pub fn write_bucket(&self, bucket: usize, state: &BucketState) -> Result<()> {
+        let path = self.bucket_path(bucket);
+        let text = serde_json::to_vec(state)
+            .map_err(|e| Error::invalid(path.display().to_string(), e.to_string()))?;
+        write_replacing(&path, &text)
+    }
+
+    /// Writes the header last: it is what makes the bucket files valid for the next run.
+    pub fn write_header(&self, header: &StateHeader) -> Result<()> {
+        let path = self.dir.join(STATE_FILE);
+        let mut text = serde_json::to_vec_pretty(header)
+            .map_err(|e| Error::invalid(path.display().to_string(), e.to_string()))?;
+        text.push(b'\n');
+        write_replacing(&path, &text)
+    }
+
+    /// Removes the header, so that the bucket files count for nothing until a new one is
+    /// written (called before bucket files are replaced).
+    pub fn invalidate(&self) -> Result<()> {
+        let path = self.dir.join(STATE_FILE);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+}
+
+fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    {
+        let mut file = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        file.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
+        file.sync_all().map_err(|e| Error::io(&tmp, e))?;
+    }
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+/// A writer that feeds a SHA-256.
+struct HashWriter<'a>(&'a mut Sha256);
+
+impl Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Adds one row's content (not its read position) to a digest.
+fn hash_row(hasher: &mut Sha256, keyed: &KeyedRow) -> Result<()> {
+    serde_json::to_writer(HashWriter(hasher), &keyed.row)
+        .map_err(|e| Error::invalid("digest of an input row", e.to_string()))?;
+    hasher.update(b"\n");
+    Ok(())
+}
+
+/// The digest of every image's rows; `rows` must be in read order.
+pub fn image_digests(rows: &[KeyedRow]) -> Result<BTreeMap<String, String>> {
+    let mut hashers: BTreeMap<&str, Sha256> = BTreeMap::new();
+    for keyed in rows {
+        let hasher = hashers.entry(keyed.row.image_id()).or_default();
+        hash_row(hasher, keyed)?;
+    }
+    Ok(hashers
+        .into_iter()
+        .map(|(id, h)| (id.to_string(), hex::encode(h.finalize())))
+        .collect())
+}
+
+/// The digest of a list of rows in order (the rows a corpus-level model is fitted on).
+pub fn rows_digest<'a>(rows: impl IntoIterator<Item = &'a KeyedRow>) -> Result<String> {
+    let mut hasher = Sha256::new();
+    for keyed in rows {
+        hash_row(&mut hasher, keyed)?;
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Which images a run computes, and why.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// Images whose outputs are computed in this run (new or changed, or every image).
+    pub compute: BTreeSet<String>,
+    /// Images of the previous version that are no longer in the inputs.
+    pub removed: BTreeSet<String>,
+    /// Images whose outputs are carried forward.
+    pub unchanged: usize,
+    /// Why every image is recomputed, when that is so.
+    pub full: Option<String>,
+    /// The previous per-image states of the buckets this process owns (empty for a full run).
+    pub previous: BTreeMap<usize, BucketState>,
+}
+
+impl Plan {
+    /// A run that computes every image.
+    pub fn full(digests: &BTreeMap<String, String>, reason: impl Into<String>) -> Plan {
+        Plan {
+            compute: digests.keys().cloned().collect(),
+            full: Some(reason.into()),
+            ..Plan::default()
+        }
+    }
+
+    /// Whether bucket `b` holds an image that is computed or removed in this run.
+    pub fn touches(&self, bucket: usize, buckets: usize) -> bool {
+        self.full.is_some()
+            || self
+                .compute
+                .iter()
+                .chain(&self.removed)
+                .any(|id| bucket_of(id, buckets) == bucket)
+    }
+
+    /// One line for the run's output.
+    pub fn describe(&self) -> String {
+        match &self.full {
+            Some(reason) => format!("computing all {} images ({reason})", self.compute.len()),
+            None => format!(
+                "computing {} new or changed images, retracting {} removed, carrying {} unchanged",
+                self.compute.len(),
+                self.removed.len(),
+                self.unchanged
+            ),
+        }
+    }
+}
+
+/// Compares this run's digests with a state's.
+///
+/// `current` is what this run would write into the state header (its `dataset_version` and
+/// `manifest_sha256` are the previous dataset's, as found in the output directory); `owned`
+/// lists the buckets this process computes.
+pub fn plan(
+    state: &StateDir,
+    current: &StateHeader,
+    previous: Option<(&Manifest, &str)>,
+    digests: &BTreeMap<String, String>,
+    owned: &[usize],
+) -> Result<Plan> {
+    let Some(header) = state.header()? else {
+        return Ok(Plan::full(digests, "the state is new"));
+    };
+    let Some((manifest, manifest_sha)) = previous else {
+        return Ok(Plan::full(digests, "the output directory holds no dataset"));
+    };
+    let mismatch = if header.engine_version != current.engine_version {
+        Some(format!(
+            "the state was written by capflow {}",
+            header.engine_version
+        ))
+    } else if header.config_hash != current.config_hash {
+        Some("the dataflow's configuration changed".to_string())
+    } else if header.buckets != current.buckets {
+        Some("the bucket count changed".to_string())
+    } else if header.models_digest != current.models_digest {
+        Some("the rows the corpus-level models are fitted on changed".to_string())
+    } else if header.dataset_version != manifest.version || header.manifest_sha256 != manifest_sha {
+        Some(format!(
+            "the state describes dataset version {} but the output directory holds version {}",
+            header.dataset_version, manifest.version
+        ))
+    } else {
+        None
+    };
+    if let Some(reason) = mismatch {
+        return Ok(Plan::full(digests, reason));
+    }
+    let mut plan = Plan::default();
+    for &bucket in owned {
+        let states = state.read_bucket(bucket)?;
+        for (id, old) in &states {
+            if !digests.contains_key(id) {
+                plan.removed.insert(id.clone());
+            }
+            let _ = old;
+        }
+        plan.previous.insert(bucket, states);
+    }
+    for (id, digest) in digests {
+        let bucket = bucket_of(id, current.buckets);
+        let old = plan.previous.get(&bucket).and_then(|b| b.get(id));
+        if old.is_some_and(|o| &o.digest == digest) {
+            plan.unchanged += 1;
+        } else {
+            plan.compute.insert(id.clone());
+        }
+    }
+    Ok(plan)
+}
+
+/// Header fields for `format` and `format_version`.
+pub fn header(
+    config_hash: String,
+    models_digest: Option<String>,
+    buckets: usize,
+    dataset: Option<(&Manifest, &str)>,
+) -> StateHeader {
+    StateHeader {
+        format: STATE_FORMAT.to_string(),
+        format_version: STATE_FORMAT_VERSION,
+        engine_version: crate::ENGINE_VERSION.to_string(),
+        config_hash,
+        models_digest,
+        buckets,
+        dataset_version: dataset.map_or(0, |(m, _)| m.version),
+        manifest_sha256: dataset.map_or(String::new(), |(_, s)| s.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_spread_image_ids_and_never_leave_the_range() {
+        let mut counts = [0usize; 8];
+        for i in 0..8000 {
+            counts[bucket_of(&format!("img{i}"), 8)] += 1;
+        }
+        // FNV-1a spreads sequential ids: every bucket gets 1000 ± 15%.
+        assert!(
+            counts.iter().all(|&c| (850..=1150).contains(&c)),
+            "{counts:?}"
+        );
+        assert_eq!(bucket_of("anything", 1), 0);
+    }
+}

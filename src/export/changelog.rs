@@ -1,0 +1,132 @@
+//! `changes/v<N>.parquet`: what a version added and retracted.
+//!
+//! A changelog file holds the `samples` table's columns plus `diff` (Int8): +1 for a sample the
+//! version added, −1 for one it retracted. Applying every changelog from version 1 on, in order,
+//! gives the version's samples as a multiset; a sample that was retracted and added again with
+//! the same content cancels out and is not listed.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Int8Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use sha2::{Digest, Sha256};
+
+use super::fsutil;
+use super::manifest::ChangelogEntry;
+use super::shard::ShardSettings;
+use crate::error::{Error, Result};
+use crate::schema::{batch_to_rows, rows_to_batch, SampleRow, TableKind};
+
+/// Directory of the changelogs inside a dataset.
+pub const CHANGES_DIR: &str = "changes";
+
+/// The changelog's extra column.
+const DIFF_COLUMN: &str = "diff";
+
+/// A changelog written in the staging directory, waiting for its version number.
+pub(crate) struct StagedChangelog {
+    path: PathBuf,
+    added: u64,
+    retracted: u64,
+}
+
+fn changelog_schema() -> Arc<Schema> {
+    let samples = TableKind::Samples.schema();
+    let mut fields: Vec<Arc<Field>> = samples.fields().iter().cloned().collect();
+    fields.push(Arc::new(Field::new(DIFF_COLUMN, DataType::Int8, false)));
+    Arc::new(Schema::new_with_metadata(
+        fields,
+        samples.metadata().clone(),
+    ))
+}
+
+/// Writes `changes` (sample, diff) in the given order to the staging directory.
+pub(crate) fn stage_changelog(
+    staging: &Path,
+    settings: &ShardSettings,
+    changes: &[(SampleRow, i8)],
+) -> Result<StagedChangelog> {
+    let path = staging.join("changelog.parquet");
+    let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+    let schema = changelog_schema();
+    let properties = settings.properties(TableKind::Samples)?;
+    let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(properties))
+        .map_err(|e| Error::parquet(format!("creating {}", path.display()), e))?;
+    for chunk in changes.chunks(8192) {
+        let rows: Vec<SampleRow> = chunk.iter().map(|(s, _)| s.clone()).collect();
+        let samples = rows_to_batch(&rows)?;
+        let diffs: ArrayRef = Arc::new(Int8Array::from_iter_values(chunk.iter().map(|c| c.1)));
+        let mut columns: Vec<ArrayRef> = samples.columns().to_vec();
+        columns.push(diffs);
+        let batch = RecordBatch::try_new(schema.clone(), columns)
+            .map_err(|e| Error::arrow("building the changelog", e))?;
+        writer
+            .write(&batch)
+            .map_err(|e| Error::parquet(format!("writing {}", path.display()), e))?;
+    }
+    let file = writer
+        .into_inner()
+        .map_err(|e| Error::parquet(format!("finishing {}", path.display()), e))?;
+    file.sync_all().map_err(|e| Error::io(&path, e))?;
+    let added = changes.iter().filter(|c| c.1 > 0).count() as u64;
+    Ok(StagedChangelog {
+        path,
+        added,
+        retracted: changes.len() as u64 - added,
+    })
+}
+
+/// Moves a staged changelog to `DIR/changes/v<version>.parquet`.
+pub(crate) fn publish_changelog(
+    dir: &Path,
+    version: u64,
+    staged: StagedChangelog,
+) -> Result<ChangelogEntry> {
+    let changes = dir.join(CHANGES_DIR);
+    fs::create_dir_all(&changes).map_err(|e| Error::io(&changes, e))?;
+    let bytes = fs::read(&staged.path).map_err(|e| Error::io(&staged.path, e))?;
+    let relative = format!("{CHANGES_DIR}/v{version}.parquet");
+    fsutil::rename(&staged.path, &dir.join(&relative))?;
+    fsutil::sync_dir(&changes)?;
+    Ok(ChangelogEntry {
+        path: relative,
+        added: staged.added,
+        retracted: staged.retracted,
+        bytes: bytes.len() as u64,
+        sha256: hex::encode(Sha256::digest(&bytes)),
+    })
+}
+
+/// Reads a changelog file back as (sample, diff) pairs in file order.
+pub fn read_changelog(path: &Path) -> Result<Vec<(SampleRow, i8)>> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .map_err(|e| Error::parquet(format!("opening {}", path.display()), e))?;
+    let samples = TableKind::Samples.schema();
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| Error::arrow(format!("reading {}", path.display()), e))?;
+        let Some(diffs) = batch
+            .column_by_name(DIFF_COLUMN)
+            .and_then(|c| c.as_any().downcast_ref::<Int8Array>().cloned())
+        else {
+            return Err(Error::invalid(
+                path.display().to_string(),
+                "not a capflow changelog: no Int8 `diff` column",
+            ));
+        };
+        let columns: Vec<ArrayRef> = (0..samples.fields().len())
+            .map(|i| batch.column(i).clone())
+            .collect();
+        let rows = RecordBatch::try_new(samples.clone(), columns)
+            .map_err(|e| Error::arrow(format!("reading {}", path.display()), e))?;
+        let rows: Vec<SampleRow> = batch_to_rows(&rows)?;
+        out.extend(rows.into_iter().zip(diffs.values().iter().copied()));
+    }
+    Ok(out)
+}

@@ -1,0 +1,373 @@
+//! Incremental reruns with `--state`: half the inputs, then all of them, must give the bytes of
+//! a fresh full run, for every recipe; removing captions retracts exactly their images' samples.
+//!
+//! The inputs are copies of the embedded sample data (images 1000001–1000020) with a subset of
+//! the images, made per format by image id: Flickr30k Entities files, PENMAN graphs (`::id
+//! <image>.<n>`), COCO captions/instances/entities, Visual Genome and GBC records.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use capflow::export::{read_changelog, read_manifest, read_manifest_version, read_table};
+use capflow::schema::{batch_to_rows, SampleRow, TableKind};
+use serde_json::Value;
+
+mod common;
+
+fn capflow(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_capflow"))
+        .args(args)
+        .current_dir(common::repo_root())
+        .output()
+        .expect("run capflow")
+}
+
+fn run_ok(args: &[&str]) -> String {
+    let out = capflow(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "capflow {args:?} failed:\n{stderr}");
+    stderr
+}
+
+fn examples() -> PathBuf {
+    common::repo_root().join("examples/data")
+}
+
+/// The image id of a GBC JSONL record (the reader's rule: the image file's stem).
+fn gbc_image(line: &str) -> u64 {
+    let record: Value = serde_json::from_str(line).unwrap();
+    let url = record["img_url"]
+        .as_str()
+        .or(record["img_path"].as_str())
+        .unwrap_or_default();
+    let stem = url.rsplit('/').next().unwrap_or_default();
+    let stem = stem.split('.').next().unwrap_or_default();
+    stem.parse().unwrap_or(0)
+}
+
+fn write_json(path: &Path, value: &Value) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, serde_json::to_vec(value).unwrap()).unwrap();
+}
+
+fn filter_array(value: &mut Value, key: &str, id_field: &str, keep: &dyn Fn(u64) -> bool) {
+    if let Some(items) = value[key].as_array_mut() {
+        items.retain(|item| keep(item[id_field].as_u64().unwrap_or(0)));
+    }
+}
+
+/// Copies the embedded sample data to `dst` (replacing what is there), keeping only the images
+/// `keep` accepts; captions of the images in `drop_first_caption` lose their first caption.
+fn sample_data(dst: &Path, keep: &dyn Fn(u64) -> bool, drop_first_caption: &[u64]) {
+    let _ = std::fs::remove_dir_all(dst);
+    let src = examples();
+    // Flickr30k Entities: one sentence and one annotation file per image.
+    for sub in ["Sentences", "Annotations"] {
+        let to = dst.join("flickr30k_entities").join(sub);
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(src.join("flickr30k_entities").join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+            let id: u64 = stem.parse().unwrap();
+            if !keep(id) {
+                continue;
+            }
+            let mut text = std::fs::read_to_string(&path).unwrap();
+            if sub == "Sentences" && drop_first_caption.contains(&id) {
+                text = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
+            }
+            std::fs::write(to.join(path.file_name().unwrap()), text).unwrap();
+        }
+    }
+    for split in ["train.txt", "val.txt", "test.txt"] {
+        let text = std::fs::read_to_string(src.join("flickr30k_entities").join(split)).unwrap();
+        let kept: String = text
+            .lines()
+            .filter(|l| l.trim().parse().is_ok_and(keep))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(dst.join("flickr30k_entities").join(split), kept).unwrap();
+    }
+    // PENMAN: blocks separated by blank lines; a graph's id is `<image>.<caption index>`.
+    for amr in ["amr/captions.amr", "coco/captions.amr"] {
+        let text = std::fs::read_to_string(src.join(amr)).unwrap();
+        let kept: Vec<&str> = text
+            .split("\n\n")
+            .filter(|block| {
+                let id = block
+                    .lines()
+                    .find_map(|l| l.strip_prefix("# ::id "))
+                    .map(|id| id.split('.').next().unwrap_or_default());
+                match id {
+                    None => true,
+                    Some(image) => image.parse().is_ok_and(keep),
+                }
+            })
+            .collect();
+        let path = dst.join(amr);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, kept.join("\n\n")).unwrap();
+    }
+    // COCO captions and instances.
+    for json in ["coco/captions.json", "detections/instances.json"] {
+        let mut value: Value =
+            serde_json::from_slice(&std::fs::read(src.join(json)).unwrap()).unwrap();
+        filter_array(&mut value, "images", "id", keep);
+        filter_array(&mut value, "annotations", "image_id", keep);
+        write_json(&dst.join(json), &value);
+    }
+    // COCO Entities: an object keyed by image id.
+    let mut entities: Value =
+        serde_json::from_slice(&std::fs::read(src.join("coco/coco_entities.json")).unwrap())
+            .unwrap();
+    if let Some(map) = entities.as_object_mut() {
+        map.retain(|id, _| id.parse().is_ok_and(keep));
+    }
+    write_json(&dst.join("coco/coco_entities.json"), &entities);
+    // Visual Genome.
+    for json in ["scene_graphs.json", "image_data.json"] {
+        let mut value: Value =
+            serde_json::from_slice(&std::fs::read(src.join("visual_genome").join(json)).unwrap())
+                .unwrap();
+        if let Some(items) = value.as_array_mut() {
+            items.retain(|item| keep(item["image_id"].as_u64().unwrap_or(0)));
+        }
+        write_json(&dst.join("visual_genome").join(json), &value);
+    }
+    // GBC JSONL.
+    let text = std::fs::read_to_string(src.join("gbc/sample_gbc.jsonl")).unwrap();
+    let gbc_ids: Vec<u64> = text.lines().map(gbc_image).collect();
+    let kept: String = text
+        .lines()
+        .enumerate()
+        // GBC images have their own ids: keep the first half of the records for "half".
+        .filter(|(i, _)| keep(1_000_001 + (*i as u64) * 20 / gbc_ids.len().max(1) as u64))
+        .map(|(_, l)| format!("{l}\n"))
+        .collect();
+    std::fs::create_dir_all(dst.join("gbc")).unwrap();
+    std::fs::write(dst.join("gbc/sample_gbc.jsonl"), kept).unwrap();
+}
+
+/// Every data file of the dataset's current version, by path, with its bytes.
+fn data_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let manifest = read_manifest(dir).unwrap();
+    manifest
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), std::fs::read(dir.join(&f.path)).unwrap()))
+        .collect()
+}
+
+fn samples(dir: &Path) -> Vec<SampleRow> {
+    let mut rows = Vec::new();
+    for batch in read_table(dir, TableKind::Samples).unwrap() {
+        rows.extend(batch_to_rows::<SampleRow>(&batch.unwrap()).unwrap());
+    }
+    rows
+}
+
+const RECIPES: [&str; 7] = [
+    "sample",
+    "ssa-flickr30k",
+    "ssa-coco",
+    "clid-vg",
+    "gbc",
+    "relatedness",
+    "cutswap",
+];
+
+fn first_half(id: u64) -> bool {
+    id <= 1_000_010
+}
+
+#[test]
+fn half_then_all_with_state_equals_a_fresh_full_run_for_every_recipe() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("input");
+    let input_s = input.to_str().unwrap();
+    for recipe in RECIPES {
+        let spec = format!("dataflows/{recipe}.toml");
+        let out = tmp.path().join(format!("{recipe}-inc"));
+        let state = tmp.path().join(format!("{recipe}-state"));
+        let fresh = tmp.path().join(format!("{recipe}-fresh"));
+        let (out_s, state_s, fresh_s) = (
+            out.to_str().unwrap(),
+            state.to_str().unwrap(),
+            fresh.to_str().unwrap(),
+        );
+        sample_data(&input, &first_half, &[]);
+        run_ok(&[
+            "run", &spec, "--input", input_s, "--out", out_s, "--state", state_s,
+        ]);
+        sample_data(&input, &|_| true, &[]);
+        let log = run_ok(&[
+            "run", &spec, "--input", input_s, "--out", out_s, "--state", state_s,
+        ]);
+        run_ok(&["run", &spec, "--input", input_s, "--out", fresh_s]);
+        let (incremental, full) = (data_files(&out), data_files(&fresh));
+        assert_eq!(
+            incremental.keys().collect::<Vec<_>>(),
+            full.keys().collect::<Vec<_>>(),
+            "{recipe}: file lists differ"
+        );
+        assert!(incremental == full, "{recipe}: bytes differ");
+        assert_eq!(read_manifest(&out).unwrap().version, 2, "{recipe}");
+        // Recipes without corpus-level models recompute only the new images; the others refit
+        // their models on the new captions, which changes every image (see docs/incremental.md).
+        if ["sample", "clid-vg", "gbc"].contains(&recipe) {
+            // The first half is carried: the rerun computes only images it had not seen.
+            let carried = log
+                .split("carrying ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0);
+            assert!(carried > 0, "{recipe}: {log}");
+            assert!(log.contains("retracting 0 removed"), "{recipe}: {log}");
+        }
+    }
+}
+
+/// `dataflows/ssa-flickr30k.toml` with its models fitted on a fixed corpus (the embedded
+/// Flickr30k Entities captions), written into `dir`.
+fn pinned_ssa_spec(dir: &Path) -> PathBuf {
+    let text =
+        std::fs::read_to_string(common::repo_root().join("dataflows/ssa-flickr30k.toml")).unwrap();
+    let corpus = examples().join("flickr30k_entities");
+    let path = dir.join("ssa-pinned.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "{text}\n[[models.corpus]]\nformat = \"flickr30k-entities\"\npaths = [{:?}]\n",
+            corpus.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn ssa_with_a_fixed_model_corpus_recomputes_only_the_new_images() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = pinned_ssa_spec(tmp.path());
+    let spec_s = spec.to_str().unwrap();
+    let input = tmp.path().join("input");
+    let (out, state, fresh) = (
+        tmp.path().join("inc"),
+        tmp.path().join("state"),
+        tmp.path().join("fresh"),
+    );
+    let (input_s, out_s, state_s, fresh_s) = (
+        input.to_str().unwrap(),
+        out.to_str().unwrap(),
+        state.to_str().unwrap(),
+        fresh.to_str().unwrap(),
+    );
+    sample_data(&input, &first_half, &[]);
+    run_ok(&[
+        "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
+    ]);
+    let half = samples(&out);
+    sample_data(&input, &|_| true, &[]);
+    let log = run_ok(&[
+        "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
+    ]);
+    assert!(
+        log.contains(
+            "computing 10 new or changed images, retracting 0 removed, carrying 10 unchanged"
+        ),
+        "{log}"
+    );
+    run_ok(&["run", spec_s, "--input", input_s, "--out", fresh_s]);
+    assert!(data_files(&out) == data_files(&fresh), "bytes differ");
+    // The first half's samples are carried as they were; the changelog adds the rest.
+    let changes = read_changelog(&out.join("changes/v2.parquet")).unwrap();
+    assert!(changes
+        .iter()
+        .all(|(s, d)| *d == 1 && !first_half(s.image_id.parse().unwrap())));
+    let all = samples(&out);
+    assert_eq!(all.len(), half.len() + changes.len());
+    assert!(half.iter().all(|s| all.contains(s)));
+}
+
+#[test]
+fn removing_captions_retracts_exactly_their_images_samples() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("input");
+    let out = tmp.path().join("out");
+    let state = tmp.path().join("state");
+    let (input_s, out_s, state_s) = (
+        input.to_str().unwrap(),
+        out.to_str().unwrap(),
+        state.to_str().unwrap(),
+    );
+    // SSA with its models fitted on a fixed corpus, so only the touched images change.
+    let spec_path = pinned_ssa_spec(tmp.path());
+    let spec = spec_path.to_str().unwrap();
+    sample_data(&input, &|_| true, &[]);
+    run_ok(&[
+        "run", spec, "--input", input_s, "--out", out_s, "--state", state_s,
+    ]);
+    let before = samples(&out);
+    // Image 1000007 disappears, image 1000003 loses its first caption.
+    let gone = 1_000_007u64;
+    let edited = 1_000_003u64;
+    sample_data(&input, &|id| id != gone, &[edited]);
+    run_ok(&[
+        "run", spec, "--input", input_s, "--out", out_s, "--state", state_s,
+    ]);
+    let after = samples(&out);
+    let manifest = read_manifest(&out).unwrap();
+    let changelog = manifest.changelog.clone().expect("a changelog");
+    assert_eq!(changelog.path, "changes/v2.parquet");
+    let changes = read_changelog(&out.join(&changelog.path)).unwrap();
+    let retracted: Vec<&SampleRow> = changes.iter().filter(|c| c.1 < 0).map(|c| &c.0).collect();
+    let added: Vec<&SampleRow> = changes.iter().filter(|c| c.1 > 0).map(|c| &c.0).collect();
+    // Every sample of the removed image is retracted and none comes back.
+    let gone_id = gone.to_string();
+    let gone_before: Vec<&SampleRow> = before.iter().filter(|s| s.image_id == gone_id).collect();
+    assert!(!gone_before.is_empty());
+    for sample in &gone_before {
+        assert!(
+            retracted.contains(sample),
+            "{} not retracted",
+            sample.sample_id
+        );
+    }
+    assert!(after.iter().all(|s| s.image_id != gone_id));
+    // The replayed changelog turns the old samples into the new ones.
+    let mut replay: Vec<SampleRow> = before.clone();
+    for sample in &retracted {
+        let i = replay
+            .iter()
+            .position(|s| s == *sample)
+            .expect("retracted was present");
+        replay.remove(i);
+    }
+    replay.extend(added.iter().map(|s| (*s).clone()));
+    let key = |s: &SampleRow| (s.image_id.clone(), s.sample_id.clone(), s.text.clone());
+    let mut replay_keys: Vec<_> = replay.iter().map(key).collect();
+    let mut after_keys: Vec<_> = after.iter().map(key).collect();
+    replay_keys.sort();
+    after_keys.sort();
+    assert_eq!(replay_keys, after_keys);
+    // Only the two touched images' samples change: nothing of any other image is retracted.
+    let touched: BTreeSet<String> = [gone, edited].iter().map(|i| i.to_string()).collect();
+    for sample in retracted.iter().chain(&added) {
+        assert!(
+            touched.contains(&sample.image_id),
+            "sample {} of untouched image {} changed",
+            sample.sample_id,
+            sample.image_id
+        );
+    }
+    // The original caption that was removed is among the retractions.
+    assert!(retracted
+        .iter()
+        .any(|s| s.image_id == edited.to_string() && s.method == "original"));
+    // Version 1 stays readable.
+    let v1 = read_manifest_version(&out, 1).unwrap();
+    assert_eq!(v1.version, 1);
+    assert!(v1.files.iter().all(|f| out.join(&f.path).is_file()));
+}

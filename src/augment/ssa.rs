@@ -308,7 +308,9 @@ fn normalize(tokens: &[String]) -> String {
 }
 
 /// Why the quality filter dropped a sample.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum Drop {
     LowQuality,
     Hallucination,

@@ -13,9 +13,9 @@ use crate::dataflow::state::{
     self, bucket_of, image_digests, rows_digest, BucketState, ImageState, Plan, StateDir,
 };
 use crate::dataflow::CollectedRun;
-use crate::dataflow::{run_collect, ClusterOptions, DataflowSpec};
+use crate::dataflow::{run_collect, run_collect_sharing, ClusterOptions, DataflowSpec};
 use crate::error::{Error, Result};
-use crate::export::{DatasetWriter, StageMetrics};
+use crate::export::{DatasetWriter, FileEntry, StageMetrics};
 use crate::ingest::Row;
 use crate::schema::{RejectedRow, SampleRow};
 use crate::select::mix::{mix, MixConfig};
@@ -45,10 +45,12 @@ pub fn run(args: RunArgs) -> Result<()> {
     if let Some(root) = &args.input {
         spec = spec.with_input_root(root);
     }
-    if args.cluster.processes > 1 {
-        return Err(Error::Usage(
-            "`capflow run` writes one dataset per run and does not take --processes > 1; use -w for threads".into(),
-        ));
+    let cluster = &args.cluster;
+    cluster.timely_config()?;
+    let process = cluster.process;
+    let first = process == 0;
+    if cluster.processes > 1 {
+        crate::dataflow::cluster::watch_peers(process);
     }
     let out = args
         .out
@@ -56,21 +58,60 @@ pub fn run(args: RunArgs) -> Result<()> {
         .or_else(|| spec.output.dir.clone())
         .unwrap_or_else(|| PathBuf::from("out").join(&spec.name));
     let state = args.state.as_deref().map(StateDir::open).transpose()?;
+    // Every process reads the state's header before the read phase; the first process removes
+    // it only after the read phase, which no process leaves before all have joined it.
+    let header_before = match &state {
+        Some(state) => state.header()?,
+        None => None,
+    };
+    // The first process locks the output directory before the read phase for the same reason:
+    // the other processes stage their shards only after it.
+    let mut writer = if first {
+        let mut writer = DatasetWriter::create(&out, &spec.config_hash(), spec.output.shard_bytes)?;
+        writer.retain_versions(true);
+        if !spec.description.is_empty() {
+            writer.describe(spec.description.clone());
+        }
+        Some(writer)
+    } else {
+        None
+    };
 
-    let collected = run_collect(&spec, &args.cluster)?;
+    let share: Option<fn(&Row) -> bool> = if spec.corpus_spec().is_some() {
+        None
+    } else if spec.relatedness.is_some() || spec.cutswap.is_some() {
+        Some(|row| !matches!(row, Row::Sample(_)))
+    } else if spec.ssa.is_some() {
+        Some(|row| matches!(row, Row::Caption(_)))
+    } else {
+        None
+    };
+    let mut collected = run_collect_sharing(&spec, cluster, share)?;
+    if first {
+        if let Some(state) = &state {
+            state.invalidate()?;
+        }
+    }
     let corpus = match spec.corpus_spec() {
         Some(corpus) => Some(run_collect(&corpus, &ClusterOptions::default())?),
+        None if cluster.processes > 1 && share.is_some() => Some(CollectedRun {
+            rows: std::mem::take(&mut collected.shared),
+            ..CollectedRun::default()
+        }),
         None => None,
     };
     let fit = corpus.as_ref().unwrap_or(&collected);
     let buckets = spec.output.buckets;
-    // Taking the writer first locks the output directory for the whole run.
-    let mut writer = DatasetWriter::create(&out, &spec.config_hash(), spec.output.shard_bytes)?;
-    writer.retain_versions(true);
-    if !spec.description.is_empty() {
-        writer.describe(spec.description.clone());
-    }
-    let previous = writer
+    let mut part = if first {
+        None
+    } else {
+        Some(DatasetWriter::part(&out, &spec.config_hash(), process)?)
+    };
+    let writer_now: &mut DatasetWriter = match (&mut writer, &mut part) {
+        (Some(w), _) | (None, Some(w)) => w,
+        (None, None) => return Err(Error::Usage("no dataset writer".into())), // unreachable
+    };
+    let previous = writer_now
         .previous()
         .map(|(m, sha)| (m.clone(), sha.to_string()));
     let previous_ref = previous.as_ref().map(|(m, sha)| (m, sha.as_str()));
@@ -79,12 +120,19 @@ pub fn run(args: RunArgs) -> Result<()> {
     let digests = image_digests(&collected.rows)?;
     let models_digest = models_digest(&spec, fit)?;
     let header_now = state::header(spec.config_hash(), models_digest, buckets, previous_ref);
-    let owned: Vec<usize> = (0..buckets).collect();
+    let owned = cluster.owned_buckets(buckets);
     let mut plan = match &state {
-        Some(state) => state::plan(state, &header_now, previous_ref, &digests, &owned)?,
+        Some(state) => state::plan(
+            state,
+            header_before,
+            &header_now,
+            previous_ref,
+            &digests,
+            &owned,
+        )?,
         None => Plan::full(&digests, "no --state"),
     };
-    if plan.full.is_none() && spec.mix != MixConfig::All && !plan.compute.is_empty() {
+    if plan.full.is_none() && spec.mix != MixConfig::All {
         plan = Plan::full(
             &digests,
             "[mix] selects over all samples, so a changed image can change any bucket",
@@ -100,17 +148,15 @@ pub fn run(args: RunArgs) -> Result<()> {
             &spec,
             &collected,
             fit,
-            &args.cluster,
+            cluster,
             &plan.compute,
         )?)
     } else {
         None
     };
     let export_started = std::time::Instant::now();
-    for stage in &collected.stages {
-        writer.stage(stage.clone());
-    }
-    writer.stage(StageMetrics {
+    let mut stages: Vec<StageMetrics> = collected.stages.clone();
+    stages.push(StageMetrics {
         name: "plan".into(),
         rows_in: digests.len() as u64 + plan.removed.len() as u64,
         rows_out: plan.compute.len() as u64,
@@ -121,9 +167,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut new_rejected: BTreeMap<String, Vec<RejectedRow>> = BTreeMap::new();
     if let Some(run) = augmented {
         print_augment_summary(&spec, &run);
-        for stage in &run.stages {
-            writer.stage(stage.clone());
-        }
+        stages.extend(run.stages.iter().cloned());
         for sample in run.samples {
             new_samples
                 .entry(sample.image_id.clone())
@@ -141,13 +185,11 @@ pub fn run(args: RunArgs) -> Result<()> {
         previous: previous_ref,
         dir: &out,
     };
-    let exported = layout.write(&mut writer, &collected, &owned, &mut new_samples)?;
-    for (_, _, rejected) in &collected.rejected {
-        writer.reject(rejected.clone())?;
-    }
+    let exported = layout.write(writer_now, &collected, &owned, &mut new_samples)?;
     // The method stages' rejections, by image: this run's for computed images, the state's for
     // carried ones.
     let mut bucket_states: BTreeMap<usize, BucketState> = BTreeMap::new();
+    let mut image_rejected: Vec<(String, Vec<RejectedRow>)> = Vec::new();
     for (id, digest) in &digests {
         let bucket = bucket_of(id, buckets);
         let rejected = if plan.compute.contains(id) {
@@ -159,8 +201,8 @@ pub fn run(args: RunArgs) -> Result<()> {
                 .map(|s| s.rejected.clone())
                 .unwrap_or_default()
         };
-        for row in &rejected {
-            writer.reject(row.clone())?;
+        if !rejected.is_empty() {
+            image_rejected.push((id.clone(), rejected.clone()));
         }
         bucket_states.entry(bucket).or_default().insert(
             id.clone(),
@@ -170,37 +212,119 @@ pub fn run(args: RunArgs) -> Result<()> {
             },
         );
     }
-    let augment_rejected: u64 = bucket_states
-        .values()
-        .flat_map(|b| b.values())
-        .map(|s| s.rejected.len() as u64)
-        .sum();
-    writer.changelog(&exported.changes)?;
-    writer.stage(StageMetrics {
-        name: "export".into(),
-        rows_in: exported.rows_written,
-        rows_out: exported.rows_written,
-        rejected: 0,
-        elapsed_ms: export_started.elapsed().as_millis() as u64,
-    });
-    let mut counts = collected.counts;
-    counts.read += augment_rejected;
-    counts.rejected += augment_rejected;
-    let manifest = writer.commit(counts)?;
     if let Some(state) = &state {
-        let manifest_path = out.join(crate::export::MANIFEST_FILE);
-        let text = std::fs::read(&manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
-        let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text));
-        state.invalidate()?;
         for bucket in &owned {
             if plan.touches(*bucket, buckets) {
                 let empty = BucketState::new();
                 state.write_bucket(*bucket, bucket_states.get(bucket).unwrap_or(&empty))?;
             }
         }
+    }
+    stages.push(StageMetrics {
+        name: "export".into(),
+        rows_in: exported.rows_written,
+        rows_out: exported.rows_written,
+        rejected: 0,
+        elapsed_ms: export_started.elapsed().as_millis() as u64,
+    });
+    let mut part_of_this = Part {
+        process,
+        files: Vec::new(),
+        read_rejected: collected.rejected,
+        image_rejected,
+        changes: exported.changes,
+        counts: collected.counts,
+        stages,
+    };
+    if let Some(part) = part {
+        part_of_this.files = part.finish_part()?;
+    }
+    // With several processes, every part goes to the first process, which commits them all.
+    let parts = if cluster.processes > 1 {
+        let payload = serde_json::to_string(&part_of_this)
+            .map_err(|e| Error::invalid("cluster part", e.to_string()))?;
+        let mut parts = Vec::new();
+        for text in crate::dataflow::cluster::gather_to_first(cluster, payload)? {
+            let part: Part = serde_json::from_str(&text)
+                .map_err(|e| Error::invalid("cluster part from a peer", e.to_string()))?;
+            parts.push(part);
+        }
+        parts
+    } else {
+        vec![part_of_this]
+    };
+    let Some(writer) = writer else {
+        // Wait for process 0's commit: this process succeeds only if the dataset was committed.
+        let confirmation = crate::dataflow::cluster::broadcast_from_first(cluster, None)?;
+        return match confirmation.strip_prefix("ok ") {
+            Some(version) => {
+                eprintln!(
+                    "capflow run {} process {process}: wrote its buckets; process 0 committed version {version}",
+                    spec.name
+                );
+                Ok(())
+            }
+            None => Err(Error::Config(format!(
+                "process 0 did not commit the dataset: {confirmation}"
+            ))),
+        };
+    };
+    let committed = commit(
+        writer,
+        parts,
+        cluster.processes,
+        state.as_ref(),
+        header_now,
+        &out,
+        &spec.name,
+    );
+    if cluster.processes > 1 {
+        let message = match &committed {
+            Ok(version) => format!("ok {version}"),
+            Err(e) => e.to_string(),
+        };
+        crate::dataflow::cluster::broadcast_from_first(cluster, Some(message))?;
+    }
+    committed.map(|_| ())
+}
+
+/// Process 0's commit: every part into one manifest, the ledger, the changelog, then the
+/// state's header. Returns the committed version.
+fn commit(
+    mut writer: DatasetWriter,
+    parts: Vec<Part>,
+    processes: usize,
+    state: Option<&StateDir>,
+    header_now: state::StateHeader,
+    out: &std::path::Path,
+    name: &str,
+) -> Result<u64> {
+    let merged = Part::merge(parts, processes)?;
+    for stage in &merged.stages {
+        writer.stage(stage.clone());
+    }
+    writer.adopt(merged.files)?;
+    for (_, _, rejected) in merged.read_rejected {
+        writer.reject(rejected)?;
+    }
+    let mut augment_rejected = 0u64;
+    for (_, rows) in merged.image_rejected {
+        for row in rows {
+            writer.reject(row)?;
+            augment_rejected += 1;
+        }
+    }
+    writer.changelog(&merged.changes)?;
+    let mut counts = merged.counts;
+    counts.read += augment_rejected;
+    counts.rejected += augment_rejected;
+    let manifest = writer.commit(counts)?;
+    if let Some(state) = state {
+        let manifest_path = out.join(crate::export::MANIFEST_FILE);
+        let text = std::fs::read(&manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
         let mut header = header_now;
         header.dataset_version = manifest.version;
-        header.manifest_sha256 = sha;
+        header.manifest_sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text));
         state.write_header(&header)?;
     }
     let (added, retracted) = manifest
@@ -209,15 +333,82 @@ pub fn run(args: RunArgs) -> Result<()> {
         .map_or((0, 0), |c| (c.added, c.retracted));
     eprintln!(
         "capflow run {}: {} read, {} accepted, {} rejected; {} files in {} (version {}; {added} samples added, {retracted} retracted)",
-        spec.name,
-        collected.counts.read,
-        collected.counts.accepted,
-        collected.counts.rejected,
+        name,
+        merged.counts.read,
+        merged.counts.accepted,
+        merged.counts.rejected,
         manifest.files.len(),
         out.display(),
         manifest.version,
     );
-    Ok(())
+    Ok(manifest.version)
+}
+
+/// What one process of a run hands to the commit: the files of its buckets, its rejections,
+/// changes, counts and stage metrics.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Part {
+    process: usize,
+    /// Bucket shards written or carried by a process other than the first (the first process's
+    /// own shards are already in its writer).
+    files: Vec<FileEntry>,
+    /// Records the readers of this process rejected, with their read position.
+    read_rejected: Vec<(u32, u64, RejectedRow)>,
+    /// Records the method stages rejected, by image id (sorted).
+    image_rejected: Vec<(String, Vec<RejectedRow>)>,
+    /// The changelog of this process's buckets, by image id.
+    changes: Vec<(SampleRow, i8)>,
+    counts: crate::ingest::IngestCounts,
+    stages: Vec<StageMetrics>,
+}
+
+impl Part {
+    /// Every process's part as one, in the order a single process would have produced:
+    /// rejections by read position, then by image id; changes by image id.
+    fn merge(mut parts: Vec<Part>, processes: usize) -> Result<Part> {
+        parts.sort_by_key(|p| p.process);
+        let got: Vec<usize> = parts.iter().map(|p| p.process).collect();
+        if got != (0..processes).collect::<Vec<_>>() {
+            return Err(Error::Config(format!(
+                "the commit expected parts of processes 0..{processes} and got {got:?}"
+            )));
+        }
+        let mut merged = Part {
+            process: 0,
+            files: Vec::new(),
+            read_rejected: Vec::new(),
+            image_rejected: Vec::new(),
+            changes: Vec::new(),
+            counts: Default::default(),
+            stages: Vec::new(),
+        };
+        let mut stages: Vec<StageMetrics> = Vec::new();
+        for part in parts {
+            merged.files.extend(part.files);
+            merged.read_rejected.extend(part.read_rejected);
+            merged.image_rejected.extend(part.image_rejected);
+            merged.changes.extend(part.changes);
+            merged.counts.add(part.counts);
+            for stage in part.stages {
+                match stages.iter_mut().find(|s| s.name == stage.name) {
+                    Some(total) => {
+                        total.rows_in += stage.rows_in;
+                        total.rows_out += stage.rows_out;
+                        total.rejected += stage.rejected;
+                        total.elapsed_ms = total.elapsed_ms.max(stage.elapsed_ms);
+                    }
+                    None => stages.push(stage),
+                }
+            }
+        }
+        merged.stages = stages;
+        merged.read_rejected.sort_by_key(|r| (r.0, r.1));
+        merged.image_rejected.sort_by(|a, b| a.0.cmp(&b.0));
+        merged
+            .changes
+            .sort_by(|a, b| a.0.image_id.cmp(&b.0.image_id));
+        Ok(merged)
+    }
 }
 
 /// The augment phase's summary lines: images/s, samples per method, SSA's drop reasons.
@@ -317,7 +508,14 @@ fn run_augment_phase(
         }
     }
     let models_ms = started.elapsed().as_millis() as u64;
-    let mut run = run_augment(collected, spec.seed, methods, cluster, Some(compute))?;
+    let mut run = run_augment(
+        collected,
+        spec.seed,
+        methods,
+        cluster,
+        Some(compute),
+        spec.output.buckets,
+    )?;
     let mix_started = std::time::Instant::now();
     let before = run.samples.len();
     run.samples = mix(&run.samples, &spec.mix)?;

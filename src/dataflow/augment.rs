@@ -21,6 +21,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use differential_dataflow::input::Input;
+use timely::dataflow::operators::vec::Map;
+use timely::dataflow::operators::{Exchange, Inspect, Probe};
+
+use super::state::bucket_of;
 
 use super::record::{ImageRecord, Staged};
 use super::runtime::{CollectedRun, KeyedRow};
@@ -129,7 +133,9 @@ pub fn run_augment(
     methods: Methods,
     cluster: &ClusterOptions,
     only: Option<&BTreeSet<String>>,
+    buckets: usize,
 ) -> Result<AugmentRun> {
+    let local_workers = cluster.workers.max(1);
     let timely_config = cluster.timely_config()?;
     let names = methods.stage_names();
     let rows: Arc<Vec<KeyedRow>> = Arc::new(input_rows(collected, only));
@@ -160,9 +166,9 @@ pub fn run_augment(
     let progress = crate::cli::progress::items("augment", total_images);
     let started = Instant::now();
     let worker_names = names.clone();
+    let connecting = super::cluster::Connecting::start(cluster, "method stages");
     let guards = timely::execute(timely_config, move |worker| {
         let index = worker.index();
-        let peers = worker.peers();
         let out = sender.clone();
         let meters: Vec<StageMeter> = worker_names.iter().map(|s| StageMeter::new(s)).collect();
         let stage_meters = meters.clone();
@@ -201,26 +207,30 @@ pub fn run_augment(
             if let Some(ctx) = cutswap_ctx {
                 images = cutswap(images, ctx, next());
             }
+            // Each image's outputs go to the worker that owns its bucket, so that with several
+            // processes every process receives exactly the images of the buckets it writes.
             let probe = images
-                .inspect(
-                    move |(staged, _time, diff): &(Staged<SsaImage>, u64, isize)| {
-                        if *diff > 0 {
-                            let state = &staged.value;
-                            let _ = out.send(WorkerOutput::Image {
-                                image_id: staged.image_id.clone(),
-                                samples: state.samples.clone(),
-                                rejected: state.rejected.clone(),
-                                dropped: state.dropped.clone(),
-                            });
-                        }
-                    },
-                )
+                .inner
+                .flat_map(|(staged, _time, diff): (Staged<SsaImage>, u64, isize)| {
+                    (diff > 0).then_some(ImageOutput {
+                        image_id: staged.image_id,
+                        samples: staged.value.samples,
+                        rejected: staged.value.rejected,
+                        dropped: staged.value.dropped,
+                    })
+                })
+                .exchange(move |output: &ImageOutput| bucket_of(&output.image_id, buckets) as u64)
+                .inspect(move |output: &ImageOutput| {
+                    let _ = out.send(WorkerOutput::Image(output.clone()));
+                })
                 .probe()
                 .0;
             (input, probe)
         });
+        // This process's rows, spread over its own workers.
+        let local = index % local_workers;
         for (i, keyed) in rows.iter().enumerate() {
-            if i % peers == index {
+            if i % local_workers == local {
                 input.insert((keyed.row.image_id().to_string(), ImageRecord(keyed.clone())));
             }
         }
@@ -234,6 +244,7 @@ pub fn run_augment(
         ));
     })
     .map_err(|e| Error::Config(format!("starting workers: {e}")))?;
+    drop(connecting);
 
     let mut run = AugmentRun::default();
     let mut per_image: Vec<(String, Vec<SampleRow>, Vec<RejectedRow>)> = Vec::new();
@@ -246,12 +257,12 @@ pub fn run_augment(
         .collect();
     for message in receiver.iter() {
         match message {
-            WorkerOutput::Image {
+            WorkerOutput::Image(ImageOutput {
                 image_id,
                 samples,
                 rejected,
                 dropped,
-            } => {
+            }) => {
                 for (reason, n) in dropped {
                     *run.dropped.entry(reason).or_insert(0) += n;
                 }
@@ -299,12 +310,16 @@ fn method_context<M>(seed: u64, method: M, failure: &Failure) -> Arc<MethodConte
     })
 }
 
+/// What the stages made of one image; crosses process boundaries to the bucket's owner.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct ImageOutput {
+    image_id: String,
+    samples: Vec<SampleRow>,
+    rejected: Vec<RejectedRow>,
+    dropped: Vec<(Drop, u64)>,
+}
+
 enum WorkerOutput {
-    Image {
-        image_id: String,
-        samples: Vec<SampleRow>,
-        rejected: Vec<RejectedRow>,
-        dropped: Vec<(Drop, u64)>,
-    },
+    Image(ImageOutput),
     Meters(Vec<StageMetrics>),
 }

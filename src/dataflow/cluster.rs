@@ -4,6 +4,14 @@
 //! its hostfile, which would steal `--help`. capflow spells the hostfile `--hostfile`.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::operators::vec::Broadcast;
+use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
+use timely::dataflow::InputHandle;
 
 use crate::error::{Error, Result};
 
@@ -97,4 +105,215 @@ fn read_hostfile(path: &PathBuf) -> Result<Vec<String>> {
         addresses.push(line.to_string());
     }
     Ok(addresses)
+}
+
+impl ClusterOptions {
+    /// The buckets this process writes. The read phase sends bucket `b` to worker `b % peers`,
+    /// which belongs to process `(b % peers) / workers`.
+    pub fn owned_buckets(&self, buckets: usize) -> Vec<usize> {
+        let workers = self.workers.max(1);
+        let peers = workers * self.processes.max(1);
+        (0..buckets)
+            .filter(|b| (b % peers) / workers == self.process)
+            .collect()
+    }
+}
+
+/// How long a process waits for its peers to connect before it gives up.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Guards the start of a cluster computation: if the peers have not all connected within
+/// [`CONNECT_TIMEOUT`], the process exits non-zero naming the peers that do not answer.
+pub struct Connecting {
+    done: Arc<AtomicBool>,
+}
+
+impl Connecting {
+    /// Starts the clock for `phase`; drop the guard once `timely::execute` has returned.
+    pub fn start(cluster: &ClusterOptions, phase: &'static str) -> Option<Connecting> {
+        if cluster.processes <= 1 {
+            return None;
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&done);
+        let process = cluster.process;
+        let addresses = cluster
+            .hostfile
+            .as_ref()
+            .and_then(|h| read_hostfile(h).ok())
+            .unwrap_or_default();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            while started.elapsed() < CONNECT_TIMEOUT {
+                if flag.load(Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if flag.load(Ordering::SeqCst) {
+                return;
+            }
+            // This process connects to the lower-numbered processes: probe them. The higher-
+            // numbered ones connect to it, so those that have not are named as a group.
+            let silent: Vec<String> = addresses
+                .iter()
+                .enumerate()
+                .take(process)
+                .filter(|(_, address)| !answers(address))
+                .map(|(k, address)| format!("process {k} ({address})"))
+                .collect();
+            let higher: Vec<String> = addresses
+                .iter()
+                .enumerate()
+                .skip(process + 1)
+                .map(|(k, address)| format!("process {k} ({address})"))
+                .collect();
+            let who = if !silent.is_empty() {
+                format!("{} does not answer", silent.join(", "))
+            } else if higher.len() == 1 {
+                format!("{} did not connect", higher[0])
+            } else {
+                format!("not all of {} connected", higher.join(", "))
+            };
+            eprintln!(
+                "error: capflow process {process}: the cluster did not start its {phase} within {} s: {who}; stopping, nothing is committed",
+                CONNECT_TIMEOUT.as_secs()
+            );
+            std::process::exit(1);
+        });
+        Some(Connecting { done })
+    }
+}
+
+impl Drop for Connecting {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+    }
+}
+
+fn answers(address: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    let Ok(mut resolved) = address.to_socket_addrs() else {
+        return false;
+    };
+    resolved.any(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(1)).is_ok())
+}
+
+/// Makes a lost peer end this process at once with a message naming it. timely's network
+/// threads (`timely:recv-K`, `timely:send-K`, K the peer process) panic when a connection
+/// breaks; without this hook the workers could wait forever for the dead peer's progress.
+pub fn watch_peers(process: usize) {
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panic".to_string());
+        let thread = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_string();
+        let peer = thread
+            .strip_prefix("timely:recv-")
+            .or_else(|| thread.strip_prefix("timely:send-"));
+        match peer {
+            Some(k) => eprintln!(
+                "error: capflow process {process}: lost process {k} ({message}); stopping, nothing is committed"
+            ),
+            None => eprintln!(
+                "error: capflow process {process}: {message} (thread {thread}); stopping, nothing is committed"
+            ),
+        }
+        std::process::exit(1);
+    }));
+}
+
+/// Sends `payload` from every process to the first. Returns every process's payload, in
+/// process order, on process 0 and nothing on the others.
+pub fn gather_to_first(cluster: &ClusterOptions, payload: String) -> Result<Vec<String>> {
+    let config = cluster.timely_config()?;
+    let workers = cluster.workers.max(1);
+    let (sender, receiver) = crossbeam_channel::unbounded::<(usize, String)>();
+    let connecting = Connecting::start(cluster, "commit");
+    let guards = timely::execute(config, move |worker| {
+        let index = worker.index();
+        let out = sender.clone();
+        let mut input = InputHandle::<u64, CapacityContainerBuilder<Vec<(usize, String)>>>::new();
+        let probe = worker.dataflow(|scope| {
+            scope
+                .input_from(&mut input)
+                .exchange(|_| 0)
+                .inspect(move |part: &(usize, String)| {
+                    let _ = out.send(part.clone());
+                })
+                .probe()
+                .0
+        });
+        if index % workers == 0 {
+            input.send((index / workers, payload.clone()));
+        }
+        input.close();
+        while !probe.done() {
+            worker.step();
+        }
+    })
+    .map_err(|e| Error::Config(format!("starting the commit round: {e}")))?;
+    drop(connecting);
+    for (i, result) in guards.join().into_iter().enumerate() {
+        if let Err(reason) = result {
+            return Err(Error::Config(format!("commit round, worker {i}: {reason}")));
+        }
+    }
+    let mut parts: Vec<(usize, String)> = receiver.try_iter().collect();
+    parts.sort_by_key(|p| p.0);
+    Ok(parts.into_iter().map(|p| p.1).collect())
+}
+
+/// Sends process 0's `message` to every process and returns it (process 0 passes `Some`, the
+/// others `None`).
+pub fn broadcast_from_first(cluster: &ClusterOptions, message: Option<String>) -> Result<String> {
+    let config = cluster.timely_config()?;
+    let workers = cluster.workers.max(1);
+    let (sender, receiver) = crossbeam_channel::unbounded::<String>();
+    let connecting = Connecting::start(cluster, "commit confirmation");
+    let guards = timely::execute(config, move |worker| {
+        let index = worker.index();
+        let out = sender.clone();
+        let mut input = InputHandle::<u64, CapacityContainerBuilder<Vec<String>>>::new();
+        let probe = worker.dataflow(|scope| {
+            scope
+                .input_from(&mut input)
+                .broadcast()
+                .inspect(move |text: &String| {
+                    if index % workers == 0 {
+                        let _ = out.send(text.clone());
+                    }
+                })
+                .probe()
+                .0
+        });
+        if index == 0 {
+            if let Some(text) = &message {
+                input.send(text.clone());
+            }
+        }
+        input.close();
+        while !probe.done() {
+            worker.step();
+        }
+    })
+    .map_err(|e| Error::Config(format!("starting the commit confirmation: {e}")))?;
+    drop(connecting);
+    for (i, result) in guards.join().into_iter().enumerate() {
+        if let Err(reason) = result {
+            return Err(Error::Config(format!(
+                "commit confirmation, worker {i}: {reason}"
+            )));
+        }
+    }
+    receiver
+        .try_iter()
+        .next()
+        .ok_or_else(|| Error::Config("process 0 sent no commit confirmation".into()))
 }

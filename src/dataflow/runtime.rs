@@ -155,6 +155,7 @@ pub fn run_collect_sharing(
     }
     let (sender, receiver) = crossbeam_channel::bounded::<WorkerMessage>(16 * 1024);
     let started = Instant::now();
+    let connecting = super::cluster::Connecting::start(cluster, "read phase");
     let guards = timely::execute(config, move |worker| {
         let index = worker.index();
         let peers = worker.peers();
@@ -219,6 +220,7 @@ pub fn run_collect_sharing(
         }
     })
     .map_err(|e| Error::Config(format!("starting workers: {e}")))?;
+    drop(connecting);
 
     let mut run = CollectedRun::default();
     let mut failures = Vec::new();

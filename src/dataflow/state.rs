@@ -274,14 +274,18 @@ impl Plan {
 /// `current` is what this run would write into the state header (its `dataset_version` and
 /// `manifest_sha256` are the previous dataset's, as found in the output directory); `owned`
 /// lists the buckets this process computes.
+///
+/// `header` is the state's header as read before the run started: with several processes, the
+/// first one removes it once every process has read it (see [`StateDir::invalidate`]).
 pub fn plan(
     state: &StateDir,
+    header: Option<StateHeader>,
     current: &StateHeader,
     previous: Option<(&Manifest, &str)>,
     digests: &BTreeMap<String, String>,
     owned: &[usize],
 ) -> Result<Plan> {
-    let Some(header) = state.header()? else {
+    let Some(header) = header else {
         return Ok(Plan::full(digests, "the state is new"));
     };
     let Some((manifest, manifest_sha)) = previous else {
@@ -312,11 +316,10 @@ pub fn plan(
     let mut plan = Plan::default();
     for &bucket in owned {
         let states = state.read_bucket(bucket)?;
-        for (id, old) in &states {
+        for id in states.keys() {
             if !digests.contains_key(id) {
                 plan.removed.insert(id.clone());
             }
-            let _ = old;
         }
         plan.previous.insert(bucket, states);
     }

@@ -11,6 +11,8 @@ use crate::error::{Error, Result};
 
 /// Prefix of the per-run staging directory inside a dataset directory.
 pub(crate) const TMP_PREFIX: &str = ".capflow-tmp-";
+/// Prefix of the staging directories of the other processes of a cluster run.
+pub(crate) const PART_PREFIX: &str = ".capflow-part-";
 /// The writer lock file inside a dataset directory.
 pub(crate) const LOCK_FILE: &str = ".capflow-lock";
 
@@ -194,7 +196,8 @@ pub(crate) fn remove_stale_staging(dir: &Path) -> Result<()> {
     for entry in entries {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
         let name = entry.file_name();
-        if name.to_string_lossy().starts_with(TMP_PREFIX) {
+        let name = name.to_string_lossy();
+        if name.starts_with(TMP_PREFIX) || name.starts_with(PART_PREFIX) {
             let path = entry.path();
             tracing::info!(
                 "removing staging directory of an interrupted run: {}",

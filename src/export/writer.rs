@@ -172,6 +172,87 @@ impl DatasetWriter {
         })
     }
 
+    /// A writer for one process of a cluster run other than the first (`--process` > 0): it
+    /// writes the shards of the buckets its process owns into `DIR/data/` under their content
+    /// names and hands their entries to the first process ([`finish_part`]), which commits the
+    /// one manifest ([`adopt`]). It takes no lock (the first process holds it) and removes
+    /// nothing but its own staging directory.
+    ///
+    /// [`finish_part`]: DatasetWriter::finish_part
+    /// [`adopt`]: DatasetWriter::adopt
+    pub fn part(dir: &Path, config_hash: &str, process: usize) -> Result<DatasetWriter> {
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let previous = read_previous(dir)?;
+        let staging = dir.join(format!(
+            "{}p{process}-{}-{}",
+            fsutil::PART_PREFIX,
+            std::process::id(),
+            fsutil::random_token()
+        ));
+        fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
+        let mut split_tables = HashMap::new();
+        split_tables.insert(TableKind::Rejected.name().to_string(), TableKind::Rejected);
+        let options = WriterOptions::default();
+        Ok(DatasetWriter {
+            dir: dir.to_path_buf(),
+            staging,
+            settings: ShardSettings {
+                config_hash: config_hash.to_string(),
+                shard_bytes: options.shard_bytes,
+                max_row_group_rows: options.max_row_group_rows,
+                max_row_group_bytes: options.max_row_group_bytes,
+                zstd_level: options.zstd_level,
+            },
+            splits: BTreeMap::new(),
+            bucketed: BTreeMap::new(),
+            carried: Vec::new(),
+            changelog: None,
+            retain_versions: false,
+            split_tables,
+            rejected: Vec::new(),
+            stages: Vec::new(),
+            description: None,
+            previous,
+            lock: None,
+        })
+    }
+
+    /// Moves a part's shards into `DIR/data/` and returns the entries of every file of the part,
+    /// written and carried, for the first process to [`adopt`](DatasetWriter::adopt).
+    pub fn finish_part(mut self) -> Result<Vec<FileEntry>> {
+        if !self.rejected.is_empty() || !self.splits.is_empty() || self.changelog.is_some() {
+            return Err(Error::Usage(
+                "a cluster part holds bucketed shards only; the first process writes the ledger \
+                 and the changelog"
+                    .into(),
+            ));
+        }
+        let mut shards: Vec<Vec<FinishedShard>> = Vec::new();
+        for (_, writer) in std::mem::take(&mut self.bucketed) {
+            shards.push(writer.finish(false)?);
+        }
+        let mut files = self.publish_shards(&shards)?;
+        files.append(&mut self.carried);
+        fs::remove_dir_all(&self.staging).map_err(|e| Error::io(&self.staging, e))?;
+        Ok(files)
+    }
+
+    /// Takes files another process of the run wrote (or carried) into this version.
+    pub fn adopt(&mut self, files: Vec<FileEntry>) -> Result<()> {
+        for file in &files {
+            if !file.path.starts_with(&format!("{DATA_DIR}/")) || file.table == TableKind::Rejected
+            {
+                return Err(Error::invalid(
+                    format!("cluster part file {}", file.path),
+                    "not a bucket shard of data/",
+                ));
+            }
+            self.register_split(file.table, &file.split)?;
+        }
+        self.carried.extend(files);
+        Ok(())
+    }
+
     /// The dataset directory.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -1,0 +1,185 @@
+//! Multi-process runs on loopback: 1, 2 and 3 processes write the same bytes; a killed process
+//! fails the whole run without a manifest, and a rerun with the same state completes it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use capflow::export::read_manifest;
+
+mod common;
+
+fn capflow() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_capflow"));
+    command.current_dir(common::repo_root());
+    command
+}
+
+/// A hostfile of `n` free loopback ports.
+fn hostfile(dir: &Path, n: usize) -> PathBuf {
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let text: String = listeners
+        .iter()
+        .map(|l| format!("127.0.0.1:{}\n", l.local_addr().unwrap().port()))
+        .collect();
+    let path = dir.join(format!("hosts-{n}-{}", text.len()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Starts process `i` of `n`.
+fn spawn(args: &[&str], n: usize, i: usize, hosts: &Path, log: &Path) -> Child {
+    let log = std::fs::File::create(log).unwrap();
+    capflow()
+        .arg("run")
+        .args(args)
+        .args(["-n", &n.to_string(), "-p", &i.to_string(), "--hostfile"])
+        .arg(hosts)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start capflow")
+}
+
+/// Runs `n` processes to completion and asserts they all succeed.
+fn run_cluster(dir: &Path, args: &[&str], n: usize, workers: usize) {
+    let hosts = hostfile(dir, n);
+    let workers = workers.to_string();
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["-w", &workers]);
+    let children: Vec<(Child, PathBuf)> = (0..n)
+        .map(|i| {
+            let log = dir.join(format!("log-{n}-{i}"));
+            (spawn(&all, n, i, &hosts, &log), log)
+        })
+        .collect();
+    for (i, (mut child, log)) in children.into_iter().enumerate() {
+        let status = child.wait().unwrap();
+        assert!(
+            status.success(),
+            "process {i} of {n} failed:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+    }
+}
+
+fn data_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    read_manifest(dir)
+        .unwrap()
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), std::fs::read(dir.join(&f.path)).unwrap()))
+        .collect()
+}
+
+fn run_single(args: &[&str]) {
+    let out = capflow().arg("run").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn one_two_and_three_processes_write_the_same_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    for recipe in ["ssa-flickr30k", "clid-vg", "relatedness"] {
+        let spec = format!("dataflows/{recipe}.toml");
+        let single = tmp.path().join(format!("{recipe}-1"));
+        run_single(&[&spec, "--out", single.to_str().unwrap()]);
+        let expected = data_files(&single);
+        for (n, workers) in [(2, 1), (3, 1), (2, 2)] {
+            let out = tmp.path().join(format!("{recipe}-{n}x{workers}"));
+            run_cluster(
+                tmp.path(),
+                &[&spec, "--out", out.to_str().unwrap()],
+                n,
+                workers,
+            );
+            let got = data_files(&out);
+            assert_eq!(
+                got.keys().collect::<Vec<_>>(),
+                expected.keys().collect::<Vec<_>>(),
+                "{recipe}, {n} processes × {workers} workers: file lists differ"
+            );
+            assert!(
+                got == expected,
+                "{recipe}, {n} processes × {workers} workers: bytes differ"
+            );
+            let manifest = read_manifest(&out).unwrap();
+            assert_eq!(manifest.counts, read_manifest(&single).unwrap().counts);
+        }
+    }
+}
+
+#[test]
+fn killing_a_process_fails_the_run_and_a_rerun_completes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("synth");
+    let synth = capflow()
+        .args(["synth", "--images", "3000", "--seed", "5", "--out"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(synth.status.success());
+    let out = tmp.path().join("out");
+    let state = tmp.path().join("state");
+    let args = [
+        "dataflows/ssa-flickr30k.toml",
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    let hosts = hostfile(tmp.path(), 2);
+    let logs = [tmp.path().join("kill-0"), tmp.path().join("kill-1")];
+    let mut first = spawn(&args, 2, 0, &hosts, &logs[0]);
+    let mut second = spawn(&args, 2, 1, &hosts, &logs[1]);
+    // Let both join the cluster and start reading, then kill process 1.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        first.try_wait().unwrap().is_none(),
+        "the run ended before the kill"
+    );
+    second.kill().unwrap();
+    let killed_at = Instant::now();
+    assert!(!second.wait().unwrap().success());
+    let status = loop {
+        if let Some(status) = first.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(30),
+            "process 0 still runs 30 s after process 1 was killed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        !status.success(),
+        "process 0 exited 0 after losing process 1"
+    );
+    let log = std::fs::read_to_string(&logs[0]).unwrap();
+    assert!(log.contains("process 1"), "{log}");
+    assert!(
+        !out.join("manifest.json").exists(),
+        "a manifest was committed"
+    );
+
+    // The rerun with the same state completes and equals a fresh single-process run.
+    run_cluster(tmp.path(), &args, 2, 1);
+    let fresh = tmp.path().join("fresh");
+    run_single(&[
+        "dataflows/ssa-flickr30k.toml",
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        fresh.to_str().unwrap(),
+    ]);
+    assert!(data_files(&out) == data_files(&fresh), "bytes differ");
+}

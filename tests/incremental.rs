@@ -371,3 +371,93 @@ fn removing_captions_retracts_exactly_their_images_samples() {
     assert_eq!(v1.version, 1);
     assert!(v1.files.iter().all(|f| out.join(&f.path).is_file()));
 }
+
+/// Copies every file under `from` into `to` (overwriting), creating directories.
+fn copy_into(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_into(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn watch_commits_a_version_whose_changelog_adds_exactly_the_new_image() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = pinned_ssa_spec(tmp.path());
+    let input = tmp.path().join("input");
+    let out = tmp.path().join("out");
+    let state = tmp.path().join("state");
+    sample_data(&input, &first_half, &[]);
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_capflow"))
+        .args(["watch"])
+        .arg(&spec)
+        .arg("--input-dir")
+        .arg(&input)
+        .arg("--out")
+        .arg(&out)
+        .arg("--state")
+        .arg(&state)
+        .args([
+            "--commit-interval",
+            "0s",
+            "--poll",
+            "200ms",
+            "--max-commits",
+            "2",
+        ])
+        .current_dir(common::repo_root())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !out.join("manifest.json").exists() {
+        assert!(started.elapsed().as_secs() < 120, "no first version");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(read_manifest(&out).unwrap().version, 1);
+    // Drop image 1000011's files (captions, boxes, AMRs) into the watched directory.
+    let next = tmp.path().join("next");
+    sample_data(&next, &|id| id <= 1_000_011, &[]);
+    copy_into(&next, &input);
+    let status = loop {
+        if let Some(status) = watch.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed().as_secs() < 240,
+            "watch did not commit again"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut watch.stderr.take().unwrap(), &mut log).unwrap();
+    assert!(status.success(), "{log}");
+    let manifest = read_manifest(&out).unwrap();
+    assert_eq!(manifest.version, 2, "{log}");
+    let changes = read_changelog(&out.join("changes/v2.parquet")).unwrap();
+    // Exactly the samples a fresh run gives image 1000011, all added.
+    let fresh = tmp.path().join("fresh");
+    run_ok(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        fresh.to_str().unwrap(),
+    ]);
+    let expected: Vec<SampleRow> = samples(&fresh)
+        .into_iter()
+        .filter(|s| s.image_id == "1000011")
+        .collect();
+    assert!(!expected.is_empty());
+    assert!(changes.iter().all(|(_, diff)| *diff == 1), "{log}");
+    let added: Vec<SampleRow> = changes.into_iter().map(|(s, _)| s).collect();
+    assert_eq!(added, expected);
+    assert!(data_files(&out) == data_files(&fresh), "bytes differ");
+}

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use arrow::array::RecordBatch;
 
 use crate::error::{Error, Result};
-use crate::export::{read_manifest, read_table, validate, Manifest};
+use crate::export::{read_manifest, read_manifest_version, read_table_of, validate, Manifest};
 use crate::schema::TableKind;
 
 #[derive(Debug, clap::Args)]
@@ -22,6 +22,10 @@ pub struct InspectArgs {
     /// Print the manifest as JSON instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// Show this earlier version instead of the current one (`capflow run` keeps every
+    /// version's manifest under `versions/` and the shards they name).
+    #[arg(long)]
+    pub version: Option<u64>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -46,7 +50,10 @@ fn manifest_of(dir: &Path) -> Result<Manifest> {
 }
 
 pub fn run_inspect(args: InspectArgs) -> Result<()> {
-    let manifest = manifest_of(&args.dir)?;
+    let mut manifest = manifest_of(&args.dir)?;
+    if let Some(version) = args.version {
+        manifest = read_manifest_version(&args.dir, version)?;
+    }
     if args.json {
         let text = serde_json::to_string_pretty(&manifest)
             .map_err(|e| Error::invalid("manifest", e.to_string()))?;
@@ -65,7 +72,7 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
             })?,
             None => default_table(&manifest),
         };
-        let batches = first_rows(&args.dir, table, limit)?;
+        let batches = first_rows(&args.dir, &manifest, table, limit)?;
         println!("\nfirst {limit} rows of {}:", table.name());
         let shown = arrow::util::pretty::pretty_format_batches(&batches)
             .map_err(|e| Error::arrow(format!("printing {} rows", table.name()), e))?;
@@ -84,10 +91,15 @@ fn default_table(manifest: &Manifest) -> TableKind {
         .unwrap_or(TableKind::Rejected)
 }
 
-fn first_rows(dir: &Path, table: TableKind, limit: usize) -> Result<Vec<RecordBatch>> {
+fn first_rows(
+    dir: &Path,
+    manifest: &Manifest,
+    table: TableKind,
+    limit: usize,
+) -> Result<Vec<RecordBatch>> {
     let mut batches = Vec::new();
     let mut left = limit;
-    for batch in read_table(dir, table)? {
+    for batch in read_table_of(dir, manifest, table)? {
         if left == 0 {
             break;
         }
@@ -155,6 +167,13 @@ pub fn summary(dir: &Path, manifest: &Manifest) -> String {
                 stage.name, stage.rows_in, stage.rows_out, stage.rejected, stage.elapsed_ms
             );
         }
+    }
+    if let Some(changes) = &manifest.changelog {
+        let _ = writeln!(
+            out,
+            "  changes: {} samples added, {} retracted ({})",
+            changes.added, changes.retracted, changes.path
+        );
     }
     if !manifest.history.is_empty() {
         let _ = writeln!(out, "  earlier versions:");

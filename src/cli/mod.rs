@@ -12,6 +12,7 @@ pub mod eval;
 pub mod gbc;
 pub mod ingest;
 pub mod inspect;
+pub mod merge;
 pub mod progress;
 pub mod relatedness;
 pub mod report;
@@ -19,6 +20,7 @@ pub mod run;
 pub mod synth;
 #[cfg(feature = "train")]
 pub mod train;
+pub mod watch;
 
 use clap::{Parser, Subcommand};
 
@@ -39,6 +41,10 @@ pub struct Cli {
 pub enum Command {
     /// Run a dataflow spec (`dataflows/*.toml`) and write its dataset.
     Run(run::RunArgs),
+    /// Keep a dataset up to date: rerun a spec incrementally as files arrive in a directory.
+    Watch(watch::WatchArgs),
+    /// Gather a cluster run's shards from per-host output directories into one dataset.
+    Merge(merge::MergeArgs),
     /// Print the Arrow schemas of capflow's tables as JSON, or write them to a directory.
     Schema(SchemaArgs),
     /// Read input files of one format into a Parquet dataset directory.
@@ -108,6 +114,8 @@ fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Schema(args) => schema_command(args),
         Command::Run(args) => run::run(args),
+        Command::Watch(args) => watch::run(args),
+        Command::Merge(args) => merge::run(args),
         Command::Ingest(args) => ingest::run(args),
         Command::Inspect(args) => inspect::run_inspect(args),
         Command::Validate(args) => inspect::run_validate(args),

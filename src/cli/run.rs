@@ -40,7 +40,24 @@ pub struct RunArgs {
     pub cluster: ClusterOptions,
 }
 
+/// What [`run_with`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// The dataset's new version.
+    Committed(u64),
+    /// This process of a cluster run wrote its buckets; process 0 committed.
+    Part,
+    /// With `--state`, no image changed and nothing was committed (asked for by `skip_unchanged`).
+    Unchanged,
+}
+
 pub fn run(args: RunArgs) -> Result<()> {
+    run_with(args, false).map(|_| ())
+}
+
+/// Runs a spec; with `skip_unchanged`, a state-backed run in which no image changed commits
+/// nothing.
+pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
     let mut spec = DataflowSpec::from_file(&args.spec)?;
     if let Some(root) = &args.input {
         spec = spec.with_input_root(root);
@@ -60,7 +77,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let state = args.state.as_deref().map(StateDir::open).transpose()?;
     // Every process reads the state's header before the read phase; the first process removes
     // it only after the read phase, which no process leaves before all have joined it.
-    let header_before = match &state {
+    let header_before: Option<state::StateHeader> = match &state {
         Some(state) => state.header()?,
         None => None,
     };
@@ -124,7 +141,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut plan = match &state {
         Some(state) => state::plan(
             state,
-            header_before,
+            header_before.clone(),
             &header_now,
             previous_ref,
             &digests,
@@ -138,7 +155,15 @@ pub fn run(args: RunArgs) -> Result<()> {
             "[mix] selects over all samples, so a changed image can change any bucket",
         );
     }
-    if state.is_some() {
+    if let Some(state) = &state {
+        let nothing = plan.full.is_none() && plan.compute.is_empty() && plan.removed.is_empty();
+        if skip_unchanged && nothing && cluster.processes == 1 {
+            // The header was set aside after the read phase; it is still true.
+            if let Some(header) = &header_before {
+                state.write_header(header)?;
+            }
+            return Ok(RunOutcome::Unchanged);
+        }
         eprintln!("capflow run {}: {}", spec.name, plan.describe());
     }
     let plan_ms = planned.elapsed().as_millis() as u64;
@@ -262,7 +287,7 @@ pub fn run(args: RunArgs) -> Result<()> {
                     "capflow run {} process {process}: wrote its buckets; process 0 committed version {version}",
                     spec.name
                 );
-                Ok(())
+                Ok(RunOutcome::Part)
             }
             None => Err(Error::Config(format!(
                 "process 0 did not commit the dataset: {confirmation}"
@@ -285,7 +310,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         };
         crate::dataflow::cluster::broadcast_from_first(cluster, Some(message))?;
     }
-    committed.map(|_| ())
+    committed.map(RunOutcome::Committed)
 }
 
 /// Process 0's commit: every part into one manifest, the ledger, the changelog, then the

@@ -36,7 +36,7 @@ pub use manifest::{
     read_manifest, read_manifest_version, ChangelogEntry, FileEntry, Manifest, StageMetrics,
     TableSummary, VersionSummary, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,
 };
-pub use reader::{read_file_rows, read_split, read_table, TableReader};
+pub use reader::{read_file_rows, read_split, read_table, read_table_of, TableReader};
 pub use sink::{DatasetSink, DEFAULT_FLUSH_ROWS};
 pub use validate::{validate, Problem, ValidationReport};
 pub use writer::{shard_index, DatasetWriter, WriterOptions, DEFAULT_SHARD_BYTES};

@@ -33,8 +33,27 @@ pub fn read_split(dir: &Path, table: TableKind, split: &str) -> Result<TableRead
     open(dir, table, Some(split))
 }
 
+/// Reads every split of `table` as listed by `manifest` (the current one or an earlier version's,
+/// see [`read_manifest_version`](super::read_manifest_version)).
+pub fn read_table_of(
+    dir: &Path,
+    manifest: &super::Manifest,
+    table: TableKind,
+) -> Result<TableReader> {
+    open_manifest(dir, manifest, table, None)
+}
+
 fn open(dir: &Path, table: TableKind, split: Option<&str>) -> Result<TableReader> {
     let manifest = read_manifest(dir)?;
+    open_manifest(dir, &manifest, table, split)
+}
+
+fn open_manifest(
+    dir: &Path,
+    manifest: &super::Manifest,
+    table: TableKind,
+    split: Option<&str>,
+) -> Result<TableReader> {
     let mut files = VecDeque::new();
     for file in manifest.table_files(table) {
         if split.is_some_and(|s| s != file.split) {

@@ -1,0 +1,86 @@
+//! `capflow merge DATASET --from DIR...`: complete a cluster run's dataset from per-host outputs.
+//!
+//! Without shared storage, each process of `capflow run -n N` writes the shards of its buckets
+//! into its own host's output directory, and process 0 commits the manifest naming all of them.
+//! Once the other hosts' output directories are reachable (copied, mounted), `merge` copies every
+//! shard the manifest names but the dataset lacks from them, checks each copy's SHA-256 against
+//! the manifest, and validates the result.
+
+use std::path::PathBuf;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::export::{read_manifest, validate};
+
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The dataset directory holding process 0's manifest.
+    pub dataset: PathBuf,
+    /// Output directories of the other processes (any order).
+    #[arg(long, required = true, num_args = 1..)]
+    pub from: Vec<PathBuf>,
+}
+
+pub fn run(args: MergeArgs) -> Result<()> {
+    let manifest = read_manifest(&args.dataset)?;
+    let mut copied = 0usize;
+    let mut missing = Vec::new();
+    for file in &manifest.files {
+        let target = args.dataset.join(&file.path);
+        if target.is_file() {
+            continue;
+        }
+        let source = args
+            .from
+            .iter()
+            .map(|dir| dir.join(&file.path))
+            .find(|p| p.is_file());
+        let Some(source) = source else {
+            missing.push(file.path.clone());
+            continue;
+        };
+        let bytes = std::fs::read(&source).map_err(|e| Error::io(&source, e))?;
+        let sha = hex::encode(Sha256::digest(&bytes));
+        if sha != file.sha256 {
+            return Err(Error::invalid(
+                source.display().to_string(),
+                format!(
+                    "SHA-256 {sha} differs from the manifest's {} for {}",
+                    file.sha256, file.path
+                ),
+            ));
+        }
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        let staged = target.with_extension("parquet.partial");
+        std::fs::write(&staged, &bytes).map_err(|e| Error::io(&staged, e))?;
+        std::fs::rename(&staged, &target).map_err(|e| Error::io(&target, e))?;
+        copied += 1;
+    }
+    if !missing.is_empty() {
+        return Err(Error::invalid(
+            format!("dataset {}", args.dataset.display()),
+            format!(
+                "{} file(s) of the manifest are in none of the --from directories, e.g. {}",
+                missing.len(),
+                missing[0]
+            ),
+        ));
+    }
+    let report = validate(&args.dataset)?;
+    if !report.is_ok() {
+        return Err(Error::invalid(
+            format!("dataset {}", args.dataset.display()),
+            format!("does not validate after the merge: {report:?}"),
+        ));
+    }
+    eprintln!(
+        "capflow merge: copied {copied} shard(s) into {}; all {} files of version {} check out",
+        args.dataset.display(),
+        manifest.files.len(),
+        manifest.version
+    );
+    Ok(())
+}

@@ -289,9 +289,10 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
                 );
                 Ok(RunOutcome::Part)
             }
-            None => Err(Error::Config(format!(
-                "process 0 did not commit the dataset: {confirmation}"
-            ))),
+            None => Err(Error::Cluster {
+                process: 0,
+                reason: format!("did not commit the dataset: {confirmation}"),
+            }),
         };
     };
     let committed = commit(

@@ -123,7 +123,8 @@ impl ClusterOptions {
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Guards the start of a cluster computation: if the peers have not all connected within
-/// [`CONNECT_TIMEOUT`], the process exits non-zero naming the peers that do not answer.
+/// [`CONNECT_TIMEOUT`], the process exits with code 6 (cluster failure) naming the peers that do
+/// not answer.
 pub struct Connecting {
     done: Arc<AtomicBool>,
 }
@@ -179,7 +180,7 @@ impl Connecting {
                 "error: capflow process {process}: the cluster did not start its {phase} within {} s: {who}; stopping, nothing is committed",
                 CONNECT_TIMEOUT.as_secs()
             );
-            std::process::exit(1);
+            std::process::exit(6);
         });
         Some(Connecting { done })
     }
@@ -225,7 +226,7 @@ pub fn watch_peers(process: usize) {
                 "error: capflow process {process}: {message} (thread {thread}); stopping, nothing is committed"
             ),
         }
-        std::process::exit(1);
+        std::process::exit(6);
     }));
 }
 

@@ -183,3 +183,67 @@ fn killing_a_process_fails_the_run_and_a_rerun_completes_it() {
     ]);
     assert!(data_files(&out) == data_files(&fresh), "bytes differ");
 }
+
+#[test]
+fn without_shared_storage_merge_completes_the_dataset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = "dataflows/ssa-flickr30k.toml";
+    let single = tmp.path().join("single");
+    run_single(&[spec, "--out", single.to_str().unwrap()]);
+    // Each process writes into its own directory, as on hosts without shared storage.
+    let hosts = hostfile(tmp.path(), 2);
+    let outs = [tmp.path().join("host0"), tmp.path().join("host1")];
+    let mut children: Vec<Child> = (0..2)
+        .map(|i| {
+            let log = tmp.path().join(format!("merge-log-{i}"));
+            spawn(
+                &[spec, "--out", outs[i].to_str().unwrap()],
+                2,
+                i,
+                &hosts,
+                &log,
+            )
+        })
+        .collect();
+    for child in &mut children {
+        assert!(child.wait().unwrap().success());
+    }
+    assert!(!outs[1].join("manifest.json").exists());
+    let manifest = read_manifest(&outs[0]).unwrap();
+    let absent = manifest
+        .files
+        .iter()
+        .filter(|f| !outs[0].join(&f.path).exists())
+        .count();
+    assert!(absent > 0, "process 1 wrote nothing of its own");
+    let merged = capflow()
+        .args(["merge"])
+        .arg(&outs[0])
+        .arg("--from")
+        .arg(&outs[1])
+        .output()
+        .unwrap();
+    assert!(
+        merged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    assert!(data_files(&outs[0]) == data_files(&single), "bytes differ");
+    // A corrupted copy is refused.
+    let victim = manifest
+        .files
+        .iter()
+        .find(|f| outs[1].join(&f.path).exists())
+        .unwrap();
+    std::fs::remove_file(outs[0].join(&victim.path)).unwrap();
+    std::fs::write(outs[1].join(&victim.path), b"not parquet").unwrap();
+    let refused = capflow()
+        .args(["merge"])
+        .arg(&outs[0])
+        .arg("--from")
+        .arg(&outs[1])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("SHA-256"));
+}

@@ -1,10 +1,12 @@
 //! Pipeline specs (`dataflows/*.toml`) and the timely dataflows that run them.
 //!
 //! A run reads its inputs on the workers (each input path is read whole by one worker, chosen
-//! round-robin), exchanges every record by a stable hash of its image key so that everything
-//! about one image meets on one worker, runs the spec's stages there, and hands the results to
-//! the export. Output order never depends on the number of workers: every record carries the
-//! position it was read at (input path, record ordinal) and the export sorts by it.
+//! round-robin), exchanges every record by the bucket of its image key (a stable hash) so that
+//! everything about one image meets on one worker, runs the spec's stages there, and hands the
+//! results to the export ([`buckets`]): one shard per bucket, rows by image id, each image's rows
+//! in read order. Output never depends on the number of workers or processes. With `--state`
+//! ([`state`]), only new, changed and removed images go through the stages; [`cluster`] holds
+//! the multi-process plumbing.
 
 pub mod augment;
 pub mod buckets;

@@ -247,3 +247,54 @@ fn without_shared_storage_merge_completes_the_dataset() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("SHA-256"));
 }
+
+#[test]
+fn an_incremental_rerun_on_two_processes_equals_a_fresh_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let synth = |n: usize, dir: &Path| {
+        let out = capflow()
+            .args(["synth", "--images", &n.to_string(), "--seed", "3", "--out"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    };
+    let (small, large) = (tmp.path().join("s300"), tmp.path().join("s330"));
+    synth(300, &small);
+    synth(330, &large);
+    // The input path stays the same; only what it points to grows.
+    let input = tmp.path().join("input");
+    std::os::unix::fs::symlink(&small, &input).unwrap();
+    let (out, state, fresh) = (
+        tmp.path().join("out"),
+        tmp.path().join("state"),
+        tmp.path().join("fresh"),
+    );
+    let args = [
+        "dataflows/clid-vg.toml",
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    run_cluster(tmp.path(), &args, 2, 1);
+    std::fs::remove_file(&input).unwrap();
+    std::os::unix::fs::symlink(&large, &input).unwrap();
+    run_cluster(tmp.path(), &args, 2, 1);
+    let logs: String = (0..2)
+        .map(|i| std::fs::read_to_string(tmp.path().join(format!("log-2-{i}"))).unwrap())
+        .collect();
+    assert!(logs.contains("carrying"), "{logs}");
+    assert!(!logs.contains("computing all"), "{logs}");
+    run_single(&[
+        "dataflows/clid-vg.toml",
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        fresh.to_str().unwrap(),
+    ]);
+    assert!(data_files(&out) == data_files(&fresh), "bytes differ");
+    assert_eq!(read_manifest(&out).unwrap().version, 2);
+}

@@ -261,11 +261,7 @@ pub fn gather_to_first(cluster: &ClusterOptions, payload: String) -> Result<Vec<
     })
     .map_err(|e| Error::Config(format!("starting the commit round: {e}")))?;
     drop(connecting);
-    for (i, result) in guards.join().into_iter().enumerate() {
-        if let Err(reason) = result {
-            return Err(Error::Config(format!("commit round, worker {i}: {reason}")));
-        }
-    }
+    joined(guards, "commit round")?;
     let mut parts: Vec<(usize, String)> = receiver.try_iter().collect();
     parts.sort_by_key(|p| p.0);
     Ok(parts.into_iter().map(|p| p.1).collect())
@@ -306,15 +302,19 @@ pub fn broadcast_from_first(cluster: &ClusterOptions, message: Option<String>) -
     })
     .map_err(|e| Error::Config(format!("starting the commit confirmation: {e}")))?;
     drop(connecting);
-    for (i, result) in guards.join().into_iter().enumerate() {
-        if let Err(reason) = result {
-            return Err(Error::Config(format!(
-                "commit confirmation, worker {i}: {reason}"
-            )));
-        }
-    }
+    joined(guards, "commit confirmation")?;
     receiver
         .try_iter()
         .next()
         .ok_or_else(|| Error::Config("process 0 sent no commit confirmation".into()))
+}
+
+/// Waits for a round's workers; a worker that failed fails the round.
+fn joined(guards: timely::communication::WorkerGuards<()>, round: &str) -> Result<()> {
+    for (i, result) in guards.join().into_iter().enumerate() {
+        if let Err(reason) = result {
+            return Err(Error::Config(format!("{round}, worker {i}: {reason}")));
+        }
+    }
+    Ok(())
 }

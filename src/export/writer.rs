@@ -146,9 +146,28 @@ impl DatasetWriter {
             fsutil::random_token()
         ));
         fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
+        Ok(DatasetWriter::assemble(
+            dir,
+            staging,
+            config_hash,
+            &options,
+            previous,
+            Some(lock),
+        ))
+    }
+
+    /// A writer over a created staging directory.
+    fn assemble(
+        dir: &Path,
+        staging: PathBuf,
+        config_hash: &str,
+        options: &WriterOptions,
+        previous: Option<(Manifest, String)>,
+        lock: Option<DatasetLock>,
+    ) -> DatasetWriter {
         let mut split_tables = HashMap::new();
         split_tables.insert(TableKind::Rejected.name().to_string(), TableKind::Rejected);
-        Ok(DatasetWriter {
+        DatasetWriter {
             dir: dir.to_path_buf(),
             staging,
             settings: ShardSettings {
@@ -168,8 +187,8 @@ impl DatasetWriter {
             stages: Vec::new(),
             description: None,
             previous,
-            lock: Some(lock),
-        })
+            lock,
+        }
     }
 
     /// A writer for one process of a cluster run other than the first (`--process` > 0): it
@@ -190,31 +209,14 @@ impl DatasetWriter {
             fsutil::random_token()
         ));
         fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
-        let mut split_tables = HashMap::new();
-        split_tables.insert(TableKind::Rejected.name().to_string(), TableKind::Rejected);
-        let options = WriterOptions::default();
-        Ok(DatasetWriter {
-            dir: dir.to_path_buf(),
+        Ok(DatasetWriter::assemble(
+            dir,
             staging,
-            settings: ShardSettings {
-                config_hash: config_hash.to_string(),
-                shard_bytes: options.shard_bytes,
-                max_row_group_rows: options.max_row_group_rows,
-                max_row_group_bytes: options.max_row_group_bytes,
-                zstd_level: options.zstd_level,
-            },
-            splits: BTreeMap::new(),
-            bucketed: BTreeMap::new(),
-            carried: Vec::new(),
-            changelog: None,
-            retain_versions: false,
-            split_tables,
-            rejected: Vec::new(),
-            stages: Vec::new(),
-            description: None,
+            config_hash,
+            &WriterOptions::default(),
             previous,
-            lock: None,
-        })
+            None,
+        ))
     }
 
     /// Moves a part's shards into `DIR/data/` and returns the entries of every file of the part,

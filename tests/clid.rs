@@ -238,9 +238,10 @@ fn embedded_images() -> Vec<ImageAnnotations> {
     images(rows)
 }
 
-/// The embedded graphs are small (5-8 objects with one attribute each), so the random cut of the
-/// last objects takes them below 1.5x the captions: the full walks reach it, the cut samples are
-/// still longer than the captions.
+/// The embedded graphs have 12-16 objects, 1-3 attributes each and 8-15 relationships (real
+/// Visual Genome images: about 35 objects, 21 relationships). Issue 7's bar holds on them with
+/// the default settings, random cut included: at least 5 length levels and a mean length of at
+/// least 1.5x the captions of the same images.
 #[test]
 fn embedded_data_is_longer_than_its_captions() {
     let images = embedded_images();
@@ -266,8 +267,9 @@ fn embedded_data_is_longer_than_its_captions() {
         samples.len(),
         levels(&samples)
     );
-    assert!(full >= 1.5 * original, "{full} vs {original}");
-    assert!(generated > original, "{generated} vs {original}");
+    assert!(generated >= 1.5 * original, "{generated} vs {original}");
+    assert!(full >= generated, "{full} vs {generated}");
+    assert!(levels(&samples).len() >= 5, "{:?}", levels(&samples));
     check_all_boxes(&images, &samples);
     check_all_boxes(&images, &full_walks);
     // Sizes come from image_data.json: coverage is known.

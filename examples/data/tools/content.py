@@ -720,3 +720,218 @@ IMAGES = [
         ],
     },
 ]
+
+# More Visual Genome-style regions per photograph. Real Visual Genome images average about 35
+# objects, 21 relationships and 26 attributes; the regions above are the ones the captions name,
+# these are the rest of what an annotator would box in the same imaginary photograph (parts,
+# background, small things), with their attributes and relationships. Boxes are 1-based
+# inclusive (x1, y1, x2, y2) like the chains'.
+VG_EXTRA = {
+    "1000001": {
+        "attributes": {"man": ["riding"], "bicycle": ["moving"], "helmet": ["shiny"], "car": ["silver"]},
+        "objects": [
+            ((150, 280, 250, 371), "wheel", ["round", "black"], "wheel.n.01"),
+            ((260, 280, 370, 371), "wheel", ["round", "black"], "wheel.n.01"),
+            ((230, 160, 300, 200), "handlebar", ["metal"], "handlebar.n.01"),
+            ((1, 1, 500, 140), "building", ["tall", "brick"], "building.n.01"),
+            ((30, 20, 110, 90), "window", ["glass", "dark"], "window.n.01"),
+            ((440, 12, 462, 70), "traffic light", ["red", "hanging"], "traffic_light.n.01"),
+            ((430, 60, 450, 300), "pole", ["metal", "gray"], "pole.n.01"),
+            ((1, 262, 120, 300), "sidewalk", ["concrete", "gray"], "sidewalk.n.01"),
+            ((20, 120, 52, 210), "pedestrian", ["walking"], "pedestrian.n.01"),
+            ((180, 240, 320, 290), "pants", ["blue", "long"], "trouser.n.01"),
+        ],
+        "relationships": [
+            ("wheel", "on", "bicycle", None),
+            ("wheel#2", "on", "bicycle", None),
+            ("handlebar", "on", "bicycle", None),
+            ("man", "holding", "handlebar", "have.v.01"),
+            ("man", "wearing", "pants", "wear.v.01"),
+            ("building", "behind", "car", None),
+            ("window", "on", "building", None),
+            ("traffic light", "on", "pole", None),
+            ("pedestrian", "walking on", "sidewalk", "walk.v.01"),
+            ("sidewalk", "next to", "street", None),
+        ],
+    },
+    "1000002": {
+        "attributes": {"man": ["barefoot"], "frisbee": ["flying", "round"], "ocean": ["blue"]},
+        "objects": [
+            ((1, 1, 500, 80), "sky", ["clear", "blue"], "sky.n.01"),
+            ((300, 90, 420, 130), "wave", ["white", "small"], "wave.n.01"),
+            ((300, 180, 330, 220), "paw", ["black"], "paw.n.01"),
+            ((210, 120, 250, 160), "head", ["black"], "head.n.01"),
+            ((60, 50, 120, 120), "shirt", ["white", "loose"], "shirt.n.01"),
+            ((50, 290, 140, 321), "footprints", ["deep"], "footprint.n.01"),
+            ((400, 250, 480, 300), "shell", ["white", "small"], "shell.n.01"),
+            ((10, 40, 60, 90), "hair", ["short", "brown"], "hair.n.01"),
+        ],
+        "relationships": [
+            ("wave", "in", "ocean", None),
+            ("paw", "of", "dog", None),
+            ("head", "of", "dog", None),
+            ("man", "wearing", "shirt", "wear.v.01"),
+            ("footprints", "in", "sand", None),
+            ("shell", "on", "sand", None),
+            ("sky", "above", "ocean", None),
+            ("man", "has", "hair", "have.v.01"),
+            ("man", "throwing", "frisbee", "throw.v.01"),
+        ],
+    },
+    "1000004": {
+        "attributes": {"boy": ["young", "fast"], "goal": ["white", "metal"], "grass": ["short"]},
+        "objects": [
+            ((190, 150, 280, 230), "shirt", ["blue", "striped"], "shirt.n.01"),
+            ((330, 160, 400, 240), "shirt", ["yellow"], "shirt.n.01"),
+            ((200, 300, 260, 350), "shoe", ["black"], "shoe.n.01"),
+            ((1, 1, 500, 100), "trees", ["green", "tall"], "tree.n.01"),
+            ((420, 100, 500, 200), "net", ["white"], "net.n.01"),
+            ((1, 200, 60, 280), "bench", ["wooden", "empty"], "bench.n.01"),
+            ((70, 300, 140, 345), "shorts", ["black"], "short_pants.n.01"),
+            ((100, 90, 130, 120), "hair", ["blond"], "hair.n.01"),
+        ],
+        "relationships": [
+            ("boy", "wearing", "shirt#2", "wear.v.01"),
+            ("child#2", "wearing", "shirt#3", "wear.v.01"),
+            ("boy", "wearing", "shoe", "wear.v.01"),
+            ("net", "on", "goal", None),
+            ("trees", "behind", "goal", None),
+            ("bench", "on", "grass", None),
+            ("child", "wearing", "shorts", "wear.v.01"),
+            ("child", "has", "hair", "have.v.01"),
+            ("child#2", "running on", "grass", "run.v.01"),
+        ],
+    },
+    "1000007": {
+        "attributes": {"ball": ["small", "rubber"], "trees": ["tall"]},
+        "objects": [
+            ((1, 1, 500, 90), "sky", ["blue", "cloudless"], "sky.n.01"),
+            ((120, 170, 160, 210), "collar", ["red", "leather"], "collar.n.01"),
+            ((330, 180, 370, 215), "collar", ["blue"], "collar.n.01"),
+            ((60, 200, 110, 260), "tail", ["brown", "long"], "tail.n.01"),
+            ((380, 210, 430, 260), "tail", ["white", "fluffy"], "tail.n.01"),
+            ((150, 160, 200, 200), "ear", ["floppy"], "ear.n.01"),
+            ((1, 230, 500, 270), "fence", ["wooden", "low"], "fence.n.01"),
+            ((440, 300, 490, 340), "flowers", ["yellow", "wild"], "flower.n.01"),
+        ],
+        "relationships": [
+            ("dog", "wearing", "collar", "wear.v.01"),
+            ("dog#2", "wearing", "collar#2", "wear.v.01"),
+            ("tail", "of", "dog", None),
+            ("tail#2", "of", "dog#2", None),
+            ("ear", "of", "dog", None),
+            ("fence", "behind", "dog", None),
+            ("flowers", "in", "grass", None),
+            ("sky", "above", "trees", None),
+            ("dog#2", "running on", "grass", "run.v.01"),
+        ],
+    },
+    "1000010": {
+        "attributes": {"cowboy": ["old"], "horse": ["tall", "galloping"], "hat": ["wide"]},
+        "objects": [
+            ((1, 1, 500, 100), "sky", ["blue", "clear"], "sky.n.01"),
+            ((260, 150, 330, 200), "saddle", ["leather", "brown"], "saddle.n.01"),
+            ((200, 130, 240, 180), "bridle", ["leather"], "bridle.n.01"),
+            ((190, 90, 250, 140), "mane", ["black", "long"], "mane.n.01"),
+            ((300, 110, 340, 170), "shirt", ["plaid", "red"], "shirt.n.01"),
+            ((290, 180, 330, 240), "boots", ["brown", "worn"], "boot.n.01"),
+            ((1, 100, 500, 170), "mountains", ["distant", "rocky"], "mountain.n.01"),
+            ((420, 200, 480, 260), "bush", ["dry"], "bush.n.01"),
+        ],
+        "relationships": [
+            ("saddle", "on", "horse", None),
+            ("bridle", "on", "horse", None),
+            ("mane", "of", "horse", None),
+            ("cowboy", "wearing", "shirt", "wear.v.01"),
+            ("cowboy", "wearing", "boots", "wear.v.01"),
+            ("cowboy", "sitting on", "saddle", "sit.v.01"),
+            ("mountains", "behind", "fence", None),
+            ("bush", "on", "dirt", None),
+            ("sky", "above", "mountains", None),
+        ],
+    },
+    "1000013": {
+        "attributes": {"woman": ["young"], "sandwich": ["fresh"], "blanket": ["large"]},
+        "objects": [
+            ((200, 280, 260, 320), "basket", ["wicker", "brown"], "basket.n.01"),
+            ((150, 300, 190, 330), "bottle", ["plastic", "clear"], "bottle.n.01"),
+            ((260, 300, 300, 330), "cup", ["red", "plastic"], "cup.n.01"),
+            ((60, 160, 150, 240), "dress", ["blue", "long"], "dress.n.01"),
+            ((190, 150, 290, 240), "shirt", ["white", "short-sleeved"], "shirt.n.01"),
+            ((320, 130, 390, 170), "hat", ["pink", "small"], "hat.n.01"),
+            ((1, 1, 500, 90), "sky", ["blue", "bright"], "sky.n.01"),
+            ((1, 300, 500, 375), "grass", ["green", "thick"], "grass.n.01"),
+            ((430, 280, 480, 330), "dog", ["small", "white"], "dog.n.01"),
+        ],
+        "relationships": [
+            ("basket", "on", "blanket", None),
+            ("bottle", "on", "blanket", None),
+            ("cup", "on", "blanket", None),
+            ("woman", "wearing", "dress", "wear.v.01"),
+            ("man", "wearing", "shirt", "wear.v.01"),
+            ("girl", "wearing", "hat", "wear.v.01"),
+            ("blanket", "on", "grass", None),
+            ("dog", "lying on", "grass", "lie.v.01"),
+            ("boy", "next to", "dog", None),
+        ],
+    },
+    "1000017": {
+        "attributes": {"couch": ["large", "leather"], "pillow": ["square", "soft"], "plant": ["green", "leafy"]},
+        "objects": [
+            ((1, 1, 500, 120), "wall", ["white", "painted"], "wall.n.01"),
+            ((380, 20, 480, 110), "window", ["bright", "open"], "window.n.01"),
+            ((390, 20, 480, 200), "curtain", ["white", "sheer"], "curtain.n.01"),
+            ((30, 30, 120, 110), "picture", ["framed", "colorful"], "picture.n.01"),
+            ((1, 300, 500, 375), "floor", ["wooden", "polished"], "floor.n.01"),
+            ((20, 280, 120, 360), "rug", ["round", "blue"], "rug.n.01"),
+            ((160, 200, 200, 240), "paw", ["gray", "small"], "paw.n.01"),
+            ((220, 150, 270, 200), "ears", ["pointed"], "ear.n.01"),
+            ((300, 230, 380, 270), "blanket", ["knitted", "orange"], "blanket.n.01"),
+        ],
+        "relationships": [
+            ("picture", "on", "wall", None),
+            ("window", "in", "wall", None),
+            ("curtain", "hanging on", "window", "hang.v.01"),
+            ("couch", "on", "floor", None),
+            ("rug", "on", "floor", None),
+            ("paw", "of", "cat", None),
+            ("ears", "of", "cat", None),
+            ("blanket", "on", "couch", None),
+            ("plant", "next to", "window", None),
+        ],
+    },
+    "1000018": {
+        "attributes": {"boat": ["floating"], "fishing rod": ["bent", "thin"], "lake": ["wide"]},
+        "objects": [
+            ((1, 60, 500, 130), "trees", ["green", "dense"], "tree.n.01"),
+            ((1, 100, 500, 140), "shore", ["distant", "rocky"], "shore.n.01"),
+            ((170, 110, 230, 170), "jacket", ["orange", "life"], "jacket.n.01"),
+            ((250, 60, 300, 100), "cap", ["blue", "baseball"], "cap.n.01"),
+            ((330, 120, 380, 160), "line", ["thin", "white"], "line.n.01"),
+            ((120, 200, 160, 240), "bucket", ["metal", "gray"], "bucket.n.01"),
+            ((280, 200, 330, 240), "oar", ["wooden", "long"], "oar.n.01"),
+            ((400, 180, 460, 220), "reflection", ["rippled"], "reflection.n.01"),
+        ],
+        "relationships": [
+            ("man", "wearing", "jacket", "wear.v.01"),
+            ("man#2", "wearing", "cap", "wear.v.01"),
+            ("line", "attached to", "fishing rod", "attach.v.01"),
+            ("bucket", "in", "boat", None),
+            ("oar", "on", "boat", None),
+            ("trees", "along", "shore", None),
+            ("shore", "behind", "lake", None),
+            ("reflection", "on", "lake", None),
+        ],
+    },
+}
+
+for _image in IMAGES:
+    _extra = VG_EXTRA.get(_image["id"])
+    if _extra is None:
+        continue
+    _objects = _image["vg"]["objects"]
+    for _i, (_ref, _name, _attributes, _synset) in enumerate(_objects):
+        _more = [a for a in _extra["attributes"].get(_name, []) if a not in _attributes]
+        _objects[_i] = (_ref, _name, _attributes + _more, _synset)
+    _objects.extend(_extra["objects"])
+    _image["vg"]["relationships"].extend(_extra["relationships"])

@@ -328,3 +328,151 @@ fn a_directory_without_a_dataset_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+fn table_rows(json: &serde_json::Value, id: &str) -> Vec<Vec<serde_json::Value>> {
+    let table = section(json, id)["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["kind"] == "table")
+        .unwrap();
+    table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_array().unwrap().clone())
+        .collect()
+}
+
+#[test]
+fn clid_section_compares_caption_lengths_with_the_trusted_captions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let mut writer = DatasetWriter::create(&dir, "clid-report", 1 << 20).unwrap();
+    // Trusted captions of 5, 12 and 25 words ("." does not count as a word).
+    let words = |n: usize| vec!["word"; n].join(" ") + " .";
+    let captions: Vec<capflow::schema::CaptionRow> = [5, 12, 25]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| capflow::schema::CaptionRow {
+            image_id: "img1".into(),
+            caption_id: format!("img1#{i}"),
+            dataset: "test".into(),
+            split: "train".into(),
+            caption_index: i as i32,
+            text: words(n),
+        })
+        .collect();
+    writer.write_rows("captions", &captions).unwrap();
+    // CLID samples of 8, 20, 33 and 75 words, and an SSA sample the section ignores.
+    let mut rows: Vec<SampleRow> = [8, 20, 33, 75]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| sample(&format!("c{i}"), "clid", "train", &words(n), 10.0, 1))
+        .collect();
+    rows.push(sample("s1", "ssa", "train", &words(50), 10.0, 5));
+    writer.write_rows("train", &rows).unwrap();
+    writer
+        .commit(IngestCounts {
+            read: 3,
+            accepted: 3,
+            rejected: 0,
+        })
+        .unwrap();
+    let out = tmp.path().join("report");
+    let status = capflow(&[
+        "report",
+        dir.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(status.status.success(), "{:?}", status);
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    // Bins 1-9, 10-19, ..., 60-69, 70+: trusted {5, 12, 25}, CLID {8, 20, 33, 75}.
+    let series = chart_series(&json, "clid");
+    let third = 100.0 / 3.0;
+    assert_eq!(
+        series[0],
+        vec![third, third, third, 0.0, 0.0, 0.0, 0.0, 0.0]
+    );
+    assert_eq!(series[1], vec![25.0, 0.0, 25.0, 25.0, 0.0, 0.0, 0.0, 25.0]);
+    let rows = table_rows(&json, "clid");
+    // set, captions, mean words, share >= 20 words.
+    assert_eq!(rows[0][1], 3);
+    assert!((rows[0][2].as_f64().unwrap() - 14.0).abs() < 1e-9);
+    assert!((rows[0][3].as_f64().unwrap() - third).abs() < 1e-9);
+    assert_eq!(rows[1][1], 4);
+    assert!((rows[1][2].as_f64().unwrap() - 34.0).abs() < 1e-9);
+    assert!((rows[1][3].as_f64().unwrap() - 75.0).abs() < 1e-9);
+}
+
+#[test]
+fn gbc_section_reports_the_graph_statistics_of_the_dataset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("gbc");
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let run = Command::new(env!("CARGO_BIN_EXE_capflow"))
+        .args(["run", "dataflows/gbc.toml", "--out", dir.to_str().unwrap()])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{:?}", run);
+    let out = tmp.path().join("report");
+    assert!(capflow(&[
+        "report",
+        dir.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap()
+    ])
+    .status
+    .success());
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    // Independently from the JSONL: vertices, out-edges, captions and whitespace words per graph.
+    let text = std::fs::read_to_string(root.join("examples/data/gbc/sample_gbc.jsonl")).unwrap();
+    let graphs: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let per_graph = |f: &dyn Fn(&serde_json::Value) -> usize| -> Vec<f64> {
+        graphs
+            .iter()
+            .map(|g| {
+                g["vertices"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(f)
+                    .sum::<usize>() as f64
+            })
+            .collect()
+    };
+    let vertices = per_graph(&|_| 1);
+    let edges = per_graph(&|v| v["out_edges"].as_array().map_or(0, |e| e.len()));
+    let captions = per_graph(&|v| v["descs"].as_array().map_or(0, |d| d.len()));
+    let words = per_graph(&|v| {
+        v["descs"].as_array().map_or(0, |d| {
+            d.iter()
+                .map(|c| c["text"].as_str().unwrap_or("").split_whitespace().count())
+                .sum()
+        })
+    });
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let max = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max);
+    let rows = table_rows(&json, "gbc");
+    for (row, (name, values)) in rows.iter().zip([
+        ("vertices", &vertices),
+        ("edges", &edges),
+        ("captions", &captions),
+        ("words", &words),
+    ]) {
+        assert_eq!(row[0], name);
+        assert!(
+            (row[1].as_f64().unwrap() - mean(values)).abs() < 1e-9,
+            "{name}"
+        );
+        assert_eq!(row[3].as_f64().unwrap(), max(values), "{name}");
+    }
+    assert_eq!(rows[4][0], "diameter");
+}

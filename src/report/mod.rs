@@ -18,6 +18,7 @@
 
 pub mod chart;
 pub mod font;
+pub mod graphs;
 mod html;
 pub mod sections;
 

@@ -20,7 +20,8 @@ pub const SET_NAMES: [&str; 2] = ["original", "augmented"];
 pub const LENGTH_BINS_UP_TO: usize = 39;
 
 /// The built-in sections, in report order: dataset, stages, methods, coverage, caption length,
-/// length level, diversity.
+/// length level, diversity, CLID caption lengths, GBC graphs (the last two say so in one line
+/// when the dataset has no CLID samples or GBC graphs).
 pub fn default_sections() -> Vec<Box<dyn ReportSection>> {
     vec![
         Box::new(DatasetSection),
@@ -30,6 +31,8 @@ pub fn default_sections() -> Vec<Box<dyn ReportSection>> {
         Box::new(SetHistogram::caption_length()),
         Box::new(SetHistogram::length_level()),
         Box::new(DiversitySection::default()),
+        Box::new(super::graphs::ClidLengthSection::default()),
+        Box::new(super::graphs::GbcGraphsSection),
     ]
 }
 

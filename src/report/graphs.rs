@@ -173,8 +173,11 @@ impl ReportSection for ClidLengthSection {
 #[derive(Default)]
 pub struct GbcGraphsSection;
 
+/// One statistic of a graph.
+type Measure = fn(&GbcStatistics) -> u64;
+
 /// Mean, minimum and maximum of one statistic over the graphs.
-fn spread(stats: &[GbcStatistics], f: fn(&GbcStatistics) -> u64) -> (f64, u64, u64) {
+fn spread(stats: &[GbcStatistics], f: Measure) -> (f64, u64, u64) {
     let values: Vec<u64> = stats.iter().map(f).collect();
     let mean = values.iter().sum::<u64>() as f64 / values.len().max(1) as f64;
     let min = values.iter().copied().min().unwrap_or(0);
@@ -205,7 +208,7 @@ impl ReportSection for GbcGraphsSection {
             });
             return Ok(section);
         }
-        let measures: [(&str, fn(&GbcStatistics) -> u64); 5] = [
+        let measures: [(&str, Measure); 5] = [
             ("vertices", |s| s.vertices),
             ("edges", |s| s.edges),
             ("captions", |s| s.captions),

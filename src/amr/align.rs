@@ -160,7 +160,16 @@ impl ModifierLexicon {
 
     /// Whether a concept is an adjective or adverb (sense suffix ignored).
     pub fn is_modifier(&self, concept: &str) -> bool {
-        self.words.contains(&strip_sense(concept).to_lowercase())
+        let word = strip_sense(concept);
+        if word
+            .bytes()
+            .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
+        {
+            // Already lower case: `to_lowercase` would return it unchanged.
+            self.words.contains(word)
+        } else {
+            self.words.contains(&word.to_lowercase())
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -244,12 +253,44 @@ pub fn ground(
     phrases: &[GroundingRow],
     lexicon: &ModifierLexicon,
 ) -> VgAmr {
+    let phrases: Vec<&GroundingRow> = phrases.iter().collect();
+    ground_graph(
+        caption_id.to_string(),
+        graph.clone(),
+        caption_tokens,
+        &phrases,
+        lexicon,
+    )
+}
+
+/// [`ground`] for a graph the caller hands over, with the caption's phrases by reference: what
+/// a pipeline that parsed the graph for this purpose calls, so nothing is copied.
+pub fn ground_graph(
+    caption_id: String,
+    graph: Graph,
+    caption_tokens: &[&str],
+    phrases: &[&GroundingRow],
+    lexicon: &ModifierLexicon,
+) -> VgAmr {
+    let node_groundings = node_groundings(&graph, caption_tokens, phrases, lexicon);
+    VgAmr {
+        caption_id,
+        graph,
+        node_groundings,
+    }
+}
+
+fn node_groundings(
+    graph: &Graph,
+    caption_tokens: &[&str],
+    phrases: &[&GroundingRow],
+    lexicon: &ModifierLexicon,
+) -> BTreeMap<String, Grounding> {
     let token_of = node_tokens(graph, caption_tokens);
-    let instances = graph.instances();
     let phrase_of = |var: &str| -> Option<&GroundingRow> {
         let tokens = token_of.get(var)?;
         tokens.iter().find_map(|&t| {
-            phrases.iter().find(|p| {
+            phrases.iter().copied().find(|p| {
                 !p.not_visual
                     && !p.phrase_types.iter().any(|k| k == "notvisual")
                     && p.token_start >= 0
@@ -259,23 +300,21 @@ pub fn ground(
         })
     };
     let mut node_groundings = BTreeMap::new();
-    for (var, concept) in &instances {
+    let mut modifier_links = None;
+    for (var, concept) in &graph.instances() {
         if !is_entity_concept(concept, lexicon) {
             continue;
         }
         let Some(phrase) = phrase_of(var) else {
             continue;
         };
-        if modifies_phrase_head(graph, var, phrase, &phrase_of) {
+        let links = modifier_links.get_or_insert_with(|| modifier_links_of(graph));
+        if modifies_phrase_head(links, var, phrase, &phrase_of) {
             continue;
         }
         node_groundings.insert(var.to_string(), Grounding::from_phrase(phrase));
     }
-    VgAmr {
-        caption_id: caption_id.to_string(),
-        graph: graph.clone(),
-        node_groundings,
-    }
+    node_groundings
 }
 
 /// Whether a concept names a thing (a noun): not a predicate, an AMR construct, a constant or a
@@ -288,26 +327,34 @@ pub fn is_entity_concept(concept: &str, lexicon: &ModifierLexicon) -> bool {
         && !lexicon.is_modifier(concept)
 }
 
+/// `(modifier, head)` for every edge that makes one node a modifier of another: `:mod` from the
+/// head, or its inverse `:domain` from the modifier.
+fn modifier_links_of(graph: &Graph) -> Vec<(&str, &str)> {
+    graph
+        .edges()
+        .filter_map(|t| match t.role.as_str() {
+            ":mod" => Some((t.target.as_str(), t.source.as_str())),
+            ":domain" => Some((t.source.as_str(), t.target.as_str())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Whether `var` modifies another node grounded by the same phrase (`:mod`, or its inverse
 /// `:domain`).
 fn modifies_phrase_head<'g>(
-    graph: &Graph,
+    links: &[(&str, &str)],
     var: &str,
     phrase: &GroundingRow,
     phrase_of: &dyn Fn(&str) -> Option<&'g GroundingRow>,
 ) -> bool {
-    graph.edges().any(|t| {
-        let head = match t.role.as_str() {
-            ":mod" if t.target == var => t.source.as_str(),
-            ":domain" if t.source == var => t.target.as_str(),
-            _ => return false,
-        };
-        head != var && phrase_of(head).is_some_and(|p| std::ptr::eq(p, phrase))
+    links.iter().any(|&(modifier, head)| {
+        modifier == var && head != var && phrase_of(head).is_some_and(|p| std::ptr::eq(p, phrase))
     })
 }
 
 /// Caption-token indices of every aligned node, after re-mapping the parser's tokens.
-fn node_tokens(graph: &Graph, caption_tokens: &[&str]) -> BTreeMap<String, Vec<usize>> {
+fn node_tokens<'g>(graph: &'g Graph, caption_tokens: &[&str]) -> BTreeMap<&'g str, Vec<usize>> {
     let parser_tokens: Option<Vec<&str>> = graph
         .meta("tok")
         .or_else(|| graph.meta("snt"))
@@ -318,7 +365,7 @@ fn node_tokens(graph: &Graph, caption_tokens: &[&str]) -> BTreeMap<String, Vec<u
         }
         _ => None,
     };
-    let mut out: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let mut out: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for alignment in &graph.alignments {
         if alignment.on_role {
             continue;
@@ -335,7 +382,7 @@ fn node_tokens(graph: &Graph, caption_tokens: &[&str]) -> BTreeMap<String, Vec<u
                 None => (index < caption_tokens.len()).then_some(index),
             };
             if let Some(token) = mapped {
-                out.entry(triple.source.clone()).or_default().push(token);
+                out.entry(triple.source.as_str()).or_default().push(token);
             }
         }
     }

@@ -37,10 +37,12 @@
 //! Where this differs from the reference code (`SamsungLabs/CIC-BART-SSA`, `ssa-*/ssa.py`) see
 //! `docs/decisions/ssa-reference-deviations.md`.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::amr::align::{is_predicate, strip_sense, Grounding, ModifierLexicon, VgAmr};
 use crate::amr::graph::{Graph, Triple};
+use crate::amr::smatch::{smatch_prepared, SmatchGraph, SmatchOptions};
 use crate::cluster::{upgma, DistanceMatrix};
 use crate::error::{Error, Result};
 use crate::text::WordVectors;
@@ -301,12 +303,7 @@ impl MetaGraph {
     /// Adds an edge unless it is a self-loop or the two nodes are already linked by an edge in
     /// the same direction (the reference keeps one role per ordered node pair).
     fn add_edge(&mut self, source: usize, role: &str, target: usize) {
-        if source == target
-            || self
-                .edges
-                .iter()
-                .any(|e| e.source == source && e.target == target)
-        {
+        if !self.has_edge_slot(source, target) {
             return;
         }
         self.edges.push(MetaEdge {
@@ -316,13 +313,25 @@ impl MetaGraph {
         });
     }
 
+    /// [`MetaGraph::add_edge`] for an edge already built.
+    fn push_edge(&mut self, edge: MetaEdge) {
+        if self.has_edge_slot(edge.source, edge.target) {
+            self.edges.push(edge);
+        }
+    }
+
+    /// Whether an edge `source -> target` may be added: no self-loop, none there yet.
+    fn has_edge_slot(&self, source: usize, target: usize) -> bool {
+        source != target
+            && !self
+                .edges
+                .iter()
+                .any(|e| e.source == source && e.target == target)
+    }
+
     /// Adds an attribute unless the node already has one with that role.
     fn add_attribute(&mut self, node: usize, role: &str, value: &str) {
-        if self
-            .attributes
-            .iter()
-            .any(|a| a.node == node && a.role == role)
-        {
+        if self.has_attribute(node, role) {
             return;
         }
         self.attributes.push(MetaAttribute {
@@ -330,6 +339,19 @@ impl MetaGraph {
             role: role.to_string(),
             value: value.to_string(),
         });
+    }
+
+    /// [`MetaGraph::add_attribute`] for an attribute already built.
+    fn push_attribute(&mut self, attribute: MetaAttribute) {
+        if !self.has_attribute(attribute.node, &attribute.role) {
+            self.attributes.push(attribute);
+        }
+    }
+
+    fn has_attribute(&self, node: usize, role: &str) -> bool {
+        self.attributes
+            .iter()
+            .any(|a| a.node == node && a.role == role)
     }
 
     fn out_edges(&self, node: usize) -> impl Iterator<Item = &MetaEdge> {
@@ -528,11 +550,24 @@ pub fn smatch_distances(
     graphs: &[&Graph],
     f_score: &dyn Fn(&Graph, &Graph) -> f64,
 ) -> Vec<Vec<f64>> {
-    let n = graphs.len();
+    distances(graphs.len(), |i, j| f_score(graphs[i], graphs[j]))
+}
+
+/// [`smatch_distances`] with [`smatch`](crate::amr::smatch::smatch) F under `options`, each
+/// graph's Smatch triples built once instead of once per pair.
+pub fn smatch_f_distances(graphs: &[&Graph], options: &SmatchOptions) -> Vec<Vec<f64>> {
+    let prepared: Vec<SmatchGraph> = graphs.iter().map(|g| SmatchGraph::new(g)).collect();
+    distances(graphs.len(), |i, j| {
+        smatch_prepared(&prepared[i], &prepared[j], options).f1()
+    })
+}
+
+/// `D = 1 - F` for every pair `i < j`, F clamped to [0, 1] and D rounded to 4 decimals.
+fn distances(n: usize, f_score: impl Fn(usize, usize) -> f64) -> Vec<Vec<f64>> {
     let mut d = vec![vec![0.0; n]; n];
     for i in 0..n {
         for j in (i + 1)..n {
-            let f = f_score(graphs[i], graphs[j]);
+            let f = f_score(i, j);
             let f = if f.is_finite() {
                 f.clamp(0.0, 1.0)
             } else {
@@ -555,8 +590,12 @@ pub fn merge_order(
     if graphs.len() < 2 {
         return Ok(Vec::new());
     }
-    let d = smatch_distances(graphs, f_score);
-    let matrix = DistanceMatrix::from_fn(graphs.len(), |i, j| d[i][j])
+    upgma_order(&smatch_distances(graphs, f_score))
+}
+
+/// UPGMA merge steps over a distance matrix of at least two graphs.
+fn upgma_order(d: &[Vec<f64>]) -> Result<Vec<MergeStep>> {
+    let matrix = DistanceMatrix::from_fn(d.len(), |i, j| d[i][j])
         .map_err(|e| Error::invalid("Smatch distance matrix", e.to_string()))?;
     Ok(upgma(&matrix)
         .steps
@@ -577,6 +616,23 @@ pub fn meta_graph(
 ) -> Result<(Vec<MergeStep>, MetaGraph)> {
     let graphs: Vec<&Graph> = vgamrs.iter().map(|v| &v.graph).collect();
     let order = merge_order(&graphs, f_score)?;
+    let meta = merge_in_order(vgamrs, &order, ctx)?;
+    Ok((order, meta))
+}
+
+/// [`meta_graph`] with Smatch F under `options` as the pairwise score (SSA's merge), each
+/// graph's Smatch triples built once.
+pub fn smatch_meta_graph(
+    vgamrs: &[VgAmr],
+    options: &SmatchOptions,
+    ctx: &MergeContext,
+) -> Result<(Vec<MergeStep>, MetaGraph)> {
+    let order = if vgamrs.len() < 2 {
+        Vec::new()
+    } else {
+        let graphs: Vec<&Graph> = vgamrs.iter().map(|v| &v.graph).collect();
+        upgma_order(&smatch_f_distances(&graphs, options))?
+    };
     let meta = merge_in_order(vgamrs, &order, ctx)?;
     Ok((order, meta))
 }
@@ -642,9 +698,9 @@ pub fn merge_in_order(
         };
         // The larger graph by node count is graph 1 (ties: the left cluster).
         let merged = if a.nodes.len() >= b.nodes.len() {
-            merge_pair(&a, &b, ctx)
+            merge_owned(a, b, ctx)
         } else {
-            merge_pair(&b, &a, ctx)
+            merge_owned(b, a, ctx)
         };
         clusters.push(Some(merged));
     }
@@ -662,16 +718,39 @@ pub fn merge_pair(g1: &MetaGraph, g2: &MetaGraph, ctx: &MergeContext) -> MetaGra
     if g1.nodes.is_empty() {
         return g2.clone();
     }
+    let matched = correspondence(g1, g2, ctx);
+    combine(g1.clone(), g2.clone(), &matched, ctx)
+}
+
+/// [`merge_pair`] on graphs the caller hands over, so nothing is copied.
+fn merge_owned(g1: MetaGraph, g2: MetaGraph, ctx: &MergeContext) -> MetaGraph {
+    if g2.nodes.is_empty() {
+        return g1;
+    }
+    if g1.nodes.is_empty() {
+        return g2;
+    }
+    let matched = correspondence(&g1, &g2, ctx);
+    combine(g1, g2, &matched, ctx)
+}
+
+/// Which node of graph 1 each matched node of graph 2 folds into: rules 0-5, then rule 6.
+fn correspondence(g1: &MetaGraph, g2: &MetaGraph, ctx: &MergeContext) -> BTreeMap<usize, usize> {
     // node of graph 2 -> node of graph 1 it folds into
     let mut matched: BTreeMap<usize, usize> = BTreeMap::new();
-    let labels1 = g1.labels();
-    let labels2 = g2.labels();
+    // Only rule 5 asks which labels a graph has; most merges never get there.
+    let labels1 = OnceCell::new();
+    let labels2 = OnceCell::new();
+    let labels = LabelSets {
+        g1: || labels1.get_or_init(|| g1.labels()),
+        g2: || labels2.get_or_init(|| g2.labels()),
+    };
     for (i, n1) in g1.nodes.iter().enumerate() {
         for (j, n2) in g2.nodes.iter().enumerate() {
             if matched.contains_key(&j) {
                 continue;
             }
-            if first_pass_rule(g1, i, n1, g2, j, n2, &labels1, &labels2, ctx) {
+            if first_pass_rule(g1, i, n1, g2, j, n2, &labels, ctx) {
                 matched.insert(j, i);
             }
         }
@@ -691,20 +770,25 @@ pub fn merge_pair(g1: &MetaGraph, g2: &MetaGraph, ctx: &MergeContext) -> MetaGra
             }
         }
     }
-    combine(g1, g2, &matched, ctx)
+    matched
+}
+
+/// The label sets of the two graphs of a merge, built on first use.
+struct LabelSets<F1, F2> {
+    g1: F1,
+    g2: F2,
 }
 
 /// Rules 0–5 for one node pair.
 #[allow(clippy::too_many_arguments)]
-fn first_pass_rule(
+fn first_pass_rule<'g>(
     g1: &MetaGraph,
     i: usize,
     n1: &MetaNode,
     g2: &MetaGraph,
     j: usize,
     n2: &MetaNode,
-    labels1: &HashSet<&str>,
-    labels2: &HashSet<&str>,
+    labels: &LabelSets<impl Fn() -> &'g HashSet<&'g str>, impl Fn() -> &'g HashSet<&'g str>>,
     ctx: &MergeContext,
 ) -> bool {
     // Rule 0.
@@ -724,7 +808,8 @@ fn first_pass_rule(
         (None, None) => {}
         _ => return false,
     }
-    let sim = ctx.sim(n1, n2);
+    // The label similarity costs word-vector lookups; only rules 2 and 5 need it.
+    let sim = || ctx.sim(n1, n2);
     // Rules 2 and 3.
     match (&n1.grounding, &n2.grounding) {
         (Some(a), Some(b)) => return grounded_rule(a, b, n1, n2, sim, ctx),
@@ -744,9 +829,9 @@ fn first_pass_rule(
         return !(ctx.rules == RuleSet::Flickr && ctx.is_adjective(n1));
     }
     // Rule 5.
-    if sim >= ctx.rules.same_meaning_threshold() {
-        let elsewhere = n2.labels.iter().any(|l| labels1.contains(l.as_str()))
-            || n1.labels.iter().any(|l| labels2.contains(l.as_str()));
+    if sim() >= ctx.rules.same_meaning_threshold() {
+        let elsewhere = n2.labels.iter().any(|l| (labels.g1)().contains(l.as_str()))
+            || n1.labels.iter().any(|l| (labels.g2)().contains(l.as_str()));
         if !elsewhere {
             return match ctx.rules {
                 RuleSet::Coco => neighbours_similar(g1, i, g2, j, 1, ctx).unwrap_or(true),
@@ -762,15 +847,15 @@ fn grounded_rule(
     b: &Grounding,
     n1: &MetaNode,
     n2: &MetaNode,
-    sim: f64,
+    sim: impl Fn() -> f64,
     ctx: &MergeContext,
 ) -> bool {
     match ctx.rules {
         RuleSet::Coco => {
             if a.unknown && b.unknown {
-                sim > 0.5
+                sim() > 0.5
             } else if !a.unknown && !b.unknown && a.boxes == b.boxes {
-                sim > 0.3
+                sim() > 0.3
             } else {
                 false
             }
@@ -789,7 +874,7 @@ fn grounded_rule(
                     .flat_map(|x| b.boxes.iter().map(move |y| x.iou(y)))
                     .filter(|&iou| iou > 0.9)
                     .count();
-                overlapping >= a.boxes.len() && sim > 0.5
+                overlapping >= a.boxes.len() && sim() > 0.5
             } else {
                 false
             }
@@ -867,54 +952,70 @@ fn same_argument_structure(
 
 /// Builds the merged graph from graph 1, graph 2 and the node correspondence.
 fn combine(
-    g1: &MetaGraph,
-    g2: &MetaGraph,
+    g1: MetaGraph,
+    g2: MetaGraph,
     matched: &BTreeMap<usize, usize>,
     ctx: &MergeContext,
 ) -> MetaGraph {
+    let MetaGraph {
+        nodes,
+        edges: edges1,
+        attributes: attributes1,
+        root: root1,
+        mut captions,
+    } = g1;
+    captions.extend(g2.captions);
     let mut out = MetaGraph {
-        nodes: g1.nodes.clone(),
-        edges: Vec::new(),
-        attributes: Vec::new(),
-        root: g1.root,
-        captions: g1.captions.iter().chain(&g2.captions).cloned().collect(),
+        nodes,
+        edges: Vec::with_capacity(edges1.len() + g2.edges.len()),
+        attributes: Vec::with_capacity(attributes1.len() + g2.attributes.len()),
+        root: root1,
+        captions,
     };
+    let root2 = g2.root.min(g2.nodes.len() - 1);
     let mut map2 = vec![0usize; g2.nodes.len()];
-    for (j, n2) in g2.nodes.iter().enumerate() {
+    for (j, n2) in g2.nodes.into_iter().enumerate() {
         match matched.get(&j) {
             Some(&i) => {
                 let target = &mut out.nodes[i];
-                for l in &n2.labels {
-                    if !target.has_label(l) {
-                        target.labels.push(l.clone());
+                for l in n2.labels {
+                    if !target.has_label(&l) {
+                        target.labels.push(l);
                     }
                 }
-                target.origins.extend(n2.origins.iter().cloned());
+                target.origins.extend(n2.origins);
                 if target.grounding.is_none() {
-                    target.grounding = n2.grounding.clone();
+                    target.grounding = n2.grounding;
                 }
                 map2[j] = i;
             }
             None => {
                 map2[j] = out.nodes.len();
-                out.nodes.push(n2.clone());
+                out.nodes.push(n2);
             }
         }
     }
-    for e in &g1.edges {
-        out.add_edge(e.source, &e.role, e.target);
+    for e in edges1 {
+        out.push_edge(e);
     }
-    for e in &g2.edges {
-        out.add_edge(map2[e.source], &e.role, map2[e.target]);
+    for e in g2.edges {
+        out.push_edge(MetaEdge {
+            source: map2[e.source],
+            target: map2[e.target],
+            ..e
+        });
     }
-    for a in &g1.attributes {
-        out.add_attribute(a.node, &a.role, &a.value);
+    for a in attributes1 {
+        out.push_attribute(a);
     }
-    for a in &g2.attributes {
-        out.add_attribute(map2[a.node], &a.role, &a.value);
+    for a in g2.attributes {
+        out.push_attribute(MetaAttribute {
+            node: map2[a.node],
+            ..a
+        });
     }
     if matched.is_empty() {
-        join_with_multi_sentence(&mut out, g1.root, map2[g2.root.min(g2.nodes.len() - 1)]);
+        join_with_multi_sentence(&mut out, root1, map2[root2]);
     }
     add_subset_edges(&mut out, ctx);
     remove_cycles(&mut out);

@@ -18,12 +18,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::amr::align::{
-    ground, is_entity_concept, is_predicate, strip_sense, ModifierLexicon, VgAmr,
+    ground_graph, is_entity_concept, is_predicate, strip_sense, ModifierLexicon, VgAmr,
 };
-use crate::amr::merge::{meta_graph, ExactWords, MergeContext, MetaGraph, RuleSet, WordSimilarity};
+use crate::amr::merge::{
+    smatch_meta_graph, ExactWords, MergeContext, MetaGraph, RuleSet, WordSimilarity,
+};
 use crate::amr::penman::{encode, parse};
 use crate::amr::sample::{event_subgraphs, EventSubgraph, SamplingConfig};
-use crate::amr::smatch::{smatch, SmatchOptions};
+use crate::amr::smatch::SmatchOptions;
 use crate::amr::Graph;
 use crate::augment::control::{coverage_percent, ssa_length_level, word_count};
 use crate::augment::ImageAnnotations;
@@ -197,10 +199,9 @@ pub fn align(image: &ImageAnnotations, lexicon: &ModifierLexicon) -> Aligned {
             .groundings
             .iter()
             .filter(|g| g.caption_id == caption_id)
-            .cloned()
             .collect();
         out.vgamrs
-            .push(ground(&caption_id, &graph, &tokens, &phrases, lexicon));
+            .push(ground_graph(caption_id, graph, &tokens, &phrases, lexicon));
     }
     out
 }
@@ -235,9 +236,7 @@ pub fn merge(
         similarity: models.similarity(),
         lexicon: models.lexicon,
     };
-    let options = &config.smatch;
-    let f_score = |a: &Graph, b: &Graph| smatch(a, b, options).f1();
-    let (_, meta) = meta_graph(vgamrs, &f_score, &ctx)?;
+    let (_, meta) = smatch_meta_graph(vgamrs, &config.smatch, &ctx)?;
     Ok(Some(meta))
 }
 

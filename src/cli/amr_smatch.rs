@@ -9,9 +9,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::amr::penman::read_blocks;
+use crate::amr::penman::read_blocks_with;
 use crate::amr::smatch::{compute_f, smatch_prepared, SmatchGraph, SmatchOptions};
-use crate::amr::Graph;
 use crate::error::Error;
 
 #[derive(Debug, clap::Args)]
@@ -99,15 +98,15 @@ pub fn run(args: SmatchArgs) -> crate::Result<()> {
 /// naming the file and the line, since skipping it would pair every later graph wrongly.
 fn read_graphs(path: &Path) -> crate::Result<Vec<SmatchGraph>> {
     let mut graphs = Vec::new();
-    read_blocks(path, |ordinal, block| {
-        let graph: Graph = block.graph.map_err(|e| {
+    read_blocks_with(path, SmatchGraph::parse, |ordinal, block| {
+        let graph = block.graph.map_err(|e| {
             Error::record(
                 path.display().to_string(),
                 format!("graph {ordinal} (line {})", block.line),
                 format!("not a PENMAN graph: {e}"),
             )
         })?;
-        graphs.push(SmatchGraph::new(&graph));
+        graphs.push(graph);
         Ok(())
     })?;
     Ok(graphs)

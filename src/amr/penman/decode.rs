@@ -17,8 +17,6 @@
 //! instead: an empty node `()`, content after the graph's closing parenthesis, and nesting
 //! deeper than [`MAX_DEPTH`].
 
-use std::collections::HashSet;
-
 use super::lexer::{line_column, Kind, Lexer, Token};
 use super::metadata::parse_comment;
 use super::PenmanError;
@@ -59,12 +57,70 @@ pub(crate) enum LayoutTarget {
     Missing,
 }
 
+/// One triple as slices of the source text (penman's normal form never needs a string the
+/// text does not hold: inverting a role only strips `-of`); `""` stands for penman's `None`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RawTriple<'a> {
+    pub source: &'a str,
+    pub role: &'a str,
+    pub target: &'a str,
+}
+
+/// An alignment marker as written: `prefix` (`e.`), indices in `indices[start..end]` of
+/// [`RawGraph::indices`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawAlignment<'a> {
+    pub triple: usize,
+    pub on_role: bool,
+    pub prefix: &'a str,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// A parsed graph that borrows every string from the source text; [`RawGraph::into_graph`]
+/// makes the owned [`Graph`], and Smatch reads its triples without that copy.
+#[derive(Clone, Debug)]
+pub(crate) struct RawGraph<'a> {
+    pub top: &'a str,
+    pub triples: Vec<RawTriple<'a>>,
+    pub metadata: Vec<(String, String)>,
+    pub alignments: Vec<RawAlignment<'a>>,
+    pub indices: Vec<usize>,
+}
+
+impl RawGraph<'_> {
+    pub(crate) fn into_graph(self) -> Graph {
+        let indices = &self.indices;
+        Graph {
+            top: self.top.to_string(),
+            triples: self
+                .triples
+                .iter()
+                .map(|t| Triple::new(t.source, t.role, t.target))
+                .collect(),
+            metadata: self.metadata,
+            alignments: self
+                .alignments
+                .iter()
+                .map(|a| Alignment {
+                    triple: a.triple,
+                    on_role: a.on_role,
+                    prefix: a.prefix.to_string(),
+                    indices: indices[a.start..a.end].to_vec(),
+                })
+                .collect(),
+        }
+    }
+}
+
 struct Parser<'a> {
     lexer: Lexer<'a>,
     text: &'a str,
-    triples: Vec<Triple>,
-    alignments: Vec<Alignment>,
-    variables: HashSet<&'a str>,
+    triples: Vec<RawTriple<'a>>,
+    alignments: Vec<RawAlignment<'a>>,
+    indices: Vec<usize>,
+    /// Variables of the graph; sorted once the whole tree is read (binary search).
+    variables: Vec<&'a str>,
     /// Atomic edges with an inverted role: turned around at the end if the target is a variable.
     pending_inversions: Vec<usize>,
     /// Concept placeholders of nodes that turned out to have an explicit `:instance` edge.
@@ -78,12 +134,21 @@ pub(crate) fn decode(
     text: &str,
     want_layout: bool,
 ) -> Result<(Graph, Option<Layout>), PenmanError> {
+    decode_raw(text, want_layout).map(|(g, layout)| (g.into_graph(), layout))
+}
+
+/// [`decode`] without copying the strings out of `text`.
+pub(crate) fn decode_raw(
+    text: &str,
+    want_layout: bool,
+) -> Result<(RawGraph<'_>, Option<Layout>), PenmanError> {
     let mut parser = Parser {
         lexer: Lexer::new(text),
         text,
-        triples: Vec::new(),
+        triples: Vec::with_capacity(text.len() / 24),
         alignments: Vec::new(),
-        variables: HashSet::new(),
+        indices: Vec::new(),
+        variables: Vec::new(),
         pending_inversions: Vec::new(),
         dropped_placeholders: Vec::new(),
         layout: want_layout.then(Layout::default),
@@ -112,14 +177,16 @@ pub(crate) fn decode(
             ));
         }
     }
+    parser.variables.sort_unstable();
     parser.resolve_references();
     parser.finish_inversions();
     parser.drop_placeholders();
-    let graph = Graph {
-        top: top.to_string(),
+    let graph = RawGraph {
+        top,
         triples: parser.triples,
         metadata,
         alignments: parser.alignments,
+        indices: parser.indices,
     };
     Ok((graph, parser.layout))
 }
@@ -128,12 +195,10 @@ pub(crate) fn is_inverted(role: &str) -> bool {
     role.ends_with("-of")
 }
 
-/// penman's `Model.invert_role` for the default model.
-pub(crate) fn invert_role(role: &str) -> String {
-    match role.strip_suffix("-of") {
-        Some(base) => base.to_string(),
-        None => format!("{role}-of"),
-    }
+/// penman's `Model.invert_role` for the default model, for a role that [`is_inverted`]: the
+/// role without its `-of`.
+fn deinvert_role(role: &str) -> &str {
+    role.strip_suffix("-of").unwrap_or(role)
 }
 
 impl<'a> Parser<'a> {
@@ -192,10 +257,10 @@ impl<'a> Parser<'a> {
             let marker = &self.lexer.text(t)[1..];
             let digits_at = marker.find(|c: char| c.is_ascii_digit()).unwrap_or(0);
             let (prefix, list) = marker.split_at(digits_at);
-            let mut indices = Vec::with_capacity(1);
+            let start = self.indices.len();
             for index in list.split(',') {
                 match index.parse::<usize>() {
-                    Ok(i) => indices.push(i),
+                    Ok(i) => self.indices.push(i),
                     Err(_) => {
                         return Err(
                             self.error_at(t, format!("alignment index `{index}` is too large"))
@@ -203,11 +268,12 @@ impl<'a> Parser<'a> {
                     }
                 }
             }
-            self.alignments.push(Alignment {
+            self.alignments.push(RawAlignment {
                 triple,
                 on_role,
-                prefix: prefix.to_string(),
-                indices,
+                prefix,
+                start,
+                end: self.indices.len(),
             });
         }
         Ok(())
@@ -236,13 +302,13 @@ impl<'a> Parser<'a> {
             other => return Err(self.unexpected(other, "a variable")),
         };
         let var = self.lexer.text(var_token);
-        self.variables.insert(var);
+        self.variables.push(var);
         if let Some((edge_index, inverted)) = edge {
             let t = &mut self.triples[edge_index];
             if inverted {
-                t.source = var.to_string();
+                t.source = var;
             } else {
-                t.target = var.to_string();
+                t.target = var;
             }
         }
         let instance_index = self.triples.len();
@@ -261,8 +327,11 @@ impl<'a> Parser<'a> {
             }
             _ => None,
         };
-        self.triples
-            .push(Triple::new(var, ":instance", concept.unwrap_or("")));
+        self.triples.push(RawTriple {
+            source: var,
+            role: ":instance",
+            target: concept.unwrap_or(""),
+        });
         if concept.is_some() {
             self.alignment(instance_index, false)?;
         }
@@ -296,13 +365,17 @@ impl<'a> Parser<'a> {
         *explicit_instance |= role == ":instance";
         let index = self.triples.len();
         let inverted = is_inverted(role);
-        self.triples.push(Triple::new(var, role, ""));
+        self.triples.push(RawTriple {
+            source: var,
+            role,
+            target: "",
+        });
         self.alignment(index, true)?;
         let target = self.peek_required("a target after the role")?;
         let target = match target.kind {
             Kind::Symbol | Kind::Str => {
                 self.lexer.next_token();
-                self.triples[index].target = self.lexer.text(target).to_string();
+                self.triples[index].target = self.lexer.text(target);
                 self.alignment(index, false)?;
                 if inverted {
                     self.pending_inversions.push(index);
@@ -315,8 +388,8 @@ impl<'a> Parser<'a> {
             Kind::LParen => {
                 if inverted {
                     let t = &mut self.triples[index];
-                    t.role = invert_role(role);
-                    t.target = var.to_string();
+                    t.role = deinvert_role(role);
+                    t.target = var;
                 }
                 let node = self.layout.as_ref().map_or(0, |l| l.nodes.len());
                 self.node(depth + 1, Some((index, inverted)))?;
@@ -342,21 +415,27 @@ impl<'a> Parser<'a> {
         for node in &mut layout.nodes {
             for child in &mut node.children {
                 if let LayoutTarget::Atomic { reference } = &mut child.target {
-                    *reference =
-                        *reference && variables.contains(triples[child.triple].target.as_str());
+                    *reference = *reference
+                        && variables
+                            .binary_search(&triples[child.triple].target)
+                            .is_ok();
                 }
             }
         }
     }
 
     fn finish_inversions(&mut self) {
+        if self.pending_inversions.is_empty() {
+            return;
+        }
         for &index in &self.pending_inversions {
             let t = &mut self.triples[index];
-            if self.variables.contains(t.target.as_str()) {
-                let role = invert_role(&t.role);
-                let source = std::mem::take(&mut t.source);
-                t.source = std::mem::replace(&mut t.target, source);
-                t.role = role;
+            if self.variables.binary_search(&t.target).is_ok() {
+                *t = RawTriple {
+                    source: t.target,
+                    role: deinvert_role(t.role),
+                    target: t.source,
+                };
             }
         }
     }

@@ -48,11 +48,45 @@ pub(crate) struct Token {
     pub end: usize,
 }
 
-/// Length in bytes of the `splitlines` terminator starting at `i`, or 0.
+/// What a byte can be the start of, looked up in [`CLASS`].
+const SYMBOL: u8 = 0;
+/// Space or tab.
+const BLANK: u8 = 1;
+/// A one-byte line terminator: `\n`, `\r`, `\v`, `\f`, `\x1c`-`\x1e`.
+const TERMINATOR: u8 = 2;
+/// The first byte of U+0085 (`\xc2\x85`) or of U+2028/U+2029 (`\xe2\x80\xa8`/`\xa9`); the
+/// bytes after it decide.
+const MAYBE_TERMINATOR: u8 = 3;
+/// `"()/:~`, which end symbols and roles.
+const PUNCTUATION: u8 = 4;
+
+/// Byte classes, so the hot loops test one table entry per byte.
+static CLASS: [u8; 256] = {
+    let mut class = [SYMBOL; 256];
+    class[b' ' as usize] = BLANK;
+    class[b'\t' as usize] = BLANK;
+    let terminators = [b'\n', b'\r', 0x0b, 0x0c, 0x1c, 0x1d, 0x1e];
+    let mut k = 0;
+    while k < terminators.len() {
+        class[terminators[k] as usize] = TERMINATOR;
+        k += 1;
+    }
+    class[0xc2] = MAYBE_TERMINATOR;
+    class[0xe2] = MAYBE_TERMINATOR;
+    let punctuation = *b"\"()/:~";
+    let mut k = 0;
+    while k < punctuation.len() {
+        class[punctuation[k] as usize] = PUNCTUATION;
+        k += 1;
+    }
+    class
+};
+
+/// Length of the multi-byte `splitlines` terminator starting at `i` (U+0085, U+2028, U+2029),
+/// or 0.
 #[inline]
-fn terminator_len(bytes: &[u8], i: usize) -> usize {
+fn multibyte_terminator_len(bytes: &[u8], i: usize) -> usize {
     match bytes[i] {
-        b'\n' | b'\r' | 0x0b | 0x0c | 0x1c | 0x1d | 0x1e => 1,
         0xc2 if bytes.get(i + 1) == Some(&0x85) => 2,
         0xe2 if bytes.get(i + 1) == Some(&0x80)
             && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9)) =>
@@ -63,22 +97,79 @@ fn terminator_len(bytes: &[u8], i: usize) -> usize {
     }
 }
 
-/// Length of the separator (whitespace or line terminator) at `i`, or 0.
+/// Length in bytes of the `splitlines` terminator starting at `i`, or 0.
 #[inline]
-fn separator_len(bytes: &[u8], i: usize) -> usize {
-    match bytes[i] {
-        b' ' | b'\t' => 1,
-        _ => terminator_len(bytes, i),
+fn terminator_len(bytes: &[u8], i: usize) -> usize {
+    match CLASS[usize::from(bytes[i])] {
+        TERMINATOR => 1,
+        MAYBE_TERMINATOR => multibyte_terminator_len(bytes, i),
+        _ => 0,
     }
 }
 
-/// Whether the byte at `i` continues a symbol or role: anything but separators and `"()/:~`.
+/// End of the run of symbol bytes (anything but separators and `"()/:~`) starting at `i`.
 #[inline]
-fn is_symbol_byte(bytes: &[u8], i: usize) -> bool {
-    match bytes[i] {
-        b'"' | b'(' | b')' | b'/' | b':' | b'~' => false,
-        _ => separator_len(bytes, i) == 0,
+fn symbol_end(bytes: &[u8], mut i: usize) -> usize {
+    while i < bytes.len() {
+        match CLASS[usize::from(bytes[i])] {
+            SYMBOL => i += 1,
+            MAYBE_TERMINATOR if multibyte_terminator_len(bytes, i) == 0 => i += 1,
+            _ => break,
+        }
     }
+    i
+}
+
+/// The 8 bytes at `i` as one word, when there are 8.
+#[inline]
+fn word_at(bytes: &[u8], i: usize) -> Option<u64> {
+    let chunk: [u8; 8] = bytes.get(i..i + 8)?.try_into().ok()?;
+    Some(u64::from_le_bytes(chunk))
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// End of the line that `i` lies on: the position of its terminator, or the end of the text.
+#[inline]
+fn line_end(bytes: &[u8], mut i: usize) -> usize {
+    // Comment lines are long and printable ASCII; every terminator has a byte below 0x20 or
+    // above 0x7f, so words without such bytes are skipped whole.
+    while let Some(word) = word_at(bytes, i) {
+        let below_space = word.wrapping_sub(ONES * 0x20) & !word;
+        if (below_space | word) & HIGH_BITS != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while i < bytes.len() {
+        match CLASS[usize::from(bytes[i])] {
+            TERMINATOR => break,
+            MAYBE_TERMINATOR if multibyte_terminator_len(bytes, i) > 0 => break,
+            _ => i += 1,
+        }
+    }
+    i
+}
+
+/// Start of the next token at or after `i`: separators (blanks and terminators) skipped.
+#[inline]
+fn skip_separators(bytes: &[u8], mut i: usize) -> usize {
+    // Indentation comes in long runs of spaces.
+    while word_at(bytes, i) == Some(ONES * u64::from(b' ')) {
+        i += 8;
+    }
+    while i < bytes.len() {
+        match CLASS[usize::from(bytes[i])] {
+            BLANK | TERMINATOR => i += 1,
+            MAYBE_TERMINATOR => match multibyte_terminator_len(bytes, i) {
+                0 => break,
+                len => i += len,
+            },
+            _ => break,
+        }
+    }
+    i
 }
 
 /// Tokens of a PENMAN text, with one token of lookahead.
@@ -135,27 +226,14 @@ impl<'a> Lexer<'a> {
     fn scan(&mut self) -> Option<Token> {
         let bytes = self.text.as_bytes();
         let n = bytes.len();
-        let mut i = self.pos;
-        while i < n {
-            let len = separator_len(bytes, i);
-            if len == 0 {
-                break;
-            }
-            i += len;
-        }
+        let i = skip_separators(bytes, self.pos);
         if i >= n {
             self.pos = n;
             return None;
         }
         let start = i;
         let (kind, end) = match bytes[i] {
-            b'#' => {
-                let mut j = i + 1;
-                while j < n && terminator_len(bytes, j) == 0 {
-                    j += 1;
-                }
-                (Kind::Comment, j)
-            }
+            b'#' => (Kind::Comment, line_end(bytes, i + 1)),
             b'"' => match scan_string(bytes, i) {
                 Some(end) => (Kind::Str, end),
                 None => (Kind::Unexpected, i + 1),
@@ -163,24 +241,12 @@ impl<'a> Lexer<'a> {
             b'(' => (Kind::LParen, i + 1),
             b')' => (Kind::RParen, i + 1),
             b'/' => (Kind::Slash, i + 1),
-            b':' => {
-                let mut j = i + 1;
-                while j < n && is_symbol_byte(bytes, j) {
-                    j += 1;
-                }
-                (Kind::Role, j)
-            }
+            b':' => (Kind::Role, symbol_end(bytes, i + 1)),
             b'~' => match scan_alignment(bytes, i) {
                 Some(end) => (Kind::Alignment, end),
                 None => (Kind::Unexpected, i + 1),
             },
-            _ => {
-                let mut j = i + 1;
-                while j < n && is_symbol_byte(bytes, j) {
-                    j += 1;
-                }
-                (Kind::Symbol, j)
-            }
+            _ => (Kind::Symbol, symbol_end(bytes, i + 1)),
         };
         // Symbols stop only at ASCII bytes or at a complete terminator, so `end` always lies on
         // a character boundary.

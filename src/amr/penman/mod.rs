@@ -18,7 +18,7 @@
 //! ```
 
 mod blocks;
-mod decode;
+pub(crate) mod decode;
 mod encode;
 mod lexer;
 mod metadata;
@@ -55,9 +55,10 @@ impl fmt::Display for PenmanError {
 
 impl std::error::Error for PenmanError {}
 
-/// One graph of a file, as split by [`parse_many`].
+/// One graph of a file, as split by [`parse_many`]; `G` is what the graph was parsed into
+/// ([`Graph`] unless read with [`read_blocks_with`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct GraphBlock {
+pub struct GraphBlock<G = Graph> {
     /// 1-based line of the block's first line (its first metadata line, if any).
     pub line: usize,
     /// Byte offset of the block in the file.
@@ -65,7 +66,7 @@ pub struct GraphBlock {
     /// The raw block: metadata lines and graph, without the last line's terminator.
     pub text: String,
     /// The graph, or the error with its line counted from the start of the file.
-    pub graph: Result<Graph, PenmanError>,
+    pub graph: Result<G, PenmanError>,
 }
 
 /// Parses one graph, with its metadata and comment lines.
@@ -87,11 +88,14 @@ pub fn parse_many(text: &str) -> Vec<GraphBlock> {
         offset += line.len();
     }
     raw.extend(splitter.finish());
-    raw.into_iter().map(parse_block).collect()
+    raw.into_iter().map(|b| parse_block(b, parse)).collect()
 }
 
-/// Parses one raw block; errors are located in file lines.
-fn parse_block(block: RawBlock) -> GraphBlock {
+/// Parses one raw block with `parse`; errors are located in file lines.
+fn parse_block<G>(
+    block: RawBlock,
+    parse: impl Fn(&str) -> Result<G, PenmanError>,
+) -> GraphBlock<G> {
     let graph = match block.invalid_utf8 {
         Some(line) => Err(PenmanError {
             line,
@@ -167,9 +171,17 @@ pub fn alignment_flavour(graph: &Graph) -> AlignmentFlavour {
 }
 /// Streams the AMR file at `path` block by block (never holding more than one graph) and
 /// calls `visit` with each graph's ordinal (1-based) and block; an error from `visit` stops.
-pub fn read_blocks(
+pub fn read_blocks(path: &Path, visit: impl FnMut(usize, GraphBlock) -> Result<()>) -> Result<()> {
+    read_blocks_with(path, parse, visit)
+}
+
+/// [`read_blocks`] with another reading of each graph's text than [`parse`] (such as
+/// [`crate::amr::smatch::SmatchGraph::parse`]); errors must be located within the block, as
+/// [`parse`] locates them.
+pub fn read_blocks_with<G>(
     path: &Path,
-    mut visit: impl FnMut(usize, GraphBlock) -> Result<()>,
+    parse: impl Fn(&str) -> Result<G, PenmanError>,
+    mut visit: impl FnMut(usize, GraphBlock<G>) -> Result<()>,
 ) -> Result<()> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut reader = BufReader::with_capacity(1 << 16, file);
@@ -196,11 +208,11 @@ pub fn read_blocks(
         offset += read;
         for block in ready.drain(..) {
             ordinal += 1;
-            visit(ordinal, parse_block(block))?;
+            visit(ordinal, parse_block(block, &parse))?;
         }
     }
     if let Some(block) = splitter.finish() {
-        visit(ordinal + 1, parse_block(block))?;
+        visit(ordinal + 1, parse_block(block, &parse))?;
     }
     Ok(())
 }

@@ -55,14 +55,14 @@ impl Problem {
         self.unary.resize(n1 * n2, 0);
         for (i, c1) in test.concepts.iter().enumerate() {
             for (j, c2) in gold.concepts.iter().enumerate() {
-                if c1.same(c2) {
+                if test.same(*c1, gold, *c2) {
                     self.unary[i * n2 + j] += 1;
                 }
             }
         }
         for a1 in &test.attributes {
             for a2 in &gold.attributes {
-                if a1.name.same(&a2.name) && a1.value.same(&a2.value) {
+                if test.same(a1.name, gold, a2.name) && test.same(a1.value, gold, a2.value) {
                     self.unary[usize::from(a1.node) * n2 + usize::from(a2.node)] += 1;
                 }
             }
@@ -71,7 +71,7 @@ impl Problem {
         self.raw_partners.clear();
         for r1 in &test.relations {
             for r2 in &gold.relations {
-                if !r1.name.same(&r2.name) {
+                if !test.same(r1.name, gold, r2.name) {
                     continue;
                 }
                 let (i, k) = (r1.source, r1.target);

@@ -21,39 +21,20 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::amr::penman::decode::decode_raw;
+use crate::amr::penman::PenmanError;
 use crate::amr::Graph;
 
 /// Roles smatch keeps as written although they end in `-of`.
 const NON_INVERTED_OF_ROLES: [&str; 3] = ["consist-of", "prep-out-of", "prep-on-behalf-of"];
 
-/// A label (concept, role or constant) after smatch's `normalize`, with a hash for quick
-/// rejection when two graphs are compared.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A label (concept, role or constant) after smatch's `normalize`: a span of its graph's
+/// label text, with a hash for quick rejection when two graphs are compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Label {
     pub hash: u64,
-    pub text: Box<str>,
-}
-
-impl Label {
-    fn normalized(raw: &str) -> Label {
-        // AMR labels are nearly always ASCII: lower-case them without Unicode tables.
-        let mut lower = if raw.is_ascii() {
-            raw.to_ascii_lowercase()
-        } else {
-            raw.to_lowercase()
-        };
-        lower.truncate(lower.trim_end_matches('_').len());
-        let text = lower.into_boxed_str();
-        Label {
-            hash: fnv1a(text.as_bytes()),
-            text,
-        }
-    }
-
-    #[inline]
-    pub fn same(&self, other: &Label) -> bool {
-        self.hash == other.hash && self.text == other.text
-    }
+    start: usize,
+    end: usize,
 }
 
 /// FNV-1a: deterministic across runs and platforms, and good enough to reject unequal labels.
@@ -117,6 +98,9 @@ pub struct SmatchGraph {
     pub(crate) concepts: Vec<Label>,
     pub(crate) attributes: Vec<AttributeTriple>,
     pub(crate) relations: Vec<RelationTriple>,
+    /// The normalized text of every label, end to end: one allocation per graph instead of
+    /// one per label.
+    label_text: String,
 }
 
 impl SmatchGraph {
@@ -125,55 +109,108 @@ impl SmatchGraph {
     /// Graphs with more than 65,535 nodes are not AMRs anyone writes; nodes beyond that are
     /// dropped rather than indexed (smatch would take minutes on such a graph anyway).
     pub fn new(graph: &Graph) -> SmatchGraph {
+        SmatchGraph::from_triples(
+            &graph.top,
+            graph
+                .triples
+                .iter()
+                .map(|t| (t.source.as_str(), t.role.as_str(), t.target.as_str())),
+        )
+    }
+
+    /// Smatch's triples for one PENMAN graph (what [`crate::amr::penman::parse`] accepts),
+    /// read straight from the text without building a [`Graph`]:
+    /// `SmatchGraph::parse(text)` equals `SmatchGraph::new(&parse(text)?)`.
+    pub fn parse(text: &str) -> Result<SmatchGraph, PenmanError> {
+        let (graph, _) = decode_raw(text, false)?;
+        Ok(SmatchGraph::from_triples(
+            graph.top,
+            graph.triples.iter().map(|t| (t.source, t.role, t.target)),
+        ))
+    }
+
+    /// Smatch's triples from penman-normal-form `(source, role, target)` triples.
+    fn from_triples<'t, I>(top: &str, triples: I) -> SmatchGraph
+    where
+        I: Iterator<Item = (&'t str, &'t str, &'t str)> + Clone,
+    {
+        let mut graph = SmatchGraph::default();
         let mut node_index: HashMap<&str, u16, BuildHasherDefault<FnvHasher>> = HashMap::default();
-        let mut concepts = Vec::new();
-        for triple in graph.triples.iter().filter(|t| t.is_instance()) {
+        for (source, _, concept) in triples.clone().filter(|t| t.1 == ":instance") {
             // smatch only makes a node of `(v / concept)`; `(v)` leaves `v` a constant.
-            if triple.target.is_empty() || node_index.contains_key(triple.source.as_str()) {
+            if concept.is_empty() || node_index.contains_key(source) {
                 continue;
             }
-            let Ok(index) = u16::try_from(concepts.len()) else {
+            let Ok(index) = u16::try_from(graph.concepts.len()) else {
                 break;
             };
-            node_index.insert(triple.source.as_str(), index);
-            concepts.push(Label::normalized(&concept_as_smatch_reads_it(
-                &triple.target,
-            )));
+            node_index.insert(source, index);
+            let label = graph.label(&concept_as_smatch_reads_it(concept));
+            graph.concepts.push(label);
         }
 
-        let mut attributes = Vec::new();
-        let mut relations = Vec::new();
         // smatch puts TOP on the first node it meets, which is penman's top.
-        if let Some(&top) = node_index.get(graph.top.as_str()) {
-            attributes.push(AttributeTriple {
+        if let Some(&top) = node_index.get(top) {
+            let (name, value) = (graph.label("TOP"), graph.label("top"));
+            graph.attributes.push(AttributeTriple {
                 node: top,
-                name: Label::normalized("TOP"),
-                value: Label::normalized("top"),
+                name,
+                value,
             });
         }
-        for triple in graph.triples.iter().filter(|t| !t.is_instance()) {
-            let role = triple.role.strip_prefix(':').unwrap_or(&triple.role);
-            let source = node_index.get(triple.source.as_str()).copied();
-            let target = node_index.get(triple.target.as_str()).copied();
-            match smatch_triple(role, source, target) {
-                SmatchTriple::Relation(name, from, to) => relations.push(RelationTriple {
-                    source: from,
-                    name: Label::normalized(&name),
-                    target: to,
-                }),
-                SmatchTriple::Attribute(name, node) => attributes.push(AttributeTriple {
-                    node,
-                    name: Label::normalized(&name),
-                    value: Label::normalized(&constant_as_smatch_reads_it(&triple.target)),
-                }),
+        for (source, role, target) in triples.filter(|t| t.1 != ":instance") {
+            let role = role.strip_prefix(':').unwrap_or(role);
+            let source = node_index.get(source).copied();
+            let target_node = node_index.get(target).copied();
+            match smatch_triple(role, source, target_node) {
+                SmatchTriple::Relation(name, from, to) => {
+                    let name = graph.label(&name);
+                    graph.relations.push(RelationTriple {
+                        source: from,
+                        name,
+                        target: to,
+                    });
+                }
+                SmatchTriple::Attribute(name, node) => {
+                    let name = graph.label(name);
+                    let value = graph.label(&constant_as_smatch_reads_it(target));
+                    graph.attributes.push(AttributeTriple { node, name, value });
+                }
                 SmatchTriple::Dropped => {}
             }
         }
-        SmatchGraph {
-            concepts,
-            attributes,
-            relations,
+        graph
+    }
+
+    /// Appends `raw` after smatch's `normalize` (lower case, trailing `_` removed) to the label
+    /// text and returns its label.
+    fn label(&mut self, raw: &str) -> Label {
+        let start = self.label_text.len();
+        // AMR labels are nearly always ASCII: lower-case them without Unicode tables.
+        if raw.is_ascii() {
+            self.label_text.push_str(raw);
+            self.label_text[start..].make_ascii_lowercase();
+        } else {
+            self.label_text.push_str(&raw.to_lowercase());
         }
+        let end = start + self.label_text[start..].trim_end_matches('_').len();
+        self.label_text.truncate(end);
+        Label {
+            hash: fnv1a(self.label_text[start..].as_bytes()),
+            start,
+            end,
+        }
+    }
+
+    /// The normalized text of one of this graph's labels.
+    pub(crate) fn text(&self, label: Label) -> &str {
+        &self.label_text[label.start..label.end]
+    }
+
+    /// Whether `label` of this graph and `other_label` of `other` are the same label.
+    #[inline]
+    pub(crate) fn same(&self, label: Label, other: &SmatchGraph, other_label: Label) -> bool {
+        label.hash == other_label.hash && self.text(label) == other.text(other_label)
     }
 
     /// Number of nodes (instance triples).
@@ -189,38 +226,38 @@ impl SmatchGraph {
 
 /// Where one penman triple lands in smatch's lists.
 #[derive(Debug, PartialEq, Eq)]
-enum SmatchTriple {
-    Relation(String, u16, u16),
-    Attribute(String, u16),
+enum SmatchTriple<'r> {
+    Relation(Cow<'r, str>, u16, u16),
+    Attribute(&'r str, u16),
     Dropped,
 }
 
 /// Smatch's reading of a non-instance penman triple `(source, role, target)`; `source` and
 /// `target` are node indices when they are smatch nodes.
-fn smatch_triple(role: &str, source: Option<u16>, target: Option<u16>) -> SmatchTriple {
+fn smatch_triple(role: &str, source: Option<u16>, target: Option<u16>) -> SmatchTriple<'_> {
     // penman deinverted `(t :consist-of s)` into `(s :consist t)`; smatch keeps `consist-of`.
     if let (Some(s), Some(t)) = (source, target) {
         if NON_INVERTED_OF_ROLES
             .iter()
             .any(|kept| kept.strip_suffix("-of") == Some(role))
         {
-            return SmatchTriple::Relation(format!("{role}-of"), t, s);
+            return SmatchTriple::Relation(Cow::Owned(format!("{role}-of")), t, s);
         }
     }
     if role == "mod" {
         // `:mod` becomes an inverted `:domain`; towards a constant it is lost.
         return match (source, target) {
-            (Some(s), Some(t)) => SmatchTriple::Relation("domain".to_owned(), t, s),
+            (Some(s), Some(t)) => SmatchTriple::Relation(Cow::Borrowed("domain"), t, s),
             _ => SmatchTriple::Dropped,
         };
     }
     let inverted = role.ends_with("-of") && !NON_INVERTED_OF_ROLES.contains(&role);
     match (source, target) {
-        (Some(s), Some(t)) => SmatchTriple::Relation(role.to_owned(), s, t),
+        (Some(s), Some(t)) => SmatchTriple::Relation(Cow::Borrowed(role), s, t),
         // penman leaves an inverted role to a constant as written; smatch files it under the
         // constant, which is no node, so the triple disappears.
         (Some(_), None) if inverted => SmatchTriple::Dropped,
-        (Some(s), None) => SmatchTriple::Attribute(role.to_owned(), s),
+        (Some(s), None) => SmatchTriple::Attribute(role, s),
         (None, _) => SmatchTriple::Dropped,
     }
 }
@@ -302,8 +339,13 @@ mod tests {
 
     #[test]
     fn labels_fold_case_and_trailing_underscores() {
-        assert!(Label::normalized("Brown_").same(&Label::normalized("brown")));
-        assert!(!Label::normalized("Brown").same(&Label::normalized("Browne")));
+        let (mut a, mut b) = (SmatchGraph::default(), SmatchGraph::default());
+        let brown = a.label("Brown_");
+        let browne = a.label("Browne");
+        let other = b.label("brown");
+        assert_eq!(a.text(brown), "brown");
+        assert!(a.same(brown, &b, other));
+        assert!(!a.same(browne, &b, other));
     }
 
     #[test]
@@ -337,13 +379,13 @@ mod tests {
         let rel: Vec<(u16, &str, u16)> = s
             .relations
             .iter()
-            .map(|r| (r.source, &*r.name.text, r.target))
+            .map(|r| (r.source, s.text(r.name), r.target))
             .collect();
         assert_eq!(
             rel,
             vec![(0, "arg0", 1), (2, "domain", 0), (0, "consist-of", 3)]
         );
         let name = &s.attributes[2];
-        assert_eq!((&*name.name.text, &*name.value.text), ("name", "a"));
+        assert_eq!((s.text(name.name), s.text(name.value)), ("name", "a"));
     }
 }

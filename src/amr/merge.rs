@@ -565,18 +565,16 @@ pub fn smatch_f_distances(graphs: &[&Graph], options: &SmatchOptions) -> Vec<Vec
 /// `D = 1 - F` for every pair `i < j`, F clamped to [0, 1] and D rounded to 4 decimals.
 fn distances(n: usize, f_score: impl Fn(usize, usize) -> f64) -> Vec<Vec<f64>> {
     let mut d = vec![vec![0.0; n]; n];
-    for i in 0..n {
-        for j in (i + 1)..n {
-            let f = f_score(i, j);
-            let f = if f.is_finite() {
-                f.clamp(0.0, 1.0)
-            } else {
-                0.0
-            };
-            let v = ((1.0 - f) * 10_000.0).round() / 10_000.0;
-            d[i][j] = v;
-            d[j][i] = v;
-        }
+    for (i, j) in (0..n).flat_map(|i| ((i + 1)..n).map(move |j| (i, j))) {
+        let f = f_score(i, j);
+        let f = if f.is_finite() {
+            f.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let v = ((1.0 - f) * 10_000.0).round() / 10_000.0;
+        d[i][j] = v;
+        d[j][i] = v;
     }
     d
 }

@@ -196,7 +196,7 @@ impl SmatchGraph {
         let end = start + self.label_text[start..].trim_end_matches('_').len();
         self.label_text.truncate(end);
         Label {
-            hash: fnv1a(self.label_text[start..].as_bytes()),
+            hash: fnv1a(&self.label_text.as_bytes()[start..]),
             start,
             end,
         }

@@ -126,6 +126,19 @@ struct Parser<'a> {
     /// Concept placeholders of nodes that turned out to have an explicit `:instance` edge.
     dropped_placeholders: Vec<usize>,
     layout: Option<Layout>,
+    /// Keep metadata and alignments (else they are checked but not stored).
+    keep_annotations: bool,
+}
+
+/// What [`decode_raw`] keeps besides the triples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Detail {
+    /// Metadata and alignments.
+    Annotations,
+    /// Metadata, alignments and the tree layout.
+    Layout,
+    /// The triples alone (Smatch needs no more); the text is checked all the same.
+    TriplesOnly,
 }
 
 /// Parses one graph with its leading comment and metadata lines; with `want_layout`, also
@@ -134,13 +147,18 @@ pub(crate) fn decode(
     text: &str,
     want_layout: bool,
 ) -> Result<(Graph, Option<Layout>), PenmanError> {
-    decode_raw(text, want_layout).map(|(g, layout)| (g.into_graph(), layout))
+    let detail = if want_layout {
+        Detail::Layout
+    } else {
+        Detail::Annotations
+    };
+    decode_raw(text, detail).map(|(g, layout)| (g.into_graph(), layout))
 }
 
 /// [`decode`] without copying the strings out of `text`.
 pub(crate) fn decode_raw(
     text: &str,
-    want_layout: bool,
+    detail: Detail,
 ) -> Result<(RawGraph<'_>, Option<Layout>), PenmanError> {
     let mut parser = Parser {
         lexer: Lexer::new(text),
@@ -151,14 +169,17 @@ pub(crate) fn decode_raw(
         variables: Vec::new(),
         pending_inversions: Vec::new(),
         dropped_placeholders: Vec::new(),
-        layout: want_layout.then(Layout::default),
+        layout: (detail == Detail::Layout).then(Layout::default),
+        keep_annotations: detail != Detail::TriplesOnly,
     };
     let mut metadata = Vec::new();
     loop {
         match parser.lexer.peek() {
             Some(t) if t.kind == Kind::Comment => {
                 parser.lexer.next_token();
-                parse_comment(parser.lexer.text(t), &mut metadata);
+                if parser.keep_annotations {
+                    parse_comment(parser.lexer.text(t), &mut metadata);
+                }
             }
             Some(_) => break,
             None => return Err(parser.error_at_end("unexpected end of input: no graph")),
@@ -255,18 +276,26 @@ impl<'a> Parser<'a> {
     fn alignment(&mut self, triple: usize, on_role: bool) -> Result<(), PenmanError> {
         if let Some(t) = self.lexer.accept(Kind::Alignment) {
             let marker = &self.lexer.text(t)[1..];
-            let digits_at = marker.find(|c: char| c.is_ascii_digit()).unwrap_or(0);
+            let digits_at = marker.bytes().position(|b| b.is_ascii_digit()).unwrap_or(0);
             let (prefix, list) = marker.split_at(digits_at);
             let start = self.indices.len();
+            // The lexer matched `[0-9]+(,[0-9]+)*`: only overflow can go wrong.
             for index in list.split(',') {
-                match index.parse::<usize>() {
-                    Ok(i) => self.indices.push(i),
-                    Err(_) => {
+                let value = index.bytes().try_fold(0usize, |v, b| {
+                    v.checked_mul(10)?.checked_add(usize::from(b - b'0'))
+                });
+                match value {
+                    Some(i) => self.indices.push(i),
+                    None => {
                         return Err(
                             self.error_at(t, format!("alignment index `{index}` is too large"))
                         )
                     }
                 }
+            }
+            if !self.keep_annotations {
+                self.indices.truncate(start);
+                return Ok(());
             }
             self.alignments.push(RawAlignment {
                 triple,

@@ -42,6 +42,8 @@ pub(crate) struct Problem {
     pub triple_bound: i64,
     /// Scratch: (pair, partner test, partner gold) before merging.
     raw_partners: Vec<(u32, u16, u16)>,
+    /// Scratch: (name hash, index) of the gold relations, sorted.
+    gold_relations: Vec<(u64, u32)>,
 }
 
 impl Problem {
@@ -69,8 +71,19 @@ impl Problem {
         }
 
         self.raw_partners.clear();
+        // Gold relations by name hash, so each test relation meets only its namesakes.
+        self.gold_relations.clear();
+        self.gold_relations
+            .extend((0..gold.relations.len()).map(|g| (gold.relations[g].name.hash, g as u32)));
+        self.gold_relations.sort_unstable();
         for r1 in &test.relations {
-            for r2 in &gold.relations {
+            let hash = r1.name.hash;
+            let from = self.gold_relations.partition_point(|&(h, _)| h < hash);
+            for &(h, g) in &self.gold_relations[from..] {
+                if h != hash {
+                    break;
+                }
+                let r2 = &gold.relations[g as usize];
                 if !test.same(r1.name, gold, r2.name) {
                     continue;
                 }

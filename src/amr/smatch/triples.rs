@@ -21,7 +21,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::amr::penman::decode::decode_raw;
+use crate::amr::penman::decode::{decode_raw, Detail};
 use crate::amr::penman::PenmanError;
 use crate::amr::Graph;
 
@@ -122,7 +122,7 @@ impl SmatchGraph {
     /// read straight from the text without building a [`Graph`]:
     /// `SmatchGraph::parse(text)` equals `SmatchGraph::new(&parse(text)?)`.
     pub fn parse(text: &str) -> Result<SmatchGraph, PenmanError> {
-        let (graph, _) = decode_raw(text, false)?;
+        let (graph, _) = decode_raw(text, Detail::TriplesOnly)?;
         Ok(SmatchGraph::from_triples(
             graph.top,
             graph.triples.iter().map(|t| (t.source, t.role, t.target)),

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use differential_dataflow::input::Input;
 use timely::dataflow::operators::vec::Map;
-use timely::dataflow::operators::{Exchange, Inspect, Probe};
+use timely::dataflow::operators::{Exchange, Probe};
 
 use super::state::bucket_of;
 
@@ -99,7 +99,7 @@ pub struct AugmentRun {
 
 /// The rows the stages work on: every read row but existing samples, in read order; only the
 /// images in `only` when given.
-fn input_rows(collected: &CollectedRun, only: Option<&BTreeSet<String>>) -> Vec<KeyedRow> {
+fn input_rows(collected: &CollectedRun, only: Option<&BTreeSet<String>>) -> Vec<Arc<KeyedRow>> {
     collected
         .rows
         .iter()
@@ -120,7 +120,7 @@ pub fn group_images(collected: &CollectedRun) -> Vec<ImageAnnotations> {
         images
             .entry(id.clone())
             .or_insert_with(|| ImageAnnotations::new(id))
-            .push(keyed.row);
+            .push(keyed.row.clone());
     }
     images.into_values().collect()
 }
@@ -138,7 +138,7 @@ pub fn run_augment(
     let local_workers = cluster.workers.max(1);
     let timely_config = cluster.timely_config()?;
     let names = methods.stage_names();
-    let rows: Arc<Vec<KeyedRow>> = Arc::new(input_rows(collected, only));
+    let rows: Arc<Vec<Arc<KeyedRow>>> = Arc::new(input_rows(collected, only));
     let total_images = rows
         .iter()
         .map(|r| r.row.image_id())
@@ -220,8 +220,9 @@ pub fn run_augment(
                     })
                 })
                 .exchange(move |output: &ImageOutput| bucket_of(&output.image_id, buckets) as u64)
-                .inspect(move |output: &ImageOutput| {
-                    let _ = out.send(WorkerOutput::Image(output.clone()));
+                .flat_map(move |output: ImageOutput| {
+                    let _ = out.send(WorkerOutput::Image(output));
+                    None::<()>
                 })
                 .probe()
                 .0;
@@ -231,7 +232,10 @@ pub fn run_augment(
         let local = index % local_workers;
         for (i, keyed) in rows.iter().enumerate() {
             if i % local_workers == local {
-                input.insert((keyed.row.image_id().to_string(), ImageRecord(keyed.clone())));
+                input.insert((
+                    keyed.row.image_id().to_string(),
+                    ImageRecord(Arc::clone(keyed)),
+                ));
             }
         }
         input.advance_to(1);

@@ -5,6 +5,7 @@
 //! state its image key. These wrappers order by that identity alone.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -12,10 +13,13 @@ use super::runtime::KeyedRow;
 
 /// An input row ordered by its read position (input unit, then record ordinal).
 ///
+/// The row is shared with the read phase's result rather than copied: the collection's batches
+/// hold pointers, and only a record crossing to another process is serialized in full.
+///
 /// NB: two records are equal when their read positions are; a run never reads two rows at one
 /// position, so the payload need not take part.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ImageRecord(pub KeyedRow);
+pub struct ImageRecord(pub Arc<KeyedRow>);
 
 impl ImageRecord {
     fn position(&self) -> (u32, u64) {

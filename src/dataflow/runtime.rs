@@ -7,13 +7,14 @@
 //! number of workers.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::probe::Handle as ProbeHandle;
-use timely::dataflow::operators::vec::{Broadcast, Filter};
-use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
+use timely::dataflow::operators::vec::{Broadcast, Filter, Map};
+use timely::dataflow::operators::{Exchange, Input, Probe};
 use timely::dataflow::InputHandle;
 
 use super::spec::DataflowSpec;
@@ -42,8 +43,9 @@ pub struct KeyedRow {
 /// asked for by [`run_collect_sharing`] (what the corpus-level models are fitted on).
 #[derive(Debug, Default)]
 pub struct CollectedRun {
-    pub rows: Vec<KeyedRow>,
-    pub shared: Vec<KeyedRow>,
+    /// Shared with the augment phase's workers without copying.
+    pub rows: Vec<Arc<KeyedRow>>,
+    pub shared: Vec<Arc<KeyedRow>>,
     pub rejected: Vec<(u32, u64, RejectedRow)>,
     pub counts: IngestCounts,
     pub stages: Vec<StageMetrics>,
@@ -172,16 +174,18 @@ pub fn run_collect_sharing(
                 rows.clone()
                     .filter(move |keyed: &KeyedRow| share(&keyed.row))
                     .broadcast()
-                    .inspect(move |keyed: &KeyedRow| {
+                    .flat_map(move |keyed: KeyedRow| {
                         if first_local {
-                            let _ = shared_out.send(WorkerMessage::Shared(keyed.clone()));
+                            let _ = shared_out.send(WorkerMessage::Shared(keyed));
                         }
+                        None::<()>
                     })
                     .probe_with(&probe);
             }
             rows.exchange(move |keyed: &KeyedRow| bucket_of(keyed.row.image_id(), buckets) as u64)
-                .inspect(move |keyed: &KeyedRow| {
-                    let _ = out.send(WorkerMessage::Row(keyed.clone()));
+                .flat_map(move |keyed: KeyedRow| {
+                    let _ = out.send(WorkerMessage::Row(keyed));
+                    None::<()>
                 })
                 .probe_with(&probe);
         });
@@ -230,13 +234,13 @@ pub fn run_collect_sharing(
     for message in receiver.iter() {
         match message {
             WorkerMessage::Row(row) => {
-                run.rows.push(row);
+                run.rows.push(Arc::new(row));
                 if run.rows.len() % 10_000 == 0 {
                     progress.set_message(format!("{} rows", run.rows.len()));
                     progress.tick();
                 }
             }
-            WorkerMessage::Shared(row) => run.shared.push(row),
+            WorkerMessage::Shared(row) => run.shared.push(Arc::new(row)),
             WorkerMessage::Rejected(unit, ordinal, rejected) => {
                 run.rejected.push((unit, ordinal, rejected))
             }

@@ -35,7 +35,7 @@ pub const STAGES: [&str; 6] = [
 /// Trains or loads the corpus-level models SSA needs, from the run's rows in read order.
 pub fn build_models(
     config: &SsaConfig,
-    rows: &[KeyedRow],
+    rows: &[Arc<KeyedRow>],
     amr_to_text: Option<&AdapterConfig>,
     realizer: Arc<dyn EventRealizer>,
 ) -> Result<SsaModels> {

@@ -19,6 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -199,7 +200,7 @@ fn hash_row(hasher: &mut Sha256, keyed: &KeyedRow) -> Result<()> {
 }
 
 /// The digest of every image's rows; `rows` must be in read order.
-pub fn image_digests(rows: &[KeyedRow]) -> Result<BTreeMap<String, String>> {
+pub fn image_digests(rows: &[Arc<KeyedRow>]) -> Result<BTreeMap<String, String>> {
     let mut hashers: BTreeMap<&str, Sha256> = BTreeMap::new();
     for keyed in rows {
         let hasher = hashers.entry(keyed.row.image_id()).or_default();
@@ -212,7 +213,7 @@ pub fn image_digests(rows: &[KeyedRow]) -> Result<BTreeMap<String, String>> {
 }
 
 /// The digest of a list of rows in order (the rows a corpus-level model is fitted on).
-pub fn rows_digest<'a>(rows: impl IntoIterator<Item = &'a KeyedRow>) -> Result<String> {
+pub fn rows_digest<'a>(rows: impl IntoIterator<Item = &'a Arc<KeyedRow>>) -> Result<String> {
     let mut hasher = Sha256::new();
     for keyed in rows {
         hash_row(&mut hasher, keyed)?;

@@ -31,11 +31,17 @@ printf '\n[[models.corpus]]\nformat = "flickr30k-entities"\npaths = ["%s"]\n' \
 echo "machine: $(nproc) cores, $(uname -m); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 seconds() { local t0 t1; t0=$(date +%s.%N); "$@"; t1=$(date +%s.%N); awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }'; }
 
+# Every timed run reads its inputs from the page cache: the rerun is the first run on the grown
+# data, and would otherwise pay for the disk reads the fresh full run after it does not.
+warm() { find -L "$1" -type f -exec cat {} + > /dev/null; }
+
 # The input path stays the same (rows record their source files); only its target grows.
 ln -sfn "$base" "$work/input"
+warm "$base"
 first=$(seconds "$capflow" run "$spec" --input "$work/input" --out "$work/inc" --state "$work/state" 2> "$work/log-first")
 echo "version 1 on $images images (with --state): $first s"
 ln -sfn "$grown" "$work/input"
+warm "$grown"
 rerun=$(seconds "$capflow" run "$spec" --input "$work/input" --out "$work/inc" --state "$work/state" 2> "$work/log-rerun")
 grep '^capflow run .*: computing' "$work/log-rerun" || true
 full=$(seconds "$capflow" run "$spec" --input "$work/input" --out "$work/fresh" 2> "$work/log-full")

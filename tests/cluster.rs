@@ -1,7 +1,6 @@
 //! Multi-process runs on loopback: 1, 2 and 3 processes write the same bytes; a killed process
 //! fails the whole run without a manifest, and a rerun with the same state completes it.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -9,6 +8,8 @@ use std::time::{Duration, Instant};
 use capflow::export::read_manifest;
 
 mod common;
+
+use common::data_files;
 
 fn capflow() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_capflow"));
@@ -64,15 +65,6 @@ fn run_cluster(dir: &Path, args: &[&str], n: usize, workers: usize) {
             std::fs::read_to_string(log).unwrap_or_default()
         );
     }
-}
-
-fn data_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    read_manifest(dir)
-        .unwrap()
-        .files
-        .iter()
-        .map(|f| (f.path.clone(), std::fs::read(dir.join(&f.path)).unwrap()))
-        .collect()
 }
 
 fn run_single(args: &[&str]) {

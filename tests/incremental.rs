@@ -5,7 +5,7 @@
 //! the images, made per format by image id: Flickr30k Entities files, PENMAN graphs (`::id
 //! <image>.<n>`), COCO captions/instances/entities, Visual Genome and GBC records.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -14,6 +14,8 @@ use capflow::schema::{batch_to_rows, SampleRow, TableKind};
 use serde_json::Value;
 
 mod common;
+
+use common::data_files;
 
 fn capflow(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_capflow"))
@@ -147,16 +149,6 @@ fn sample_data(dst: &Path, keep: &dyn Fn(u64) -> bool, drop_first_caption: &[u64
         .collect();
     std::fs::create_dir_all(dst.join("gbc")).unwrap();
     std::fs::write(dst.join("gbc/sample_gbc.jsonl"), kept).unwrap();
-}
-
-/// Every data file of the dataset's current version, by path, with its bytes.
-fn data_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let manifest = read_manifest(dir).unwrap();
-    manifest
-        .files
-        .iter()
-        .map(|f| (f.path.clone(), std::fs::read(dir.join(&f.path)).unwrap()))
-        .collect()
 }
 
 fn samples(dir: &Path) -> Vec<SampleRow> {

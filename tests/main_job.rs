@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::data_files;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -20,15 +22,6 @@ fn run_sample(out: &Path, workers: usize) {
         .status()
         .unwrap();
     assert!(status.success(), "capflow run failed with {status}");
-}
-
-fn data_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let manifest = read_manifest(dir).unwrap();
-    manifest
-        .files
-        .iter()
-        .map(|f| (f.path.clone(), std::fs::read(dir.join(&f.path)).unwrap()))
-        .collect()
 }
 
 #[test]

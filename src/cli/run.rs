@@ -94,14 +94,10 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
         None
     };
 
-    let share: Option<fn(&Row) -> bool> = if spec.corpus_spec().is_some() {
-        None
-    } else if spec.relatedness.is_some() || spec.cutswap.is_some() {
-        Some(|row| !matches!(row, Row::Sample(_)))
-    } else if spec.ssa.is_some() {
-        Some(|row| matches!(row, Row::Caption(_)))
-    } else {
-        None
+    // Without a fixed model corpus, every process fits the models on every process's rows.
+    let share = match spec.corpus_spec() {
+        Some(_) => None,
+        None => model_rows(&spec),
     };
     let mut collected = run_collect_sharing(&spec, cluster, share)?;
     if first {
@@ -473,21 +469,24 @@ fn print_augment_summary(spec: &DataflowSpec, run: &AugmentRun) {
     }
 }
 
-/// The digest of the rows the spec's corpus-level models are fitted on, if it has such models:
-/// SSA's scorer and vectors learn from the captions; the relatedness encoder and the CutSwap
-/// vocabulary from every input row.
-fn models_digest(spec: &DataflowSpec, collected: &CollectedRun) -> Result<Option<String>> {
-    let inputs = collected
-        .rows
-        .iter()
-        .filter(|r| !matches!(r.row, Row::Sample(_)));
+/// The rows the spec's corpus-level models learn from, if it has such models: SSA's scorer and
+/// vectors learn from the captions; the relatedness encoder and the CutSwap vocabulary from every
+/// input row.
+fn model_rows(spec: &DataflowSpec) -> Option<fn(&Row) -> bool> {
     if spec.relatedness.is_some() || spec.cutswap.is_some() {
-        return rows_digest(inputs).map(Some);
+        Some(|row| !matches!(row, Row::Sample(_)))
+    } else if spec.ssa.is_some() {
+        Some(|row| matches!(row, Row::Caption(_)))
+    } else {
+        None
     }
-    if spec.ssa.is_some() {
-        return rows_digest(inputs.filter(|r| matches!(r.row, Row::Caption(_)))).map(Some);
-    }
-    Ok(None)
+}
+
+/// The digest of the rows the spec's corpus-level models are fitted on ([`model_rows`]).
+fn models_digest(spec: &DataflowSpec, fit: &CollectedRun) -> Result<Option<String>> {
+    model_rows(spec)
+        .map(|keep| rows_digest(fit.rows.iter().filter(|r| keep(&r.row))))
+        .transpose()
 }
 
 /// Fits the corpus-level models on the read rows and runs the spec's method stages.

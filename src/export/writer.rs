@@ -106,6 +106,17 @@ pub struct DatasetWriter {
     lock: Option<DatasetLock>,
 }
 
+/// A new staging directory `DIR/<prefix><pid>-<random>` of this process.
+fn create_staging(dir: &Path, prefix: &str) -> Result<PathBuf> {
+    let staging = dir.join(format!(
+        "{prefix}{}-{}",
+        std::process::id(),
+        fsutil::random_token()
+    ));
+    fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
+    Ok(staging)
+}
+
 impl DatasetWriter {
     /// Starts a new version of the dataset in `dir` (created when missing) with default options
     /// and the given shard size target.
@@ -140,12 +151,7 @@ impl DatasetWriter {
         check_is_dataset_dir(dir)?;
         fsutil::remove_stale_staging(dir)?;
         let previous = read_previous(dir)?;
-        let staging = dir.join(format!(
-            "{TMP_PREFIX}{}-{}",
-            std::process::id(),
-            fsutil::random_token()
-        ));
-        fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
+        let staging = create_staging(dir, TMP_PREFIX)?;
         Ok(DatasetWriter::assemble(
             dir,
             staging,
@@ -202,13 +208,7 @@ impl DatasetWriter {
     pub fn part(dir: &Path, config_hash: &str, process: usize) -> Result<DatasetWriter> {
         fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let previous = read_previous(dir)?;
-        let staging = dir.join(format!(
-            "{}p{process}-{}-{}",
-            fsutil::PART_PREFIX,
-            std::process::id(),
-            fsutil::random_token()
-        ));
-        fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
+        let staging = create_staging(dir, &format!("{}p{process}-", fsutil::PART_PREFIX))?;
         Ok(DatasetWriter::assemble(
             dir,
             staging,

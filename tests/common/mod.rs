@@ -7,6 +7,7 @@
 //! otherwise tests that need them print why they skip.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub fn repo_root() -> PathBuf {
@@ -66,4 +67,15 @@ pub fn oracles_dir() -> Option<PathBuf> {
 /// The built `capflow` binary.
 pub fn capflow_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_capflow"))
+}
+
+/// Every data file of a dataset's current version (as its manifest lists them), by path, with
+/// its bytes.
+pub fn data_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    capflow::export::read_manifest(dir)
+        .unwrap()
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), std::fs::read(dir.join(&f.path)).unwrap()))
+        .collect()
 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::export::{read_manifest, validate};
+use crate::export::{fsutil, read_manifest, validate};
 
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
@@ -54,9 +54,13 @@ pub fn run(args: MergeArgs) -> Result<()> {
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
+        // Written beside its final name and renamed, as the dataset writer commits a shard.
         let staged = target.with_extension("parquet.partial");
-        std::fs::write(&staged, &bytes).map_err(|e| Error::io(&staged, e))?;
-        std::fs::rename(&staged, &target).map_err(|e| Error::io(&target, e))?;
+        fsutil::write_synced(&staged, &bytes)?;
+        fsutil::rename(&staged, &target)?;
+        if let Some(parent) = target.parent() {
+            fsutil::sync_dir(parent)?;
+        }
         copied += 1;
     }
     if !missing.is_empty() {

@@ -69,11 +69,7 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
     if cluster.processes > 1 {
         crate::dataflow::cluster::watch_peers(process);
     }
-    let out = args
-        .out
-        .clone()
-        .or_else(|| spec.output.dir.clone())
-        .unwrap_or_else(|| PathBuf::from("out").join(&spec.name));
+    let out = spec.output_dir(args.out.as_deref());
     let state = args.state.as_deref().map(StateDir::open).transpose()?;
     // Every process reads the state's header before the read phase; the first process removes
     // it only after the read phase, which no process leaves before all have joined it.

@@ -98,11 +98,7 @@ pub fn run(args: WatchArgs) -> Result<()> {
         )));
     }
     let spec = crate::dataflow::DataflowSpec::from_file(&args.spec)?;
-    let out = args
-        .out
-        .clone()
-        .or_else(|| spec.output.dir.clone())
-        .unwrap_or_else(|| PathBuf::from("out").join(&spec.name));
+    let out = spec.output_dir(args.out.as_deref());
     let state = args.state.clone().unwrap_or_else(|| {
         let mut name = out.file_name().unwrap_or_default().to_os_string();
         name.push(".state");

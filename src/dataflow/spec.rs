@@ -257,6 +257,15 @@ impl DataflowSpec {
         self.include_originals || self.ssa.as_ref().is_some_and(|s| s.include_originals)
     }
 
+    /// The dataset directory a run writes: `chosen` (`--out`), else the spec's `output.dir`,
+    /// else `out/<name>`.
+    pub fn output_dir(&self, chosen: Option<&Path>) -> PathBuf {
+        chosen
+            .map(Path::to_path_buf)
+            .or_else(|| self.output.dir.clone())
+            .unwrap_or_else(|| PathBuf::from("out").join(&self.name))
+    }
+
     /// The spec that reads the corpus the models are fitted on, when `[[models.corpus]]` names
     /// one.
     pub fn corpus_spec(&self) -> Option<DataflowSpec> {

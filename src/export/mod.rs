@@ -21,7 +21,7 @@
 
 mod card;
 mod changelog;
-mod fsutil;
+pub(crate) mod fsutil;
 mod manifest;
 mod reader;
 mod shard;

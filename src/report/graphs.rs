@@ -9,8 +9,9 @@ use crate::export::read_table;
 use crate::graph::gbc::{statistics, GbcStatistics};
 use crate::schema::{batch_to_rows, CaptionRow, GbcGraphRow, SampleRow, TableKind};
 
-/// CLID's caption length levels are 10-word bins, 1–9 … 60–69; longer captions share a last bin.
-const CLID_BINS: usize = 8;
+/// CLID's caption length levels are 10-word bins, 1–9 … 60–69
+/// ([`crate::augment::clid::length_level`]); longer captions share a last bin.
+const CLID_BINS: usize = crate::augment::clid::CAPTION_LEVELS as usize + 1;
 /// The length the CLID paper's Fig. 3 singles out: the share of captions of at least 20 words.
 const LONG_WORDS: usize = 20;
 

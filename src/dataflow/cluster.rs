@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use timely::container::CapacityContainerBuilder;
-use timely::dataflow::operators::vec::Broadcast;
-use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
+use timely::dataflow::operators::vec::Map;
+use timely::dataflow::operators::{Exchange, Input, Probe};
 use timely::dataflow::InputHandle;
 
 use crate::error::{Error, Result};
@@ -233,66 +233,59 @@ pub fn watch_peers(process: usize) {
 /// Sends `payload` from every process to the first. Returns every process's payload, in
 /// process order, on process 0 and nothing on the others.
 pub fn gather_to_first(cluster: &ClusterOptions, payload: String) -> Result<Vec<String>> {
-    let config = cluster.timely_config()?;
-    let workers = cluster.workers.max(1);
-    let (sender, receiver) = crossbeam_channel::unbounded::<(usize, String)>();
-    let connecting = Connecting::start(cluster, "commit");
-    let guards = timely::execute(config, move |worker| {
-        let index = worker.index();
-        let out = sender.clone();
-        let mut input = InputHandle::<u64, CapacityContainerBuilder<Vec<(usize, String)>>>::new();
-        let probe = worker.dataflow(|scope| {
-            scope
-                .input_from(&mut input)
-                .exchange(|_| 0)
-                .inspect(move |part: &(usize, String)| {
-                    let _ = out.send(part.clone());
-                })
-                .probe()
-                .0
-        });
-        if index % workers == 0 {
-            input.send((index / workers, payload.clone()));
-        }
-        input.close();
-        while !probe.done() {
-            worker.step();
-        }
-    })
-    .map_err(|e| Error::Config(format!("starting the commit round: {e}")))?;
-    drop(connecting);
-    joined(guards, "commit round")?;
-    let mut parts: Vec<(usize, String)> = receiver.try_iter().collect();
-    parts.sort_by_key(|p| p.0);
-    Ok(parts.into_iter().map(|p| p.1).collect())
+    let received = message_round(cluster, "commit round", vec![(0, payload)])?;
+    Ok(received.into_iter().map(|(_, text)| text).collect())
 }
 
 /// Sends process 0's `message` to every process and returns it (process 0 passes `Some`, the
 /// others `None`).
 pub fn broadcast_from_first(cluster: &ClusterOptions, message: Option<String>) -> Result<String> {
+    let outgoing = message
+        .map(|text| {
+            (0..cluster.processes.max(1))
+                .map(|p| (p, text.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    message_round(cluster, "commit confirmation", outgoing)?
+        .into_iter()
+        .next()
+        .map(|(_, text)| text)
+        .ok_or_else(|| Error::Config("process 0 sent no commit confirmation".into()))
+}
+
+/// One round of messages between processes: this process sends each `(process, text)` of
+/// `outgoing`, and gets back what the others sent it as `(sender, text)`, in sender order.
+fn message_round(
+    cluster: &ClusterOptions,
+    round: &'static str,
+    outgoing: Vec<(usize, String)>,
+) -> Result<Vec<(usize, String)>> {
     let config = cluster.timely_config()?;
     let workers = cluster.workers.max(1);
-    let (sender, receiver) = crossbeam_channel::unbounded::<String>();
-    let connecting = Connecting::start(cluster, "commit confirmation");
+    let process = cluster.process;
+    let (sender, receiver) = crossbeam_channel::unbounded::<(usize, String)>();
+    let connecting = Connecting::start(cluster, round);
     let guards = timely::execute(config, move |worker| {
         let index = worker.index();
         let out = sender.clone();
-        let mut input = InputHandle::<u64, CapacityContainerBuilder<Vec<String>>>::new();
+        // (target worker, sender process, text); each process's first worker sends and receives.
+        let mut input =
+            InputHandle::<u64, CapacityContainerBuilder<Vec<(usize, usize, String)>>>::new();
         let probe = worker.dataflow(|scope| {
             scope
                 .input_from(&mut input)
-                .broadcast()
-                .inspect(move |text: &String| {
-                    if index % workers == 0 {
-                        let _ = out.send(text.clone());
-                    }
+                .exchange(|message: &(usize, usize, String)| message.0 as u64)
+                .flat_map(move |(_, from, text): (usize, usize, String)| {
+                    let _ = out.send((from, text));
+                    None::<()>
                 })
                 .probe()
                 .0
         });
-        if index == 0 {
-            if let Some(text) = &message {
-                input.send(text.clone());
+        if index % workers == 0 {
+            for (to, text) in &outgoing {
+                input.send((to * workers, process, text.clone()));
             }
         }
         input.close();
@@ -300,13 +293,12 @@ pub fn broadcast_from_first(cluster: &ClusterOptions, message: Option<String>) -
             worker.step();
         }
     })
-    .map_err(|e| Error::Config(format!("starting the commit confirmation: {e}")))?;
+    .map_err(|e| Error::Config(format!("starting the {round}: {e}")))?;
     drop(connecting);
-    joined(guards, "commit confirmation")?;
-    receiver
-        .try_iter()
-        .next()
-        .ok_or_else(|| Error::Config("process 0 sent no commit confirmation".into()))
+    joined(guards, round)?;
+    let mut received: Vec<(usize, String)> = receiver.try_iter().collect();
+    received.sort_by_key(|m| m.0);
+    Ok(received)
 }
 
 /// Waits for a round's workers; a worker that failed fails the round.

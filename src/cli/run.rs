@@ -79,7 +79,7 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
     };
     // The first process locks the output directory before the read phase for the same reason:
     // the other processes stage their shards only after it.
-    let mut writer = if first {
+    let created = if first {
         let mut writer = DatasetWriter::create(&out, &spec.config_hash(), spec.output.shard_bytes)?;
         writer.retain_versions(true);
         if !spec.description.is_empty() {
@@ -111,16 +111,12 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
     };
     let fit = corpus.as_ref().unwrap_or(&collected);
     let buckets = spec.output.buckets;
-    let mut part = if first {
-        None
-    } else {
-        Some(DatasetWriter::part(&out, &spec.config_hash(), process)?)
+    // The other processes write their buckets through a part of the dataset, staged only now.
+    let mut writer = match created {
+        Some(writer) => writer,
+        None => DatasetWriter::part(&out, &spec.config_hash(), process)?,
     };
-    let writer_now: &mut DatasetWriter = match (&mut writer, &mut part) {
-        (Some(w), _) | (None, Some(w)) => w,
-        (None, None) => return Err(Error::Usage("no dataset writer".into())), // unreachable
-    };
-    let previous = writer_now
+    let previous = writer
         .previous()
         .map(|(m, sha)| (m.clone(), sha.to_string()));
     let previous_ref = previous.as_ref().map(|(m, sha)| (m, sha.as_str()));
@@ -202,7 +198,7 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
         previous: previous_ref,
         dir: &out,
     };
-    let exported = layout.write(writer_now, &collected, &owned, &mut new_samples)?;
+    let exported = layout.write(&mut writer, &collected, &owned, &mut new_samples)?;
     // The method stages' rejections, by image: this run's for computed images, the state's for
     // carried ones.
     let mut bucket_states: BTreeMap<usize, BucketState> = BTreeMap::new();
@@ -253,25 +249,11 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
         counts: collected.counts,
         stages,
     };
-    if let Some(part) = part {
-        part_of_this.files = part.finish_part()?;
-    }
-    // With several processes, every part goes to the first process, which commits them all.
-    let parts = if cluster.processes > 1 {
-        let payload = serde_json::to_string(&part_of_this)
-            .map_err(|e| Error::invalid("cluster part", e.to_string()))?;
-        let mut parts = Vec::new();
-        for text in crate::dataflow::cluster::gather_to_first(cluster, payload)? {
-            let part: Part = serde_json::from_str(&text)
-                .map_err(|e| Error::invalid("cluster part from a peer", e.to_string()))?;
-            parts.push(part);
-        }
-        parts
-    } else {
-        vec![part_of_this]
-    };
-    let Some(writer) = writer else {
-        // Wait for process 0's commit: this process succeeds only if the dataset was committed.
+    if !first {
+        // Hand this part to process 0 and wait for its commit: this process succeeds only if
+        // the dataset was committed.
+        part_of_this.files = writer.finish_part()?;
+        gather_parts(cluster, &part_of_this)?;
         let confirmation = crate::dataflow::cluster::broadcast_from_first(cluster, None)?;
         return match confirmation.strip_prefix("ok ") {
             Some(version) => {
@@ -286,6 +268,12 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
                 reason: format!("did not commit the dataset: {confirmation}"),
             }),
         };
+    }
+    // With several processes, every part goes to the first process, which commits them all.
+    let parts = if cluster.processes > 1 {
+        gather_parts(cluster, &part_of_this)?
+    } else {
+        vec![part_of_this]
     };
     let committed = commit(
         writer,
@@ -304,6 +292,19 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
         crate::dataflow::cluster::broadcast_from_first(cluster, Some(message))?;
     }
     committed.map(RunOutcome::Committed)
+}
+
+/// Sends this process's part to process 0; returns every process's part there, none elsewhere.
+fn gather_parts(cluster: &ClusterOptions, part: &Part) -> Result<Vec<Part>> {
+    let payload =
+        serde_json::to_string(part).map_err(|e| Error::invalid("cluster part", e.to_string()))?;
+    crate::dataflow::cluster::gather_to_first(cluster, payload)?
+        .iter()
+        .map(|text| {
+            serde_json::from_str(text)
+                .map_err(|e| Error::invalid("cluster part from a peer", e.to_string()))
+        })
+        .collect()
 }
 
 /// Process 0's commit: every part into one manifest, the ledger, the changelog, then the

@@ -194,6 +194,7 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
 
     let layout = BucketExport {
         buckets,
+        chunk_images: spec.output.chunk_images,
         plan: &plan,
         previous: previous_ref,
         dir: &out,

@@ -1,23 +1,70 @@
-//! A run's dataset in buckets: every table split by a hash of the image key, one shard per
-//! bucket, rows ordered by image id.
+//! A run's dataset in buckets and bucket chunks: every table split by a hash of the image key
+//! into buckets, each bucket cut into chunks of consecutive image ids, one shard per chunk, rows
+//! ordered by image id.
 //!
-//! A bucket's bytes depend only on the rows of its images, so a bucket none of whose images
-//! changed is carried forward as the same file (copy-on-write), and any number of workers or
-//! processes produce the same files.
+//! A chunk ends after an image whose chunk hash is 0 modulo `output.chunk_images`: a property of
+//! the image id alone, so adding or removing an image changes only the chunk it falls in, and
+//! images with new, higher ids land in each bucket's open last chunk. A chunk's bytes depend only
+//! on the rows of its images, so a chunk none of whose images changed is carried forward as the
+//! same files (copy-on-write), and any number of workers or processes produce the same files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 use super::runtime::{CollectedRun, KeyedRow};
 use super::state::{bucket_of, Plan};
-use crate::error::Result;
-use crate::export::{read_file_rows, shard_index, DatasetSink, DatasetWriter, Manifest};
+use crate::error::{Error, Result};
+use crate::export::{read_file_rows, shard_index, DatasetSink, DatasetWriter, FileEntry, Manifest};
 use crate::ingest::{RecordSink, Row};
-use crate::schema::{SampleRow, TableKind};
+use crate::schema::{
+    AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, SampleRow,
+    SceneGraphRow, TableKind,
+};
+
+/// Seeds the chunk hash apart from the bucket hash.
+const CHUNK_SEED: u64 = 0x6361_7066_6c6f_7721;
+
+/// Whether `image_id` is the last image of its chunk.
+pub fn ends_chunk(image_id: &str, chunk_images: usize) -> bool {
+    let hash = xxhash_rust::xxh3::xxh3_64_with_seed(image_id.as_bytes(), CHUNK_SEED);
+    hash % chunk_images.max(1) as u64 == 0
+}
+
+/// One chunk of a bucket: its key (the last image id, empty for the open last chunk) and its
+/// image ids in order.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Chunk<'a> {
+    pub key: &'a str,
+    pub ids: &'a [&'a str],
+}
+
+/// Cuts a bucket's sorted image ids into chunks.
+pub fn chunks<'a>(ids: &'a [&'a str], chunk_images: usize) -> Vec<Chunk<'a>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, id) in ids.iter().enumerate() {
+        if ends_chunk(id, chunk_images) {
+            out.push(Chunk {
+                key: id,
+                ids: &ids[start..=i],
+            });
+            start = i + 1;
+        }
+    }
+    if start < ids.len() {
+        out.push(Chunk {
+            key: "",
+            ids: &ids[start..],
+        });
+    }
+    out
+}
 
 /// How a run's rows are written into buckets.
 pub struct BucketExport<'a> {
     pub buckets: usize,
+    /// The mean number of images of a bucket chunk (`output.chunk_images`).
+    pub chunk_images: usize,
     pub plan: &'a Plan,
     /// The dataset version this run replaces, with its manifest's checksum.
     pub previous: Option<(&'a Manifest, &'a str)>,
@@ -32,15 +79,26 @@ pub struct Exported {
     pub changes: Vec<(SampleRow, i8)>,
     /// Rows in this version's bucket files (written and carried).
     pub rows_written: u64,
-    /// Buckets written anew, and carried forward unchanged.
+    /// Bucket chunks written anew, and carried forward unchanged.
     pub written: usize,
     pub carried: usize,
 }
 
+/// The rows of a previous version's chunks that are rewritten, by image.
+#[derive(Default)]
+struct ReadBack {
+    /// Input rows of each table, in file order.
+    inputs: HashMap<String, Vec<Row>>,
+    samples: HashMap<String, Vec<SampleRow>>,
+}
+
 impl BucketExport<'_> {
-    /// Writes (or carries forward) every bucket in `owned`: the input rows of `collected`, the
-    /// samples of the images the plan computed (taken from `new_samples`), and the previous
-    /// version's samples of the images it did not.
+    /// Writes (or carries forward) every bucket in `owned`.
+    ///
+    /// `collected` holds the input rows of every image the plan computes (and, after a full
+    /// read, of every image); the input rows of the other images of a rewritten chunk, and their
+    /// samples, are read back from the previous version. The samples of computed images are
+    /// taken from `new_samples`.
     pub fn write(
         &self,
         writer: &mut DatasetWriter,
@@ -50,13 +108,18 @@ impl BucketExport<'_> {
     ) -> Result<Exported> {
         let buckets = self.buckets;
         let plan = self.plan;
-        let mut by_bucket: Vec<Vec<&KeyedRow>> = vec![Vec::new(); buckets];
+        let mut by_bucket: Vec<BTreeMap<&str, Vec<&KeyedRow>>> = vec![BTreeMap::new(); buckets];
         for keyed in &collected.rows {
-            by_bucket[bucket_of(keyed.row.image_id(), buckets)].push(keyed);
+            let id = keyed.row.image_id();
+            by_bucket[bucket_of(id, buckets)]
+                .entry(id)
+                .or_default()
+                .push(keyed);
         }
         let mut retracted: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
         let mut added: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
-        if let (Some(_), Some((manifest, _))) = (&plan.full, self.previous) {
+        let previous = self.previous.map(|(m, _)| m);
+        if let (Some(_), Some(manifest)) = (&plan.full, previous) {
             // A full run retracts the whole previous version.
             for file in manifest.table_files(TableKind::Samples) {
                 for sample in read_file_rows::<SampleRow>(self.dir, file)? {
@@ -69,70 +132,162 @@ impl BucketExport<'_> {
         }
         let mut exported = Exported::default();
         for &bucket in owned {
-            let previous_files = self.previous.map(|(m, _)| {
-                m.files
-                    .iter()
-                    .filter(move |f| {
-                        f.table != TableKind::Rejected
-                            && shard_index(&f.path) == Some((bucket, buckets))
-                    })
-                    .collect::<Vec<_>>()
-            });
-            if let Some(files) = &previous_files {
-                if !plan.touches(bucket, buckets) {
-                    for file in files {
+            let rows = &mut by_bucket[bucket];
+            for list in rows.values_mut() {
+                list.sort_by_key(|k| (k.unit, k.ordinal));
+            }
+            // The bucket's images before and after this run.
+            let old_ids: Vec<&str> = match (&plan.full, plan.previous.get(&bucket)) {
+                (None, Some(states)) => states.keys().map(String::as_str).collect(),
+                _ => Vec::new(),
+            };
+            let new_ids: Vec<&str> = old_ids
+                .iter()
+                .copied()
+                .filter(|id| !plan.removed.contains(*id))
+                .chain(rows.keys().copied())
+                .collect::<BTreeSet<&str>>()
+                .into_iter()
+                .collect();
+            let old_chunks: HashMap<&str, &[&str]> = chunks(&old_ids, self.chunk_images)
+                .into_iter()
+                .map(|c| (c.key, c.ids))
+                .collect();
+            let files: Vec<&FileEntry> = previous
+                .map(|m| bucket_files(m, bucket, buckets))
+                .unwrap_or_default();
+            let new_chunks = chunks(&new_ids, self.chunk_images);
+            let mut kept: HashSet<&str> = HashSet::new();
+            let mut written = Vec::new();
+            for chunk in &new_chunks {
+                let unchanged = plan.full.is_none()
+                    && previous.is_some()
+                    && old_chunks.get(chunk.key) == Some(&chunk.ids)
+                    && !chunk.ids.iter().any(|id| plan.compute.contains(*id));
+                if unchanged {
+                    for file in files.iter().filter(|f| f.chunk.as_deref() == Some(chunk.key)) {
                         writer.carry(file)?;
                         exported.rows_written += file.rows;
                     }
+                    kept.insert(chunk.key);
                     exported.carried += 1;
-                    continue;
+                } else {
+                    written.push(chunk);
                 }
             }
-            // The samples of this bucket, by image: the previous version's for images that stay
-            // as they were, this run's for the images it computed.
-            let mut samples: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
+            if written.is_empty() && kept.len() == old_chunks.len() {
+                continue;
+            }
+            // Every previous chunk that is not kept as it was is read back: its images' rows go
+            // into the new chunks, its computed and removed images' samples are retracted.
+            let mut back = ReadBack::default();
             if plan.full.is_none() {
-                for file in previous_files.iter().flatten() {
-                    if file.table != TableKind::Samples {
-                        continue;
-                    }
-                    for sample in read_file_rows::<SampleRow>(self.dir, file)? {
-                        let id = sample.image_id.clone();
-                        if plan.compute.contains(&id) || plan.removed.contains(&id) {
-                            retracted.entry(id).or_default().push(sample);
-                        } else {
-                            samples.entry(id).or_default().push(sample);
+                let replaced = files.iter().filter(|f| {
+                    f.chunk
+                        .as_deref()
+                        .is_some_and(|c| old_chunks.contains_key(c) && !kept.contains(c))
+                });
+                for file in replaced {
+                    for row in read_file_as_rows(self.dir, file)? {
+                        let id = row.image_id().to_string();
+                        match row {
+                            Row::Sample(sample) => {
+                                if plan.compute.contains(&id) || plan.removed.contains(&id) {
+                                    retracted.entry(id).or_default().push(sample);
+                                } else {
+                                    back.samples.entry(id).or_default().push(sample);
+                                }
+                            }
+                            row if !rows.contains_key(id.as_str()) => {
+                                back.inputs.entry(id).or_default().push(row)
+                            }
+                            _ => {}
                         }
                     }
                 }
             }
-            let computed = plan
-                .compute
-                .iter()
-                .filter(|id| bucket_of(id, buckets) == bucket);
-            for id in computed {
-                if let Some(new) = new_samples.remove(id) {
-                    added.insert(id.clone(), new.clone());
-                    samples.insert(id.clone(), new);
+            for chunk in written {
+                let mut sink = DatasetSink::bucket(writer, (bucket, buckets), chunk.key);
+                for id in chunk.ids {
+                    match rows.get(id) {
+                        Some(list) => {
+                            for keyed in list {
+                                sink.row(keyed.row.clone())?;
+                            }
+                        }
+                        None => {
+                            let list = back.inputs.remove(*id).ok_or_else(|| {
+                                Error::invalid(
+                                    self.dir.display().to_string(),
+                                    format!(
+                                        "the previous version holds no rows of image {id:?}, \
+                                         which the state lists; rerun without --state"
+                                    ),
+                                )
+                            })?;
+                            for row in list {
+                                sink.row(row)?;
+                            }
+                        }
+                    }
                 }
+                for id in chunk.ids {
+                    let samples = if plan.compute.contains(*id) {
+                        let new = new_samples.remove(*id).unwrap_or_default();
+                        if !new.is_empty() {
+                            added.insert(id.to_string(), new.clone());
+                        }
+                        new
+                    } else {
+                        back.samples.remove(*id).unwrap_or_default()
+                    };
+                    for sample in samples {
+                        sink.row(Row::Sample(sample))?;
+                    }
+                }
+                exported.rows_written += sink.rows_out();
+                sink.finish()?;
+                exported.written += 1;
             }
-            let rows = &mut by_bucket[bucket];
-            rows.sort_by(|a, b| {
-                (a.row.image_id(), a.unit, a.ordinal).cmp(&(b.row.image_id(), b.unit, b.ordinal))
-            });
-            let mut sink = DatasetSink::bucket(writer, bucket, buckets);
-            for keyed in rows.iter() {
-                sink.row(keyed.row.clone())?;
-            }
-            for sample in samples.into_values().flatten() {
-                sink.row(Row::Sample(sample))?;
-            }
-            exported.rows_written += sink.rows_out();
-            sink.finish()?;
-            exported.written += 1;
         }
         exported.changes = changelog(retracted, added);
         Ok(exported)
+    }
+}
+
+/// The previous version's files of one bucket (the ledger is not bucketed).
+fn bucket_files(manifest: &Manifest, bucket: usize, buckets: usize) -> Vec<&FileEntry> {
+    manifest
+        .files
+        .iter()
+        .filter(|f| {
+            f.table != TableKind::Rejected && shard_index(&f.path) == Some((bucket, buckets))
+        })
+        .collect()
+}
+
+/// Every row of one dataset file, typed by its table.
+fn read_file_as_rows(dir: &Path, file: &FileEntry) -> Result<Vec<Row>> {
+    fn rows<R: crate::schema::TableRow>(
+        dir: &Path,
+        file: &FileEntry,
+        wrap: fn(R) -> Row,
+    ) -> Result<Vec<Row>> {
+        Ok(read_file_rows::<R>(dir, file)?
+            .into_iter()
+            .map(wrap)
+            .collect())
+    }
+    match file.table {
+        TableKind::Images => rows::<ImageRow>(dir, file, Row::Image),
+        TableKind::Captions => rows::<CaptionRow>(dir, file, Row::Caption),
+        TableKind::Groundings => rows::<GroundingRow>(dir, file, Row::Grounding),
+        TableKind::Detections => rows::<DetectionRow>(dir, file, Row::Detection),
+        TableKind::Amrs => rows::<AmrRow>(dir, file, Row::Amr),
+        TableKind::SceneGraphs => rows::<SceneGraphRow>(dir, file, Row::SceneGraph),
+        TableKind::GbcGraphs => rows::<GbcGraphRow>(dir, file, Row::GbcGraph),
+        TableKind::Samples => rows::<SampleRow>(dir, file, Row::Sample),
+        TableKind::Rejected => Ok(Vec::new()),
     }
 }
 

@@ -73,6 +73,11 @@ pub struct OutputSpec {
     /// everything.
     #[serde(default = "default_buckets")]
     pub buckets: usize,
+    /// Each bucket is cut into chunks of about this many images (consecutive image ids), one
+    /// shard per table each: a rerun rewrites only the chunks its new, changed and removed
+    /// images fall in. Changing it recomputes everything.
+    #[serde(default = "default_chunk_images")]
+    pub chunk_images: usize,
 }
 
 fn default_shard_bytes() -> u64 {
@@ -87,12 +92,21 @@ fn default_buckets() -> usize {
     DEFAULT_BUCKETS
 }
 
+/// The default mean bucket chunk size: a 1% update of new images rewrites one chunk per
+/// bucket, a few percent of a large dataset, and a chunk's shards stay tens of kilobytes and up.
+pub const DEFAULT_CHUNK_IMAGES: usize = 256;
+
+fn default_chunk_images() -> usize {
+    DEFAULT_CHUNK_IMAGES
+}
+
 impl Default for OutputSpec {
     fn default() -> Self {
         OutputSpec {
             dir: None,
             shard_bytes: default_shard_bytes(),
             buckets: default_buckets(),
+            chunk_images: default_chunk_images(),
         }
     }
 }
@@ -231,6 +245,9 @@ impl DataflowSpec {
         }
         if !(1..=99_999).contains(&self.output.buckets) {
             return Err("output.buckets must be between 1 and 99999".into());
+        }
+        if self.output.chunk_images == 0 {
+            return Err("output.chunk_images must be positive".into());
         }
         Ok(())
     }

@@ -28,6 +28,10 @@ pub struct FileEntry {
     pub bytes: u64,
     /// SHA-256 of the file's bytes, lowercase hex.
     pub sha256: String,
+    /// For a shard of a `capflow run` bucket, the bucket chunk it holds: the chunk's last image
+    /// id, or empty for the bucket's open last chunk (see `docs/incremental.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk: Option<String>,
 }
 
 /// Rows in, rows out, rejections and time of one stage of the run that made the dataset.

@@ -98,6 +98,8 @@ pub(crate) struct FinishedShard {
     pub sha256: String,
     /// `(bucket, buckets)` for a shard of a bucketed split: its file is named by the bucket.
     pub bucket: Option<(usize, usize)>,
+    /// The bucket chunk the shard holds (see [`FileEntry::chunk`](super::FileEntry)).
+    pub chunk: Option<String>,
 }
 
 struct OpenShard {
@@ -119,6 +121,7 @@ pub(crate) struct SplitWriter {
     open: Option<OpenShard>,
     finished: Vec<FinishedShard>,
     bucket: Option<(usize, usize)>,
+    chunk: Option<String>,
 }
 
 impl SplitWriter {
@@ -141,20 +144,23 @@ impl SplitWriter {
             open: None,
             finished: Vec::new(),
             bucket: None,
+            chunk: None,
         }
     }
 
-    /// A writer for bucket `bucket` of `buckets` of a split: one shard, never divided, named
-    /// by the bucket.
+    /// A writer for one chunk of bucket `bucket` of `buckets` of a split: one shard, never
+    /// divided, named by the bucket.
     pub(crate) fn bucket(
         table: TableKind,
         split: &str,
         staging: &Path,
         settings: ShardSettings,
         bucket: (usize, usize),
+        chunk: &str,
     ) -> SplitWriter {
         let mut writer = SplitWriter::new(table, split, staging, settings, false);
         writer.bucket = Some(bucket);
+        writer.chunk = Some(chunk.to_string());
         writer
     }
 
@@ -213,9 +219,12 @@ impl SplitWriter {
 
     fn open_shard(&self) -> Result<OpenShard> {
         let index = self.finished.len();
-        let bucket = self
-            .bucket
-            .map_or(String::new(), |(b, _)| format!("b{b:05}-"));
+        // Staged names only need to be unique within the staging directory.
+        let bucket = match (self.bucket, &self.chunk) {
+            (Some((b, _)), Some(chunk)) => format!("b{b:05}-c{:016x}-", chunk_tag(chunk)),
+            (Some((b, _)), None) => format!("b{b:05}-"),
+            _ => String::new(),
+        };
         let path = self.staging.join(format!(
             "{}-{}-{bucket}{index:05}.parquet",
             self.table.name(),
@@ -258,6 +267,7 @@ impl SplitWriter {
             bytes: sink.bytes,
             sha256: hex::encode(sink.hasher.finalize()),
             bucket: self.bucket,
+            chunk: self.chunk.clone(),
         });
         Ok(())
     }
@@ -276,4 +286,9 @@ impl SplitWriter {
         self.close_shard()?;
         Ok(self.finished)
     }
+}
+
+/// A short tag of a chunk key for staged file names (image ids may hold any character).
+fn chunk_tag(chunk: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(chunk.as_bytes())
 }

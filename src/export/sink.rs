@@ -33,8 +33,8 @@ pub struct DatasetSink<'w> {
     samples: BTreeMap<String, Vec<SampleRow>>,
     counts: IngestCounts,
     rows_out: u64,
-    /// `(bucket, buckets)`: every row goes to that bucket of its split.
-    bucket: Option<(usize, usize)>,
+    /// `((bucket, buckets), chunk)`: every row goes to that chunk of that bucket of its split.
+    bucket: Option<((usize, usize), String)>,
 }
 
 impl<'w> DatasetSink<'w> {
@@ -61,11 +61,15 @@ impl<'w> DatasetSink<'w> {
         }
     }
 
-    /// A sink whose rows all go to bucket `bucket` of `buckets` of their split (see
-    /// [`DatasetWriter::write_bucket`]).
-    pub fn bucket(writer: &'w mut DatasetWriter, bucket: usize, buckets: usize) -> DatasetSink<'w> {
+    /// A sink whose rows all go to chunk `chunk` of bucket `bucket` of `buckets` of their split
+    /// (see [`DatasetWriter::write_bucket`]).
+    pub fn bucket(
+        writer: &'w mut DatasetWriter,
+        bucket: (usize, usize),
+        chunk: &str,
+    ) -> DatasetSink<'w> {
         let mut sink = DatasetSink::new(writer);
-        sink.bucket = Some((bucket, buckets));
+        sink.bucket = Some((bucket, chunk.to_string()));
         sink
     }
 
@@ -81,7 +85,7 @@ impl<'w> DatasetSink<'w> {
 
     /// Writes every buffered row to the writer.
     pub fn flush(&mut self) -> Result<()> {
-        let bucket = self.bucket;
+        let bucket = self.bucket.as_ref().map(|(b, c)| (*b, c.as_str()));
         flush_table(self.writer, bucket, None, &mut self.images)?;
         flush_table(self.writer, bucket, None, &mut self.captions)?;
         flush_table(self.writer, bucket, None, &mut self.groundings)?;
@@ -103,10 +107,10 @@ impl<'w> DatasetSink<'w> {
     }
 }
 
-/// Writes `rows` to `split` (default: the table's name), in `bucket` when given.
+/// Writes `rows` to `split` (default: the table's name), in a bucket's chunk when given.
 fn flush_table<R: TableRow>(
     writer: &mut DatasetWriter,
-    bucket: Option<(usize, usize)>,
+    bucket: Option<((usize, usize), &str)>,
     split: Option<&str>,
     rows: &mut Vec<R>,
 ) -> Result<()> {
@@ -115,7 +119,7 @@ fn flush_table<R: TableRow>(
     }
     let split = split.unwrap_or(R::KIND.name());
     match bucket {
-        Some((b, n)) => writer.write_bucket(split, b, n, rows)?,
+        Some((bucket, chunk)) => writer.write_bucket(split, bucket, chunk, rows)?,
         None => writer.write_rows(split, rows)?,
     }
     rows.clear();

@@ -88,8 +88,9 @@ pub struct DatasetWriter {
     staging: PathBuf,
     settings: ShardSettings,
     splits: BTreeMap<(TableKind, String), SplitWriter>,
-    /// Splits partitioned by image-key bucket: one shard per (table, split, bucket).
-    bucketed: BTreeMap<(TableKind, String, usize), SplitWriter>,
+    /// Splits partitioned by image-key bucket and bucket chunk: one shard per (table, split,
+    /// bucket, chunk).
+    bucketed: BTreeMap<(TableKind, String, usize, String), SplitWriter>,
     /// Files of the previous version that this version keeps as they are.
     carried: Vec<FileEntry>,
     /// The changelog of this version, staged.
@@ -341,13 +342,14 @@ impl DatasetWriter {
         self.retain_versions = retain;
     }
 
-    /// Appends typed rows of `R`'s table to bucket `bucket` of `buckets` of `split`. Every bucket
-    /// of a split is one shard named `<split>-<bucket>-of-<buckets>-<content>.parquet`.
+    /// Appends typed rows of `R`'s table to chunk `chunk` of bucket `bucket` of `buckets` of
+    /// `split`. Every chunk of a bucket of a split is one shard named
+    /// `<split>-<bucket>-of-<buckets>-<content>.parquet`, its chunk recorded in the manifest.
     pub fn write_bucket<R: TableRow>(
         &mut self,
         split: &str,
-        bucket: usize,
-        buckets: usize,
+        (bucket, buckets): (usize, usize),
+        chunk: &str,
         rows: &[R],
     ) -> Result<()> {
         if rows.is_empty() {
@@ -360,7 +362,7 @@ impl DatasetWriter {
             )));
         }
         let batch = rows_to_batch(rows)?;
-        let key = (R::KIND, split.to_string(), bucket);
+        let key = (R::KIND, split.to_string(), bucket, chunk.to_string());
         if !self.bucketed.contains_key(&key) {
             self.register_split(R::KIND, split)?;
             let writer = SplitWriter::bucket(
@@ -369,6 +371,7 @@ impl DatasetWriter {
                 &self.staging,
                 self.settings.clone(),
                 (bucket, buckets),
+                chunk,
             );
             self.bucketed.insert(key.clone(), writer);
         }
@@ -523,6 +526,7 @@ impl DatasetWriter {
                     rows: shard.rows,
                     bytes: shard.bytes,
                     sha256: shard.sha256.clone(),
+                    chunk: shard.chunk.clone(),
                 });
             }
         }

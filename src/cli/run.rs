@@ -12,6 +12,7 @@ use crate::dataflow::ssa::build_models;
 use crate::dataflow::state::{
     self, bucket_of, image_digests, rows_digest, BucketState, ImageState, Plan, StateDir,
 };
+use crate::dataflow::inputs::InputsState;
 use crate::dataflow::CollectedRun;
 use crate::dataflow::{run_collect, run_collect_sharing, ClusterOptions, DataflowSpec};
 use crate::error::{Error, Result};
@@ -90,24 +91,72 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
         None
     };
 
-    // Without a fixed model corpus, every process fits the models on every process's rows.
-    let share = match spec.corpus_spec() {
-        Some(_) => None,
-        None => model_rows(&spec),
+    // A single process with a state reads its inputs piece by piece, and only what changed when
+    // the state describes the dataset in the output directory and nothing else changed (the
+    // configuration, the engine, the models' corpus): see docs/incremental.md.
+    let piecewise = state.is_some() && cluster.processes == 1;
+    let mut corpus = match spec.corpus_spec() {
+        Some(corpus) => Some(run_collect(&corpus, &ClusterOptions::default())?),
+        None => None,
     };
-    let mut collected = run_collect_sharing(&spec, cluster, share)?;
+    let mut read_inputs = None;
+    let mut collected = match (&state, &created) {
+        (Some(state_dir), Some(writer)) if piecewise => {
+            let previous = writer.previous().map(|(m, sha)| (m, sha));
+            let pinned = match (&corpus, model_rows(&spec)) {
+                (Some(corpus), _) => Some(models_digest(&spec, corpus)?),
+                (None, None) => Some(None),
+                // Models fitted on the inputs change with any input.
+                (None, Some(_)) => None,
+            };
+            let reusable = pinned.is_some_and(|models| {
+                spec.mix == MixConfig::All
+                    && header_before.as_ref()
+                        == Some(&state::header(
+                            spec.config_hash(),
+                            models,
+                            spec.output.buckets,
+                            previous,
+                        ))
+            });
+            let previous_inputs = match reusable {
+                true => InputsState::read(state_dir.dir())?,
+                false => None,
+            };
+            let read = crate::dataflow::inputs::read_inputs(&spec, previous_inputs.as_ref())?;
+            eprintln!("capflow run {}: {}", spec.name, read.summary);
+            let collected = read.collected;
+            read_inputs = Some((read.state, read.touched));
+            collected
+        }
+        _ => {
+            if let Some(state_dir) = &state {
+                // A cluster run reads whole inputs and leaves no piece state behind.
+                InputsState::remove(state_dir.dir())?;
+            }
+            // Without a fixed model corpus, every process fits the models on every process's
+            // rows.
+            let share = match spec.corpus_spec() {
+                Some(_) => None,
+                None => model_rows(&spec),
+            };
+            run_collect_sharing(&spec, cluster, share)?
+        }
+    };
     if first {
         if let Some(state) = &state {
             state.invalidate()?;
         }
     }
-    let corpus = match spec.corpus_spec() {
-        Some(corpus) => Some(run_collect(&corpus, &ClusterOptions::default())?),
-        None if cluster.processes > 1 && share.is_some() => Some(CollectedRun {
+    if corpus.is_none() && cluster.processes > 1 && !collected.shared.is_empty() {
+        corpus = Some(CollectedRun {
             rows: std::mem::take(&mut collected.shared),
             ..CollectedRun::default()
-        }),
-        None => None,
+        });
+    }
+    let (inputs_state, touched) = match read_inputs {
+        Some((inputs, touched)) => (Some(inputs), touched),
+        None => (None, None),
     };
     let fit = corpus.as_ref().unwrap_or(&collected);
     let buckets = spec.output.buckets;
@@ -133,6 +182,7 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
             &header_now,
             previous_ref,
             &digests,
+            touched.as_ref(),
             &owned,
         )?,
         None => Plan::full(&digests, "no --state"),
@@ -143,10 +193,20 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
             "[mix] selects over all samples, so a changed image can change any bucket",
         );
     }
+    if plan.full.is_some() && touched.is_some() {
+        return Err(Error::Config(format!(
+            "the inputs were read in part, but every image must be computed ({}); rerun without \
+             --state",
+            plan.describe()
+        )));
+    }
     if let Some(state) = &state {
         let nothing = plan.full.is_none() && plan.compute.is_empty() && plan.removed.is_empty();
         if skip_unchanged && nothing && cluster.processes == 1 {
             // The header was set aside after the read phase; it is still true.
+            if let Some(inputs) = &inputs_state {
+                inputs.write(state.dir())?;
+            }
             if let Some(header) = &header_before {
                 state.write_header(header)?;
             }
@@ -200,25 +260,26 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
         dir: &out,
     };
     let exported = layout.write(&mut writer, &collected, &owned, &mut new_samples)?;
-    // The method stages' rejections, by image: this run's for computed images, the state's for
-    // carried ones.
-    let mut bucket_states: BTreeMap<usize, BucketState> = BTreeMap::new();
-    let mut image_rejected: Vec<(String, Vec<RejectedRow>)> = Vec::new();
+    // The per-image states of this process's buckets: the previous ones, less the removed
+    // images, with this run's digests; the method stages' rejections are this run's for computed
+    // images and the state's for carried ones.
+    let mut bucket_states: BTreeMap<usize, BucketState> = std::mem::take(&mut plan.previous);
+    for id in &plan.removed {
+        if let Some(states) = bucket_states.get_mut(&bucket_of(id, buckets)) {
+            states.remove(id);
+        }
+    }
     for (id, digest) in &digests {
-        let bucket = bucket_of(id, buckets);
+        let states = bucket_states.entry(bucket_of(id, buckets)).or_default();
         let rejected = if plan.compute.contains(id) {
             new_rejected.remove(id).unwrap_or_default()
         } else {
-            plan.previous
-                .get(&bucket)
-                .and_then(|b| b.get(id))
+            states
+                .get(id)
                 .map(|s| s.rejected.clone())
                 .unwrap_or_default()
         };
-        if !rejected.is_empty() {
-            image_rejected.push((id.clone(), rejected.clone()));
-        }
-        bucket_states.entry(bucket).or_default().insert(
+        states.insert(
             id.clone(),
             ImageState {
                 digest: digest.clone(),
@@ -226,12 +287,22 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
             },
         );
     }
+    let mut image_rejected: Vec<(String, Vec<RejectedRow>)> = bucket_states
+        .values()
+        .flatten()
+        .filter(|(_, s)| !s.rejected.is_empty())
+        .map(|(id, s)| (id.clone(), s.rejected.clone()))
+        .collect();
+    image_rejected.sort_by(|a, b| a.0.cmp(&b.0));
     if let Some(state) = &state {
         for bucket in &owned {
             if plan.touches(*bucket, buckets) {
                 let empty = BucketState::new();
                 state.write_bucket(*bucket, bucket_states.get(bucket).unwrap_or(&empty))?;
             }
+        }
+        if let Some(inputs) = &inputs_state {
+            inputs.write(state.dir())?;
         }
     }
     stages.push(StageMetrics {

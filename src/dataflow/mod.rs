@@ -11,6 +11,7 @@
 pub mod augment;
 pub mod buckets;
 pub mod cluster;
+pub mod inputs;
 pub mod key;
 pub mod record;
 pub mod runtime;

@@ -168,7 +168,7 @@ impl StateDir {
     }
 }
 
-fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("json.tmp");
     {
         let mut file = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
@@ -278,12 +278,17 @@ impl Plan {
 ///
 /// `header` is the state's header as read before the run started: with several processes, the
 /// first one removes it once every process has read it (see [`StateDir::invalidate`]).
+///
+/// `touched` lists the images whose rows were read when the inputs were read only in part
+/// ([`super::inputs`]): `digests` then covers only them, and every other image of the state is
+/// unchanged.
 pub fn plan(
     state: &StateDir,
     header: Option<StateHeader>,
     current: &StateHeader,
     previous: Option<(&Manifest, &str)>,
     digests: &BTreeMap<String, String>,
+    touched: Option<&BTreeSet<String>>,
     owned: &[usize],
 ) -> Result<Plan> {
     let Some(header) = header else {
@@ -318,7 +323,10 @@ pub fn plan(
     for &bucket in owned {
         let states = state.read_bucket(bucket)?;
         for id in states.keys() {
-            if !digests.contains_key(id) {
+            let read = touched.is_none_or(|t| t.contains(id));
+            if !read {
+                plan.unchanged += 1;
+            } else if !digests.contains_key(id) {
                 plan.removed.insert(id.clone());
             }
         }

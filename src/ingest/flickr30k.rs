@@ -19,7 +19,7 @@
 //! exclusive far edge, so `x1 = xmin - 1`, `y1 = ymin - 1`, `x2 = xmax`, `y2 = ymax`: the box
 //! covers the same pixels and its width is `xmax - xmin + 1`.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -414,8 +414,9 @@ fn layout(path: &Path) -> Result<Layout> {
     })
 }
 
-fn stems(dir: Option<&Path>, extension: &str) -> Result<BTreeSet<String>> {
-    let mut out = BTreeSet::new();
+/// The files of `dir` with `extension`, by stem.
+fn stems(dir: Option<&Path>, extension: &str) -> Result<BTreeMap<String, PathBuf>> {
+    let mut out = BTreeMap::new();
     let Some(dir) = dir else {
         return Ok(out);
     };
@@ -423,13 +424,21 @@ fn stems(dir: Option<&Path>, extension: &str) -> Result<BTreeSet<String>> {
     for entry in entries {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
         let path = entry.path();
-        if path.is_file()
-            && path
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case(extension))
-        {
+        let matches = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case(extension));
+        if !matches {
+            continue;
+        }
+        // The directory entry's type needs no stat call; a link is followed.
+        let is_file = match entry.file_type() {
+            Ok(t) if t.is_symlink() => path.is_file(),
+            Ok(t) => t.is_file(),
+            Err(_) => path.is_file(),
+        };
+        if is_file {
             if let Some(stem) = path.file_stem() {
-                out.insert(stem.to_string_lossy().into_owned());
+                out.insert(stem.to_string_lossy().into_owned(), path);
             }
         }
     }
@@ -458,8 +467,75 @@ fn split_lists(root: Option<&Path>) -> Result<HashMap<String, &'static str>> {
     Ok(splits)
 }
 
+/// One image of a Flickr30k Entities directory: its sentence and annotation files.
+#[derive(Clone, Debug)]
+pub struct ListedImage {
+    pub id: String,
+    pub sentence: Option<PathBuf>,
+    pub annotation: Option<PathBuf>,
+}
+
+/// The images of a Flickr30k Entities dataset root or sentence directory, in the order
+/// [`read`] reads them, and the split lists every image's rows depend on.
+pub struct Listing {
+    pub images: Vec<ListedImage>,
+    /// Where the split lists are looked for (present or not).
+    pub split_lists: Vec<PathBuf>,
+    splits: HashMap<String, &'static str>,
+}
+
+impl Listing {
+    /// Lists the directory at `path`; `None` when `path` names a single file.
+    pub fn of(path: &Path) -> Result<Option<Listing>> {
+        let layout = layout(path)?;
+        if layout.only.is_some() {
+            return Ok(None);
+        }
+        let splits = split_lists(layout.root.as_deref())?;
+        let mut sentences = stems(layout.sentences.as_deref(), "txt")?;
+        let mut annotations = stems(layout.annotations.as_deref(), "xml")?;
+        let ids: BTreeSet<String> = sentences.keys().chain(annotations.keys()).cloned().collect();
+        let images = ids
+            .into_iter()
+            .map(|id| ListedImage {
+                sentence: sentences.remove(&id),
+                annotation: annotations.remove(&id),
+                id,
+            })
+            .collect();
+        let split_lists = layout
+            .root
+            .iter()
+            .flat_map(|root| ["train", "val", "test"].map(|s| root.join(format!("{s}.txt"))))
+            .collect();
+        Ok(Some(Listing {
+            images,
+            split_lists,
+            splits,
+        }))
+    }
+
+    /// Reads one listed image into `sink`, as [`read`] does.
+    pub fn read_image(&self, image: &ListedImage, sink: &mut dyn RecordSink) -> Result<()> {
+        let split = self.splits.get(&image.id).copied().unwrap_or("unknown");
+        read_image(
+            &image.id,
+            split,
+            image.sentence.as_deref(),
+            image.annotation.as_deref(),
+            sink,
+        )
+    }
+}
+
 /// Reads a Flickr30k Entities dataset root, sentence directory, or single file.
 pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
+    if let Some(listing) = Listing::of(path)? {
+        for image in &listing.images {
+            listing.read_image(image, sink)?;
+        }
+        return Ok(());
+    }
     let layout = layout(path)?;
     let splits = split_lists(layout.root.as_deref())?;
     let split_of = |id: &str| splits.get(id).copied().unwrap_or("unknown");
@@ -471,35 +547,6 @@ pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
             annotation.as_deref(),
             sink,
         );
-    }
-    let sentence_ids = stems(layout.sentences.as_deref(), "txt")?;
-    let annotation_ids = stems(layout.annotations.as_deref(), "xml")?;
-    for id in sentence_ids.union(&annotation_ids) {
-        let sentence = sentence_ids
-            .contains(id)
-            .then(|| {
-                layout
-                    .sentences
-                    .as_ref()
-                    .map(|d| d.join(format!("{id}.txt")))
-            })
-            .flatten();
-        let annotation = annotation_ids
-            .contains(id)
-            .then(|| {
-                layout
-                    .annotations
-                    .as_ref()
-                    .map(|d| d.join(format!("{id}.xml")))
-            })
-            .flatten();
-        read_image(
-            id,
-            split_of(id),
-            sentence.as_deref(),
-            annotation.as_deref(),
-            sink,
-        )?;
     }
     Ok(())
 }

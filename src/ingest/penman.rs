@@ -10,18 +10,24 @@
 use std::path::Path;
 
 use super::{RecordSink, Row};
-use crate::amr::penman::{alignment_flavour, read_blocks, GraphBlock};
+use crate::amr::penman::{alignment_flavour, parse, read_blocks_from, BlockCursor, GraphBlock};
 use crate::error::Result;
 use crate::schema::{AmrRow, MetadataEntry, RejectedRow, EXCERPT_LIMIT};
 
 /// Reads the PENMAN file at `path` into `sink`.
 pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
+    read_from(path, BlockCursor::default(), sink).map(|_| ())
+}
+
+/// Reads the PENMAN file at `path` from `from` (the cursor an earlier read of its first bytes
+/// returned) to its end into `sink`; returns the cursor at the end.
+pub fn read_from(path: &Path, from: BlockCursor, sink: &mut dyn RecordSink) -> Result<BlockCursor> {
     let file_name = path.file_name().map_or_else(
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
     let source_file = path.display().to_string();
-    read_blocks(path, |ordinal, block| {
+    read_blocks_from(path, from, parse, |ordinal, block| {
         emit(block, ordinal, &file_name, &source_file, sink)
     })
 }

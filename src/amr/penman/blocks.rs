@@ -137,6 +137,11 @@ impl BlockSplitter {
         }
     }
 
+    /// No block is open: text after this point starts afresh.
+    pub(crate) fn idle(&self) -> bool {
+        self.pending.is_none()
+    }
+
     /// Ends the input: an unfinished graph (or stray text) is the last block; trailing
     /// comments are not a block.
     pub(crate) fn finish(&mut self) -> Option<RawBlock> {

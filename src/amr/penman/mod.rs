@@ -181,14 +181,47 @@ pub fn read_blocks(path: &Path, visit: impl FnMut(usize, GraphBlock) -> Result<(
 pub fn read_blocks_with<G>(
     path: &Path,
     parse: impl Fn(&str) -> Result<G, PenmanError>,
-    mut visit: impl FnMut(usize, GraphBlock<G>) -> Result<()>,
+    visit: impl FnMut(usize, GraphBlock<G>) -> Result<()>,
 ) -> Result<()> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    read_blocks_from(path, BlockCursor::default(), parse, visit).map(|_| ())
+}
+
+/// A position in an AMR file between blocks: where a read stopped, and where a read of what
+/// was appended after it starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BlockCursor {
+    /// Bytes before the position.
+    pub byte_offset: u64,
+    /// Lines before the position.
+    pub line: usize,
+    /// Blocks before the position.
+    pub ordinal: usize,
+    /// Whether text appended at the position is read as a full read of the whole file would
+    /// read it: the last line was complete and no block was open.
+    pub resumable: bool,
+}
+
+/// [`read_blocks_with`] from `from` (a cursor an earlier read returned) to the end of the file;
+/// lines, byte offsets and ordinals continue from the cursor. Returns the cursor at the end.
+pub fn read_blocks_from<G>(
+    path: &Path,
+    from: BlockCursor,
+    parse: impl Fn(&str) -> Result<G, PenmanError>,
+    mut visit: impl FnMut(usize, GraphBlock<G>) -> Result<()>,
+) -> Result<BlockCursor> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    if from.byte_offset > 0 {
+        file.seek(SeekFrom::Start(from.byte_offset))
+            .map_err(|e| Error::io(path, e))?;
+    }
     let mut reader = BufReader::with_capacity(1 << 16, file);
     let mut splitter = BlockSplitter::default();
     let mut ready: Vec<RawBlock> = Vec::new();
     let mut buffer = Vec::new();
-    let (mut line_no, mut offset, mut ordinal) = (0, 0, 0);
+    let (mut line_no, mut offset, mut ordinal) =
+        (from.line, from.byte_offset as usize, from.ordinal);
+    let mut line_complete = true;
     loop {
         buffer.clear();
         let read = reader
@@ -197,6 +230,7 @@ pub fn read_blocks_with<G>(
         if read == 0 {
             break;
         }
+        line_complete = buffer.last() == Some(&b'\n');
         line_no += 1;
         match std::str::from_utf8(&buffer) {
             Ok(line) => splitter.push_line(line, line_no, offset, true, &mut ready),
@@ -211,10 +245,17 @@ pub fn read_blocks_with<G>(
             visit(ordinal, parse_block(block, &parse))?;
         }
     }
+    let resumable = line_complete && splitter.idle();
     if let Some(block) = splitter.finish() {
-        visit(ordinal + 1, parse_block(block, &parse))?;
+        ordinal += 1;
+        visit(ordinal, parse_block(block, &parse))?;
     }
-    Ok(())
+    Ok(BlockCursor {
+        byte_offset: offset as u64,
+        line: line_no,
+        ordinal,
+        resumable,
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,668 @@
+//! Reading a run's inputs piece by piece, so that a rerun with `--state` reads only what changed.
+//!
+//! Every input path is cut into **pieces** that can be read alone: one image (its sentence and
+//! annotation files) of a Flickr30k Entities directory, or one whole file (or directory) of the
+//! other formats. The state keeps, per piece, the size and modification time of its files, the
+//! images it holds rows of, its record counts and its rejections (`STATE/inputs.json`). A rerun
+//! lists the pieces again and reads:
+//!
+//! 1. every new or changed piece, whole, and for a PENMAN file that only grew, the graphs after
+//!    the old end (once the old bytes are confirmed unchanged by their hash);
+//! 2. then, filtered to the images step 1 touched (its images, and the images of changed and
+//!    removed pieces), the unchanged pieces that hold other rows of those images.
+//!
+//! The rows of every other image are not read: their outputs are carried forward. Counts and
+//! rejections of unread pieces come from the state, so the ledger and the manifest's counts are
+//! those of a full read. Row positions: the rows of the `i`-th image of a Flickr30k Entities
+//! directory get ordinals `i << 32 | k`, which keeps the order of a full read (where they are
+//! numbered consecutively) without numbering the images not read.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::runtime::{CollectedRun, KeyedRow};
+use super::spec::DataflowSpec;
+use crate::amr::penman::BlockCursor;
+use crate::error::{Error, Result};
+use crate::export::StageMetrics;
+use crate::ingest::flickr30k::Listing;
+use crate::ingest::{read_input, Format, IngestCounts, RecordSink, Row};
+use crate::schema::{RejectedRow, TableKind};
+
+/// The file of the state directory that describes the inputs' pieces.
+pub const INPUTS_FILE: &str = "inputs.json";
+const INPUTS_FORMAT: &str = "capflow-inputs";
+const INPUTS_FORMAT_VERSION: u32 = 1;
+
+/// A file as a piece last saw it (absent files have no size).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStamp {
+    pub path: String,
+    pub size: Option<u64>,
+    /// Modification time, nanoseconds since the Unix epoch.
+    pub modified_ns: Option<u64>,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Result<FileStamp> {
+        let (size, modified_ns) = match std::fs::metadata(path) {
+            Ok(meta) => {
+                let modified = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_nanos() as u64);
+                (Some(meta.len()), modified)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        Ok(FileStamp {
+            path: path.display().to_string(),
+            size,
+            modified_ns,
+        })
+    }
+}
+
+/// Where the read of a PENMAN file ended, to read only what is appended to it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PenmanEnd {
+    pub cursor: BlockCursor,
+    /// The next record ordinal of the piece.
+    pub ordinal: u64,
+    /// XXH3-128 of the file's first `cursor.byte_offset` bytes, hex.
+    pub xxh3: String,
+}
+
+/// One piece of an input, as the last run read it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PieceState {
+    /// The image id of a Flickr30k Entities image; empty for a whole file.
+    pub key: String,
+    pub files: Vec<FileStamp>,
+    /// The images the piece holds rows of, sorted.
+    pub images: Vec<String>,
+    pub counts: IngestCounts,
+    /// Rejected records with their ordinal within the piece.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<(u64, RejectedRow)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<PenmanEnd>,
+}
+
+/// One input path of the spec and its pieces.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnitState {
+    pub format: Format,
+    pub path: String,
+    /// Files every piece's rows depend on (the Flickr30k Entities split lists).
+    pub shared: Vec<FileStamp>,
+    pub pieces: Vec<PieceState>,
+}
+
+/// `STATE/inputs.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InputsState {
+    pub format: String,
+    pub format_version: u32,
+    pub units: Vec<UnitState>,
+}
+
+impl InputsState {
+    /// Reads `STATE/inputs.json`; `None` when missing or written by another layout.
+    pub fn read(state_dir: &Path) -> Result<Option<InputsState>> {
+        let path = state_dir.join(INPUTS_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let state: InputsState = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::record(
+                path.display().to_string(),
+                format!("line {}", e.line()),
+                format!("not a capflow inputs state: {e}"),
+            )
+        })?;
+        let current = state.format == INPUTS_FORMAT && state.format_version == INPUTS_FORMAT_VERSION;
+        Ok(current.then_some(state))
+    }
+
+    /// Replaces `STATE/inputs.json`.
+    pub fn write(&self, state_dir: &Path) -> Result<()> {
+        let path = state_dir.join(INPUTS_FILE);
+        let bytes = serde_json::to_vec(self)
+            .map_err(|e| Error::invalid(path.display().to_string(), e.to_string()))?;
+        super::state::write_replacing(&path, &bytes)
+    }
+
+    /// Removes `STATE/inputs.json` (a run that does not read piece by piece leaves none).
+    pub fn remove(state_dir: &Path) -> Result<()> {
+        let path = state_dir.join(INPUTS_FILE);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+}
+
+/// What [`read_inputs`] read.
+#[derive(Debug)]
+pub struct InputRead {
+    /// The rows read (of the touched images only, after a partial read), every piece's counts
+    /// and rejections, and the read stage's metrics.
+    pub collected: CollectedRun,
+    /// The images whose rows were read; `None` when every piece was read.
+    pub touched: Option<BTreeSet<String>>,
+    /// The inputs' state for the next run.
+    pub state: InputsState,
+    /// One line on what was read.
+    pub summary: String,
+}
+
+/// A piece of an input as listed now.
+struct Listed {
+    key: String,
+    files: Vec<FileStamp>,
+    /// Its index in a Flickr30k Entities listing.
+    image: Option<usize>,
+}
+
+/// One input path of the spec as listed now.
+struct Unit {
+    index: u32,
+    format: Format,
+    path: PathBuf,
+    tables: Option<Vec<TableKind>>,
+    shared: Vec<FileStamp>,
+    pieces: Vec<Listed>,
+    flickr: Option<Listing>,
+}
+
+impl Unit {
+    fn list(index: u32, format: Format, path: &Path, tables: Option<Vec<TableKind>>) -> Result<Unit> {
+        if !path.exists() {
+            return Err(Error::Config(format!(
+                "input {} ({}) does not exist",
+                path.display(),
+                format.name()
+            )));
+        }
+        let flickr = match format {
+            Format::Flickr30kEntities => Listing::of(path)?,
+            _ => None,
+        };
+        let (shared, pieces) = match &flickr {
+            Some(listing) => {
+                let shared = listing
+                    .split_lists
+                    .iter()
+                    .map(|p| FileStamp::of(p))
+                    .collect::<Result<Vec<_>>>()?;
+                let pieces = listing
+                    .images
+                    .iter()
+                    .enumerate()
+                    .map(|(i, image)| {
+                        let files = image
+                            .sentence
+                            .iter()
+                            .chain(&image.annotation)
+                            .map(|p| FileStamp::of(p))
+                            .collect::<Result<Vec<_>>>()?;
+                        Ok(Listed {
+                            key: image.id.clone(),
+                            files,
+                            image: Some(i),
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                (shared, pieces)
+            }
+            None => {
+                let mut paths = Vec::new();
+                files_under(path, &mut paths)?;
+                paths.sort();
+                let files = paths
+                    .iter()
+                    .map(|p| FileStamp::of(p))
+                    .collect::<Result<Vec<_>>>()?;
+                let whole = Listed {
+                    key: String::new(),
+                    files,
+                    image: None,
+                };
+                (Vec::new(), vec![whole])
+            }
+        };
+        Ok(Unit {
+            index,
+            format,
+            path: path.to_path_buf(),
+            tables,
+            shared,
+            pieces,
+            flickr,
+        })
+    }
+
+    /// The first row ordinal of piece `i`.
+    fn base(&self, piece: &Listed) -> u64 {
+        piece.image.map_or(0, |i| (i as u64) << 32)
+    }
+
+    /// Whether the piece is a single PENMAN file (whose appended graphs can be read alone).
+    fn appendable(&self) -> bool {
+        self.format == Format::Penman && self.path.is_file()
+    }
+
+    /// Reads piece `piece` (from `from` for the rest of a PENMAN file) into `sink`.
+    fn read(&self, piece: &Listed, from: Option<&PenmanEnd>, sink: &mut PieceSink) -> Result<()> {
+        let what = || format!("reading {} as {}", self.path.display(), self.format.name());
+        match (&self.flickr, piece.image) {
+            (Some(listing), Some(i)) => listing
+                .read_image(&listing.images[i], sink)
+                .map_err(|e| Error::Config(format!("{}: {e}", what()))),
+            _ if self.appendable() => {
+                let cursor = from.map(|e| e.cursor).unwrap_or_default();
+                sink.ordinal = from.map_or(0, |e| e.ordinal);
+                let end = crate::ingest::penman::read_from(&self.path, cursor, sink)
+                    .map_err(|e| Error::Config(format!("{}: {e}", what())))?;
+                sink.end = Some(end);
+                Ok(())
+            }
+            _ => read_input(self.format, &self.path, sink)
+                .map_err(|e| Error::Config(format!("{}: {e}", what()))),
+        }
+    }
+}
+
+/// Every regular file at or under `path`.
+fn files_under(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    if !path.is_dir() {
+        out.push(path.to_path_buf());
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(path).map_err(|e| Error::io(path, e))? {
+        let entry = entry.map_err(|e| Error::io(path, e))?;
+        files_under(&entry.path(), out)?;
+    }
+    Ok(())
+}
+
+/// Collects one piece's rows, counts and rejections, numbering records as the dataflow's
+/// reader does.
+struct PieceSink<'a> {
+    unit: u32,
+    base: u64,
+    ordinal: u64,
+    tables: Option<&'a [TableKind]>,
+    /// Keep only the rows of these images (all when `None`).
+    keep: Option<&'a HashSet<String>>,
+    rows: Vec<KeyedRow>,
+    images: BTreeSet<String>,
+    counts: IngestCounts,
+    rejected: Vec<(u64, RejectedRow)>,
+    end: Option<BlockCursor>,
+}
+
+impl<'a> PieceSink<'a> {
+    fn new(unit: &'a Unit, piece: &Listed, keep: Option<&'a HashSet<String>>) -> PieceSink<'a> {
+        PieceSink {
+            unit: unit.index,
+            base: unit.base(piece),
+            ordinal: 0,
+            tables: unit.tables.as_deref(),
+            keep,
+            rows: Vec::new(),
+            images: BTreeSet::new(),
+            counts: IngestCounts::default(),
+            rejected: Vec::new(),
+            end: None,
+        }
+    }
+}
+
+impl RecordSink for PieceSink<'_> {
+    fn row(&mut self, row: Row) -> Result<()> {
+        if self.tables.is_some_and(|t| !t.contains(&row.table())) {
+            return Ok(());
+        }
+        let ordinal = self.base + self.ordinal;
+        self.ordinal += 1;
+        if self.keep.is_some_and(|k| !k.contains(row.image_id())) {
+            return Ok(());
+        }
+        if !self.images.contains(row.image_id()) {
+            self.images.insert(row.image_id().to_string());
+        }
+        self.rows.push(KeyedRow {
+            unit: self.unit,
+            ordinal,
+            row,
+        });
+        Ok(())
+    }
+
+    fn reject(&mut self, rejected: RejectedRow) -> Result<()> {
+        self.counts.read += 1;
+        self.counts.rejected += 1;
+        self.rejected.push((self.ordinal, rejected));
+        self.ordinal += 1;
+        Ok(())
+    }
+
+    fn accepted(&mut self) -> Result<()> {
+        self.counts.read += 1;
+        self.counts.accepted += 1;
+        Ok(())
+    }
+}
+
+/// XXH3-128 of the first `len` bytes of `path`, hex; `None` when the file is shorter.
+fn prefix_hash(path: &Path, len: u64) -> Result<Option<String>> {
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut left = len;
+    while left > 0 {
+        let want = buffer.len().min(left as usize);
+        let got = file
+            .read(&mut buffer[..want])
+            .map_err(|e| Error::io(path, e))?;
+        if got == 0 {
+            return Ok(None);
+        }
+        hasher.update(&buffer[..got]);
+        left -= got as u64;
+    }
+    Ok(Some(format!("{:032x}", hasher.digest128())))
+}
+
+/// What happens to one listed piece in a rerun.
+enum Step {
+    /// Unchanged: its state is carried; read again (filtered) only for touched images.
+    Keep(PieceState),
+    /// Read whole.
+    Read,
+    /// A PENMAN file that grew: read from the old end.
+    Append(PieceState),
+}
+
+/// One piece's outcome.
+struct Outcome {
+    state: PieceState,
+    rows: Vec<KeyedRow>,
+}
+
+/// Reads the spec's inputs piece by piece. With `previous` (the state of the inputs the last
+/// run read), only what changed is read (see the module documentation); without it, all.
+pub fn read_inputs(spec: &DataflowSpec, previous: Option<&InputsState>) -> Result<InputRead> {
+    let started = Instant::now();
+    let mut units = Vec::new();
+    for input in &spec.inputs {
+        for path in &input.paths {
+            units.push(Unit::list(
+                units.len() as u32,
+                input.format,
+                path,
+                input.tables.clone(),
+            )?);
+        }
+    }
+    let listed: usize = units.iter().map(|u| u.pieces.len()).sum();
+    // Step 1: plan each unit's pieces and read the new and changed ones.
+    let mut touched: HashSet<String> = HashSet::new();
+    let mut steps: Vec<Vec<Step>> = Vec::new();
+    for unit in &units {
+        let old = previous.and_then(|p| {
+            p.units.get(unit.index as usize).filter(|o| {
+                o.format == unit.format
+                    && o.path == unit.path.display().to_string()
+                    && o.shared == unit.shared
+            })
+        });
+        let mut by_key: HashMap<&str, &PieceState> = match old {
+            Some(o) => o.pieces.iter().map(|p| (p.key.as_str(), p)).collect(),
+            None => HashMap::new(),
+        };
+        let mut unit_steps = Vec::with_capacity(unit.pieces.len());
+        for piece in &unit.pieces {
+            let step = match by_key.remove(piece.key.as_str()) {
+                Some(o) if o.files == piece.files => Step::Keep(o.clone()),
+                Some(o) => {
+                    match appended(unit, piece, o)? {
+                        true => Step::Append(o.clone()),
+                        false => {
+                            touched.extend(o.images.iter().cloned());
+                            Step::Read
+                        }
+                    }
+                }
+                None => Step::Read,
+            };
+            unit_steps.push(step);
+        }
+        // Pieces that are gone: their images lose rows.
+        for gone in by_key.into_values() {
+            touched.extend(gone.images.iter().cloned());
+        }
+        if previous.is_some() && old.is_none() {
+            // A unit read for the first time, or whose shared files changed: what it held before
+            // is touched too.
+            if let Some(o) = previous.and_then(|p| p.units.get(unit.index as usize)) {
+                for piece in &o.pieces {
+                    touched.extend(piece.images.iter().cloned());
+                }
+            }
+        }
+        steps.push(unit_steps);
+    }
+    let first = read_units(&units, &steps, None)?;
+    for outcomes in &first {
+        for outcome in outcomes.iter().flatten() {
+            touched.extend(outcome.rows.iter().map(|r| r.row.image_id().to_string()));
+        }
+    }
+    // Step 2: the unchanged pieces that hold other rows of the touched images.
+    let everything = previous.is_none();
+    let second = if everything {
+        Vec::new()
+    } else {
+        read_units(&units, &steps, Some(&touched))?
+    };
+    let mut collected = CollectedRun::default();
+    let mut state = InputsState {
+        format: INPUTS_FORMAT.to_string(),
+        format_version: INPUTS_FORMAT_VERSION,
+        units: Vec::new(),
+    };
+    let (mut read, mut appended_pieces) = (0usize, 0usize);
+    let mut second = second.into_iter();
+    for ((unit, unit_steps), firsts) in units.iter().zip(steps).zip(first) {
+        let mut again = second.next().unwrap_or_default().into_iter();
+        let mut pieces = Vec::with_capacity(unit.pieces.len());
+        for ((piece, step), first) in unit.pieces.iter().zip(unit_steps).zip(firsts) {
+            let again = again.next().flatten();
+            let (state, rows) = match (step, first) {
+                (Step::Keep(o), _) => (o, again.map(|a| a.rows)),
+                (Step::Read, Some(outcome)) => {
+                    read += 1;
+                    (outcome.state, Some(outcome.rows))
+                }
+                (Step::Append(_), Some(outcome)) => {
+                    read += 1;
+                    appended_pieces += 1;
+                    // When the file is read again from its start for the touched images, those
+                    // rows replace the appended part's.
+                    let rows = again.map_or(outcome.rows, |a| a.rows);
+                    (outcome.state, Some(rows))
+                }
+                _ => {
+                    return Err(Error::Config(format!(
+                        "reading {}: a piece was planned and not read",
+                        unit.path.display()
+                    )))
+                }
+            };
+            let base = unit.base(piece);
+            collected.counts.add(state.counts);
+            for (ordinal, rejected) in &state.rejected {
+                collected
+                    .rejected
+                    .push((unit.index, base + ordinal, rejected.clone()));
+            }
+            if let Some(rows) = rows {
+                collected.rows.extend(rows.into_iter().map(Arc::new));
+            }
+            pieces.push(state);
+        }
+        state.units.push(UnitState {
+            format: unit.format,
+            path: unit.path.display().to_string(),
+            shared: unit.shared.clone(),
+            pieces,
+        });
+    }
+    collected.rows.sort_by_key(|r| (r.unit, r.ordinal));
+    collected.rejected.sort_by_key(|r| (r.0, r.1));
+    collected.stages.push(StageMetrics {
+        name: "read".into(),
+        rows_in: collected.counts.read,
+        rows_out: collected.rows.len() as u64,
+        rejected: collected.counts.rejected,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    });
+    let summary = if everything {
+        format!("read all {listed} input pieces")
+    } else {
+        format!(
+            "read {read} new or changed of {listed} input pieces ({appended_pieces} appended to), \
+             {} rows of {} images",
+            collected.rows.len(),
+            touched.len()
+        )
+    };
+    Ok(InputRead {
+        collected,
+        touched: (!everything).then(|| touched.into_iter().collect()),
+        state,
+        summary,
+    })
+}
+
+/// Whether `piece` is `old` with graphs appended: a PENMAN file whose first bytes are the ones
+/// the last run read to a resumable end.
+fn appended(unit: &Unit, piece: &Listed, old: &PieceState) -> Result<bool> {
+    let (Some(end), [now], [before]) = (&old.end, piece.files.as_slice(), old.files.as_slice())
+    else {
+        return Ok(false);
+    };
+    if !unit.appendable() || !end.cursor.resumable || now.path != before.path {
+        return Ok(false);
+    }
+    let grew = matches!((now.size, before.size), (Some(n), Some(b)) if n > b && b == end.cursor.byte_offset);
+    if !grew {
+        return Ok(false);
+    }
+    Ok(prefix_hash(&unit.path, end.cursor.byte_offset)?.as_deref() == Some(end.xxh3.as_str()))
+}
+
+type UnitOutcomes = Vec<Option<Outcome>>;
+
+/// Reads the pieces of every unit that `steps` asks for, one thread per unit: without `keep`,
+/// the new, changed and appended pieces (step 1); with it, the kept and appended pieces that
+/// hold rows of the images in `keep`, filtered to them (step 2).
+fn read_units(
+    units: &[Unit],
+    steps: &[Vec<Step>],
+    keep: Option<&HashSet<String>>,
+) -> Result<Vec<UnitOutcomes>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = units
+            .iter()
+            .zip(steps)
+            .map(|(unit, unit_steps)| scope.spawn(move || read_unit(unit, unit_steps, keep)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Config("an input reader panicked".into())))
+            })
+            .collect()
+    })
+}
+
+fn read_unit(unit: &Unit, steps: &[Step], keep: Option<&HashSet<String>>) -> Result<UnitOutcomes> {
+    let mut out = Vec::with_capacity(steps.len());
+    for (piece, step) in unit.pieces.iter().zip(steps) {
+        let outcome = match (keep, step) {
+            (None, Step::Keep(_)) => None,
+            (None, Step::Read) => Some(read_piece(unit, piece, None, None)?),
+            (None, Step::Append(old)) => Some(read_piece(unit, piece, Some(old), None)?),
+            (Some(keep), Step::Keep(old) | Step::Append(old)) => {
+                if old.images.iter().any(|i| keep.contains(i)) {
+                    Some(read_piece(unit, piece, None, Some(keep))?)
+                } else {
+                    None
+                }
+            }
+            (Some(_), Step::Read) => None,
+        };
+        out.push(outcome);
+    }
+    Ok(out)
+}
+
+/// Reads one piece: whole, from an old end (`old`), or filtered to `keep`.
+fn read_piece(
+    unit: &Unit,
+    piece: &Listed,
+    old: Option<&PieceState>,
+    keep: Option<&HashSet<String>>,
+) -> Result<Outcome> {
+    let mut sink = PieceSink::new(unit, piece, keep);
+    unit.read(piece, old.and_then(|o| o.end.as_ref()), &mut sink)?;
+    let end = match sink.end {
+        Some(cursor) if keep.is_none() => Some(PenmanEnd {
+            cursor,
+            ordinal: sink.ordinal,
+            xxh3: prefix_hash(&unit.path, cursor.byte_offset)?.unwrap_or_default(),
+        }),
+        _ => None,
+    };
+    let mut state = match old {
+        // The appended part adds to what the old end described.
+        Some(o) => {
+            let mut s = o.clone();
+            s.files = piece.files.clone();
+            s.counts.add(sink.counts);
+            s.rejected.extend(sink.rejected);
+            let mut images: BTreeSet<String> = s.images.into_iter().collect();
+            images.extend(sink.images.iter().cloned());
+            s.images = images.into_iter().collect();
+            s
+        }
+        None => PieceState {
+            key: piece.key.clone(),
+            files: piece.files.clone(),
+            images: sink.images.iter().cloned().collect(),
+            counts: sink.counts,
+            rejected: sink.rejected,
+            end: None,
+        },
+    };
+    state.end = end;
+    Ok(Outcome {
+        state,
+        rows: sink.rows,
+    })
+}

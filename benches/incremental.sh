@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Incremental rerun on `capflow synth` data: SSA on IMAGES synthetic images with `--state`, then
-# 1% more images arrive (a prefix-stable synth of IMAGES * 1.01 images: the first IMAGES are the
-# same), and the rerun is timed against a fresh full run on all of them. The models are fitted on
+# 1% more images arrive (the files of a prefix-stable synth of IMAGES * 1.01 images, whose first
+# IMAGES are the same, are added to the input directory), and the rerun is timed against a fresh
+# full run on all of them. The models are fitted on
 # a fixed corpus (`[[models.corpus]]`, a separate 2,000-image synth), as incremental SSA runs need
 # (docs/incremental.md). Prints both wall times, their ratio, the share of images recomputed, and
 # whether the two datasets' data files are byte-identical.
@@ -35,16 +36,45 @@ seconds() { local t0 t1; t0=$(date +%s.%N); "$@"; t1=$(date +%s.%N); awk -v a="$
 # data, and would otherwise pay for the disk reads the fresh full run after it does not.
 warm() { find -L "$1" -type f -exec cat {} + > /dev/null; }
 
-# The input path stays the same (rows record their source files); only its target grows.
-ln -sfn "$base" "$work/input"
-warm "$base"
-first=$(seconds "$capflow" run "$spec" --input "$work/input" --out "$work/inc" --state "$work/state" 2> "$work/log-first")
+# The input directory is the 100K tree (hard links: its files keep their size and modification
+# time) with its own copy of the AMR file. After version 1, the new captions arrive as they would:
+# the new images' sentence and annotation files are added, the split lists replaced, and the new
+# images' graphs appended to the AMR file. The result equals the grown tree byte for byte.
+input="$work/input"
+mkdir -p "$input"
+cp -al "$base"/. "$input"/
+cp --remove-destination "$base/amr/captions.amr" "$input/amr/captions.amr"
+warm "$input"
+first=$(seconds "$capflow" run "$spec" --input "$input" --out "$work/inc" --state "$work/state" 2> "$work/log-first")
 echo "version 1 on $images images (with --state): $first s"
-ln -sfn "$grown" "$work/input"
-warm "$grown"
-rerun=$(seconds "$capflow" run "$spec" --input "$work/input" --out "$work/inc" --state "$work/state" 2> "$work/log-rerun")
-grep '^capflow run .*: computing' "$work/log-rerun" || true
-full=$(seconds "$capflow" run "$spec" --input "$work/input" --out "$work/fresh" 2> "$work/log-full")
+python3 - "$grown" "$input" <<'PY'
+import filecmp, os, shutil, sys
+grown, into = sys.argv[1:]
+added = replaced = appended = 0
+for root, _, files in os.walk(grown):
+    for name in files:
+        src = os.path.join(root, name)
+        dst = os.path.join(into, os.path.relpath(src, grown))
+        if not os.path.exists(dst):
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            os.link(src, dst)
+            added += 1
+        elif name.endswith(".amr") and os.path.getsize(dst) < os.path.getsize(src):
+            with open(src, "rb") as s, open(dst, "ab") as d:
+                s.seek(os.path.getsize(dst))
+                shutil.copyfileobj(s, d)
+            appended += 1
+        elif not filecmp.cmp(src, dst, shallow=False):
+            os.remove(dst)
+            shutil.copy(src, dst)
+            replaced += 1
+        assert filecmp.cmp(src, dst, shallow=False), dst
+print(f"new captions arrive: {added} files added, {replaced} replaced, {appended} appended to")
+PY
+warm "$input"
+rerun=$(seconds "$capflow" run "$spec" --input "$input" --out "$work/inc" --state "$work/state" 2> "$work/log-rerun")
+grep '^capflow run .*: \(computing\|read \)' "$work/log-rerun" || true
+full=$(seconds "$capflow" run "$spec" --input "$input" --out "$work/fresh" 2> "$work/log-full")
 echo "rerun after +1% images ($grown_images in all): $rerun s"
 echo "fresh full run on $grown_images images: $full s"
 awk -v r="$rerun" -v f="$full" 'BEGIN { printf "rerun / full wall time: %.1f%%\n", 100 * r / f }'

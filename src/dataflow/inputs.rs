@@ -86,6 +86,10 @@ pub struct PieceState {
     /// The image id of a Flickr30k Entities image; empty for a whole file.
     pub key: String,
     pub files: Vec<FileStamp>,
+    /// What else the piece's rows depend on: a Flickr30k Entities image's split (from the
+    /// split lists beside the directory).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub context: String,
     /// The images the piece holds rows of, sorted.
     pub images: Vec<String>,
     pub counts: IngestCounts,
@@ -101,8 +105,6 @@ pub struct PieceState {
 pub struct UnitState {
     pub format: Format,
     pub path: String,
-    /// Files every piece's rows depend on (the Flickr30k Entities split lists).
-    pub shared: Vec<FileStamp>,
     pub pieces: Vec<PieceState>,
 }
 
@@ -171,6 +173,7 @@ pub struct InputRead {
 struct Listed {
     key: String,
     files: Vec<FileStamp>,
+    context: String,
     /// Its index in a Flickr30k Entities listing.
     image: Option<usize>,
 }
@@ -181,7 +184,6 @@ struct Unit {
     format: Format,
     path: PathBuf,
     tables: Option<Vec<TableKind>>,
-    shared: Vec<FileStamp>,
     pieces: Vec<Listed>,
     flickr: Option<Listing>,
 }
@@ -199,14 +201,8 @@ impl Unit {
             Format::Flickr30kEntities => Listing::of(path)?,
             _ => None,
         };
-        let (shared, pieces) = match &flickr {
-            Some(listing) => {
-                let shared = listing
-                    .split_lists
-                    .iter()
-                    .map(|p| FileStamp::of(p))
-                    .collect::<Result<Vec<_>>>()?;
-                let pieces = listing
+        let pieces = match &flickr {
+            Some(listing) => listing
                     .images
                     .iter()
                     .enumerate()
@@ -220,12 +216,11 @@ impl Unit {
                         Ok(Listed {
                             key: image.id.clone(),
                             files,
+                            context: listing.split_of(&image.id).to_string(),
                             image: Some(i),
                         })
                     })
-                    .collect::<Result<Vec<_>>>()?;
-                (shared, pieces)
-            }
+                    .collect::<Result<Vec<_>>>()?,
             None => {
                 let mut paths = Vec::new();
                 files_under(path, &mut paths)?;
@@ -234,12 +229,12 @@ impl Unit {
                     .iter()
                     .map(|p| FileStamp::of(p))
                     .collect::<Result<Vec<_>>>()?;
-                let whole = Listed {
+                vec![Listed {
                     key: String::new(),
                     files,
+                    context: String::new(),
                     image: None,
-                };
-                (Vec::new(), vec![whole])
+                }]
             }
         };
         Ok(Unit {
@@ -247,7 +242,6 @@ impl Unit {
             format,
             path: path.to_path_buf(),
             tables,
-            shared,
             pieces,
             flickr,
         })
@@ -424,9 +418,7 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&InputsState>) -> Resul
     for unit in &units {
         let old = previous.and_then(|p| {
             p.units.get(unit.index as usize).filter(|o| {
-                o.format == unit.format
-                    && o.path == unit.path.display().to_string()
-                    && o.shared == unit.shared
+                o.format == unit.format && o.path == unit.path.display().to_string()
             })
         });
         let mut by_key: HashMap<&str, &PieceState> = match old {
@@ -436,7 +428,9 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&InputsState>) -> Resul
         let mut unit_steps = Vec::with_capacity(unit.pieces.len());
         for piece in &unit.pieces {
             let step = match by_key.remove(piece.key.as_str()) {
-                Some(o) if o.files == piece.files => Step::Keep(o.clone()),
+                Some(o) if o.files == piece.files && o.context == piece.context => {
+                    Step::Keep(o.clone())
+                }
                 Some(o) => {
                     match appended(unit, piece, o)? {
                         true => Step::Append(o.clone()),
@@ -455,7 +449,7 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&InputsState>) -> Resul
             touched.extend(gone.images.iter().cloned());
         }
         if previous.is_some() && old.is_none() {
-            // A unit read for the first time, or whose shared files changed: what it held before
+            // A unit that is not the one the state describes: what that one held is touched.
             // is touched too.
             if let Some(o) = previous.and_then(|p| p.units.get(unit.index as usize)) {
                 for piece in &o.pieces {
@@ -527,7 +521,6 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&InputsState>) -> Resul
         state.units.push(UnitState {
             format: unit.format,
             path: unit.path.display().to_string(),
-            shared: unit.shared.clone(),
             pieces,
         });
     }
@@ -644,6 +637,7 @@ fn read_piece(
         Some(o) => {
             let mut s = o.clone();
             s.files = piece.files.clone();
+            s.context = piece.context.clone();
             s.counts.add(sink.counts);
             s.rejected.extend(sink.rejected);
             let mut images: BTreeSet<String> = s.images.into_iter().collect();
@@ -654,6 +648,7 @@ fn read_piece(
         None => PieceState {
             key: piece.key.clone(),
             files: piece.files.clone(),
+            context: piece.context.clone(),
             images: sink.images.iter().cloned().collect(),
             counts: sink.counts,
             rejected: sink.rejected,

@@ -476,11 +476,9 @@ pub struct ListedImage {
 }
 
 /// The images of a Flickr30k Entities dataset root or sentence directory, in the order
-/// [`read`] reads them, and the split lists every image's rows depend on.
+/// [`read`] reads them, with the split lists' assignment of images to splits.
 pub struct Listing {
     pub images: Vec<ListedImage>,
-    /// Where the split lists are looked for (present or not).
-    pub split_lists: Vec<PathBuf>,
     splits: HashMap<String, &'static str>,
 }
 
@@ -503,21 +501,17 @@ impl Listing {
                 id,
             })
             .collect();
-        let split_lists = layout
-            .root
-            .iter()
-            .flat_map(|root| ["train", "val", "test"].map(|s| root.join(format!("{s}.txt"))))
-            .collect();
-        Ok(Some(Listing {
-            images,
-            split_lists,
-            splits,
-        }))
+        Ok(Some(Listing { images, splits }))
+    }
+
+    /// The split the lists give an image (`unknown` when none does).
+    pub fn split_of(&self, image_id: &str) -> &'static str {
+        self.splits.get(image_id).copied().unwrap_or("unknown")
     }
 
     /// Reads one listed image into `sink`, as [`read`] does.
     pub fn read_image(&self, image: &ListedImage, sink: &mut dyn RecordSink) -> Result<()> {
-        let split = self.splits.get(&image.id).copied().unwrap_or("unknown");
+        let split = self.split_of(&image.id);
         read_image(
             &image.id,
             split,

@@ -119,11 +119,8 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
                             previous,
                         ))
             });
-            let previous_inputs = match reusable {
-                true => InputsState::read(state_dir.dir())?,
-                false => None,
-            };
-            let read = crate::dataflow::inputs::read_inputs(&spec, previous_inputs.as_ref())?;
+            let previous_inputs = reusable.then(|| state_dir.dir());
+            let read = crate::dataflow::inputs::read_inputs(&spec, previous_inputs)?;
             eprintln!("capflow run {}: {}", spec.name, read.summary);
             let collected = read.collected;
             read_inputs = Some((read.state, read.touched));

@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use xxhash_rust::xxh3::Xxh3;
+
 use serde::{Deserialize, Serialize};
 
 use super::runtime::{CollectedRun, KeyedRow};
@@ -30,7 +32,7 @@ use super::spec::DataflowSpec;
 use crate::amr::penman::BlockCursor;
 use crate::error::{Error, Result};
 use crate::export::StageMetrics;
-use crate::ingest::flickr30k::Listing;
+use crate::ingest::flickr30k::{ListedFile, Listing};
 use crate::ingest::{read_input, Format, IngestCounts, RecordSink, Row};
 use crate::schema::{RejectedRow, TableKind};
 
@@ -39,8 +41,13 @@ pub const INPUTS_FILE: &str = "inputs.json";
 const INPUTS_FORMAT: &str = "capflow-inputs";
 const INPUTS_FORMAT_VERSION: u32 = 1;
 
-/// A file as a piece last saw it (absent files have no size).
+/// A file as a piece last saw it (absent files have no size). Stored as `[path, size,
+/// modified_ns]`: a state holds one per input file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    from = "(String, Option<u64>, Option<u64>)",
+    into = "(String, Option<u64>, Option<u64>)"
+)]
 pub struct FileStamp {
     pub path: String,
     pub size: Option<u64>,
@@ -49,7 +56,16 @@ pub struct FileStamp {
 }
 
 impl FileStamp {
-    fn of(path: &Path) -> Result<FileStamp> {
+    /// The stamp of a listed file, named relative to its unit's path.
+    fn listed(unit: &Path, file: &ListedFile) -> FileStamp {
+        FileStamp {
+            path: relative(unit, &file.path),
+            size: Some(file.size),
+            modified_ns: file.modified_ns,
+        }
+    }
+
+    fn of(unit: &Path, path: &Path) -> Result<FileStamp> {
         let (size, modified_ns) = match std::fs::metadata(path) {
             Ok(meta) => {
                 let modified = meta
@@ -63,11 +79,35 @@ impl FileStamp {
             Err(e) => return Err(Error::io(path, e)),
         };
         Ok(FileStamp {
-            path: path.display().to_string(),
+            path: relative(unit, path),
             size,
             modified_ns,
         })
     }
+}
+
+impl From<(String, Option<u64>, Option<u64>)> for FileStamp {
+    fn from((path, size, modified_ns): (String, Option<u64>, Option<u64>)) -> FileStamp {
+        FileStamp {
+            path,
+            size,
+            modified_ns,
+        }
+    }
+}
+
+impl From<FileStamp> for (String, Option<u64>, Option<u64>) {
+    fn from(stamp: FileStamp) -> Self {
+        (stamp.path, stamp.size, stamp.modified_ns)
+    }
+}
+
+/// `path` relative to `unit` (`/`-separated), or whole when it is not under it.
+fn relative(unit: &Path, path: &Path) -> String {
+    path.strip_prefix(unit)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Where the read of a PENMAN file ended, to read only what is appended to it.
@@ -211,8 +251,8 @@ impl Unit {
                             .sentence
                             .iter()
                             .chain(&image.annotation)
-                            .map(|p| FileStamp::of(p))
-                            .collect::<Result<Vec<_>>>()?;
+                            .map(|f| FileStamp::listed(path, f))
+                            .collect();
                         Ok(Listed {
                             key: image.id.clone(),
                             files,
@@ -227,7 +267,7 @@ impl Unit {
                 paths.sort();
                 let files = paths
                     .iter()
-                    .map(|p| FileStamp::of(p))
+                    .map(|p| FileStamp::of(path, p))
                     .collect::<Result<Vec<_>>>()?;
                 vec![Listed {
                     key: String::new(),
@@ -360,12 +400,14 @@ impl RecordSink for PieceSink<'_> {
     }
 }
 
-/// XXH3-128 of the first `len` bytes of `path`, hex; `None` when the file is shorter.
-fn prefix_hash(path: &Path, len: u64) -> Result<Option<String>> {
+/// `hasher` fed bytes `from..to` of `path`; `None` when the file is shorter.
+fn hash_range(path: &Path, mut hasher: Xxh3, from: u64, to: u64) -> Result<Option<Xxh3>> {
+    use std::io::{Seek, SeekFrom};
     let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    file.seek(SeekFrom::Start(from))
+        .map_err(|e| Error::io(path, e))?;
     let mut buffer = vec![0u8; 1 << 20];
-    let mut left = len;
+    let mut left = to.saturating_sub(from);
     while left > 0 {
         let want = buffer.len().min(left as usize);
         let got = file
@@ -377,7 +419,11 @@ fn prefix_hash(path: &Path, len: u64) -> Result<Option<String>> {
         hasher.update(&buffer[..got]);
         left -= got as u64;
     }
-    Ok(Some(format!("{:032x}", hasher.digest128())))
+    Ok(Some(hasher))
+}
+
+fn hex128(hasher: &Xxh3) -> String {
+    format!("{:032x}", hasher.digest128())
 }
 
 /// What happens to one listed piece in a rerun.
@@ -386,8 +432,8 @@ enum Step {
     Keep(PieceState),
     /// Read whole.
     Read,
-    /// A PENMAN file that grew: read from the old end.
-    Append(PieceState),
+    /// A PENMAN file that grew: read from the old end (the hash of the bytes before it).
+    Append(PieceState, Box<Xxh3>),
 }
 
 /// One piece's outcome.
@@ -396,68 +442,79 @@ struct Outcome {
     rows: Vec<KeyedRow>,
 }
 
-/// Reads the spec's inputs piece by piece. With `previous` (the state of the inputs the last
-/// run read), only what changed is read (see the module documentation); without it, all.
-pub fn read_inputs(spec: &DataflowSpec, previous: Option<&InputsState>) -> Result<InputRead> {
+/// Reads the spec's inputs piece by piece. With `previous`, a state directory whose
+/// [`INPUTS_FILE`] describes the inputs the last run read, only what changed is read (see the
+/// module documentation); without it, or when it holds no such file, all.
+pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<InputRead> {
     let started = Instant::now();
-    let mut units = Vec::new();
-    for input in &spec.inputs {
-        for path in &input.paths {
-            units.push(Unit::list(
-                units.len() as u32,
-                input.format,
-                path,
-                input.tables.clone(),
-            )?);
+    // The state is loaded while the inputs are listed.
+    let (units, previous) = std::thread::scope(|scope| {
+        let loaded = previous.map(|dir| scope.spawn(move || InputsState::read(dir)));
+        let mut units = Vec::new();
+        for input in &spec.inputs {
+            for path in &input.paths {
+                units.push(Unit::list(
+                    units.len() as u32,
+                    input.format,
+                    path,
+                    input.tables.clone(),
+                )?);
+            }
         }
-    }
+        let previous = match loaded {
+            Some(handle) => handle
+                .join()
+                .unwrap_or_else(|_| Err(Error::Usage("loading the inputs' state panicked".into())))?,
+            None => None,
+        };
+        Ok::<_, Error>((units, previous))
+    })?;
     let listed: usize = units.iter().map(|u| u.pieces.len()).sum();
     // Step 1: plan each unit's pieces and read the new and changed ones.
     let mut touched: HashSet<String> = HashSet::new();
     let mut steps: Vec<Vec<Step>> = Vec::new();
+    let everything = previous.is_none();
+    let mut old_units: Vec<Option<UnitState>> = previous
+        .map(|p| p.units.into_iter().map(Some).collect())
+        .unwrap_or_default();
     for unit in &units {
-        let old = previous.and_then(|p| {
-            p.units.get(unit.index as usize).filter(|o| {
-                o.format == unit.format && o.path == unit.path.display().to_string()
-            })
-        });
-        let mut by_key: HashMap<&str, &PieceState> = match old {
-            Some(o) => o.pieces.iter().map(|p| (p.key.as_str(), p)).collect(),
-            None => HashMap::new(),
-        };
+        let mut by_key: HashMap<String, PieceState> = HashMap::new();
+        if let Some(old) = old_units.get_mut(unit.index as usize).and_then(Option::take) {
+            if old.format == unit.format && old.path == unit.path.display().to_string() {
+                by_key = old.pieces.into_iter().map(|p| (p.key.clone(), p)).collect();
+            } else {
+                // Not the input the state describes: what that one held is touched.
+                for piece in old.pieces {
+                    touched.extend(piece.images);
+                }
+            }
+        }
         let mut unit_steps = Vec::with_capacity(unit.pieces.len());
         for piece in &unit.pieces {
             let step = match by_key.remove(piece.key.as_str()) {
-                Some(o) if o.files == piece.files && o.context == piece.context => {
-                    Step::Keep(o.clone())
-                }
-                Some(o) => {
-                    match appended(unit, piece, o)? {
-                        true => Step::Append(o.clone()),
-                        false => {
-                            touched.extend(o.images.iter().cloned());
-                            Step::Read
-                        }
+                Some(o) if o.files == piece.files && o.context == piece.context => Step::Keep(o),
+                Some(o) => match appended(unit, piece, &o)? {
+                    Some(hasher) => Step::Append(o, Box::new(hasher)),
+                    None => {
+                        touched.extend(o.images);
+                        Step::Read
                     }
-                }
+                },
                 None => Step::Read,
             };
             unit_steps.push(step);
         }
         // Pieces that are gone: their images lose rows.
         for gone in by_key.into_values() {
-            touched.extend(gone.images.iter().cloned());
-        }
-        if previous.is_some() && old.is_none() {
-            // A unit that is not the one the state describes: what that one held is touched.
-            // is touched too.
-            if let Some(o) = previous.and_then(|p| p.units.get(unit.index as usize)) {
-                for piece in &o.pieces {
-                    touched.extend(piece.images.iter().cloned());
-                }
-            }
+            touched.extend(gone.images);
         }
         steps.push(unit_steps);
+    }
+    // Inputs the spec no longer has.
+    for old in old_units.into_iter().flatten() {
+        for piece in old.pieces {
+            touched.extend(piece.images);
+        }
     }
     let first = read_units(&units, &steps, None)?;
     for outcomes in &first {
@@ -466,7 +523,6 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&InputsState>) -> Resul
         }
     }
     // Step 2: the unchanged pieces that hold other rows of the touched images.
-    let everything = previous.is_none();
     let second = if everything {
         Vec::new()
     } else {
@@ -491,7 +547,7 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&InputsState>) -> Resul
                     read += 1;
                     (outcome.state, Some(outcome.rows))
                 }
-                (Step::Append(_), Some(outcome)) => {
+                (Step::Append(..), Some(outcome)) => {
                     read += 1;
                     appended_pieces += 1;
                     // When the file is read again from its start for the touched images, those
@@ -543,29 +599,29 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&InputsState>) -> Resul
             touched.len()
         )
     };
+    let touched: Option<BTreeSet<String>> = (!everything).then(|| touched.into_iter().collect());
     Ok(InputRead {
         collected,
-        touched: (!everything).then(|| touched.into_iter().collect()),
+        touched,
         state,
         summary,
     })
 }
 
 /// Whether `piece` is `old` with graphs appended: a PENMAN file whose first bytes are the ones
-/// the last run read to a resumable end.
-fn appended(unit: &Unit, piece: &Listed, old: &PieceState) -> Result<bool> {
+/// the last run read to a resumable end. Returns the hash of those bytes.
+fn appended(unit: &Unit, piece: &Listed, old: &PieceState) -> Result<Option<Xxh3>> {
     let (Some(end), [now], [before]) = (&old.end, piece.files.as_slice(), old.files.as_slice())
     else {
-        return Ok(false);
+        return Ok(None);
     };
-    if !unit.appendable() || !end.cursor.resumable || now.path != before.path {
-        return Ok(false);
+    let length = end.cursor.byte_offset;
+    let grew = matches!((now.size, before.size), (Some(n), Some(b)) if n > b && b == length);
+    if !unit.appendable() || !end.cursor.resumable || now.path != before.path || !grew {
+        return Ok(None);
     }
-    let grew = matches!((now.size, before.size), (Some(n), Some(b)) if n > b && b == end.cursor.byte_offset);
-    if !grew {
-        return Ok(false);
-    }
-    Ok(prefix_hash(&unit.path, end.cursor.byte_offset)?.as_deref() == Some(end.xxh3.as_str()))
+    let hasher = hash_range(&unit.path, Xxh3::new(), 0, length)?;
+    Ok(hasher.filter(|h| hex128(h) == end.xxh3))
 }
 
 type UnitOutcomes = Vec<Option<Outcome>>;
@@ -600,8 +656,10 @@ fn read_unit(unit: &Unit, steps: &[Step], keep: Option<&HashSet<String>>) -> Res
         let outcome = match (keep, step) {
             (None, Step::Keep(_)) => None,
             (None, Step::Read) => Some(read_piece(unit, piece, None, None)?),
-            (None, Step::Append(old)) => Some(read_piece(unit, piece, Some(old), None)?),
-            (Some(keep), Step::Keep(old) | Step::Append(old)) => {
+            (None, Step::Append(old, head)) => {
+                Some(read_piece(unit, piece, Some((old, head)), None)?)
+            }
+            (Some(keep), Step::Keep(old) | Step::Append(old, _)) => {
                 if old.images.iter().any(|i| keep.contains(i)) {
                     Some(read_piece(unit, piece, None, Some(keep))?)
                 } else {
@@ -615,23 +673,33 @@ fn read_unit(unit: &Unit, steps: &[Step], keep: Option<&HashSet<String>>) -> Res
     Ok(out)
 }
 
-/// Reads one piece: whole, from an old end (`old`), or filtered to `keep`.
+/// Reads one piece: whole, from an old end (`old`, with the hash of the bytes before it), or
+/// filtered to `keep`.
 fn read_piece(
     unit: &Unit,
     piece: &Listed,
-    old: Option<&PieceState>,
+    old: Option<(&PieceState, &Xxh3)>,
     keep: Option<&HashSet<String>>,
 ) -> Result<Outcome> {
     let mut sink = PieceSink::new(unit, piece, keep);
-    unit.read(piece, old.and_then(|o| o.end.as_ref()), &mut sink)?;
+    let old_end = old.and_then(|(o, _)| o.end.as_ref());
+    unit.read(piece, old_end, &mut sink)?;
     let end = match sink.end {
-        Some(cursor) if keep.is_none() => Some(PenmanEnd {
-            cursor,
-            ordinal: sink.ordinal,
-            xxh3: prefix_hash(&unit.path, cursor.byte_offset)?.unwrap_or_default(),
-        }),
+        Some(cursor) if keep.is_none() => {
+            let (head, from) = match (old, old_end) {
+                (Some((_, head)), Some(e)) => (head.clone(), e.cursor.byte_offset),
+                _ => (Xxh3::new(), 0),
+            };
+            let hasher = hash_range(&unit.path, head, from, cursor.byte_offset)?;
+            Some(PenmanEnd {
+                cursor,
+                ordinal: sink.ordinal,
+                xxh3: hasher.map(|h| hex128(&h)).unwrap_or_default(),
+            })
+        }
         _ => None,
     };
+    let old = old.map(|(o, _)| o);
     let mut state = match old {
         // The appended part adds to what the old end described.
         Some(o) => {

@@ -414,8 +414,17 @@ fn layout(path: &Path) -> Result<Layout> {
     })
 }
 
+/// A file of a Flickr30k Entities directory, with its size and modification time.
+#[derive(Clone, Debug)]
+pub struct ListedFile {
+    pub path: PathBuf,
+    pub size: u64,
+    /// Nanoseconds since the Unix epoch.
+    pub modified_ns: Option<u64>,
+}
+
 /// The files of `dir` with `extension`, by stem.
-fn stems(dir: Option<&Path>, extension: &str) -> Result<BTreeMap<String, PathBuf>> {
+fn stems(dir: Option<&Path>, extension: &str) -> Result<BTreeMap<String, ListedFile>> {
     let mut out = BTreeMap::new();
     let Some(dir) = dir else {
         return Ok(out);
@@ -423,23 +432,37 @@ fn stems(dir: Option<&Path>, extension: &str) -> Result<BTreeMap<String, PathBuf
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let path = entry.path();
-        let matches = path
+        let name = entry.file_name();
+        let name = Path::new(&name);
+        let matches = name
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case(extension));
-        if !matches {
+        let Some(stem) = name.file_stem().filter(|_| matches) else {
             continue;
-        }
-        // The directory entry's type needs no stat call; a link is followed.
-        let is_file = match entry.file_type() {
-            Ok(t) if t.is_symlink() => path.is_file(),
-            Ok(t) => t.is_file(),
-            Err(_) => path.is_file(),
         };
-        if is_file {
-            if let Some(stem) = path.file_stem() {
-                out.insert(stem.to_string_lossy().into_owned(), path);
-            }
+        // The entry's metadata is looked up relative to the open directory; a link is followed.
+        let path = entry.path();
+        let meta = match entry.metadata() {
+            Ok(m) if m.file_type().is_symlink() => std::fs::metadata(&path),
+            other => other,
+        };
+        let Ok(meta) = meta else {
+            continue;
+        };
+        if meta.is_file() {
+            let modified_ns = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos() as u64);
+            out.insert(
+                stem.to_string_lossy().into_owned(),
+                ListedFile {
+                    path,
+                    size: meta.len(),
+                    modified_ns,
+                },
+            );
         }
     }
     Ok(out)
@@ -471,8 +494,8 @@ fn split_lists(root: Option<&Path>) -> Result<HashMap<String, &'static str>> {
 #[derive(Clone, Debug)]
 pub struct ListedImage {
     pub id: String,
-    pub sentence: Option<PathBuf>,
-    pub annotation: Option<PathBuf>,
+    pub sentence: Option<ListedFile>,
+    pub annotation: Option<ListedFile>,
 }
 
 /// The images of a Flickr30k Entities dataset root or sentence directory, in the order
@@ -490,8 +513,16 @@ impl Listing {
             return Ok(None);
         }
         let splits = split_lists(layout.root.as_deref())?;
-        let mut sentences = stems(layout.sentences.as_deref(), "txt")?;
-        let mut annotations = stems(layout.annotations.as_deref(), "xml")?;
+        // Listing a directory is mostly waiting on metadata lookups: both at once.
+        let (sentences, annotations) = std::thread::scope(|scope| {
+            let annotations = scope.spawn(|| stems(layout.annotations.as_deref(), "xml"));
+            let sentences = stems(layout.sentences.as_deref(), "txt");
+            let annotations = annotations
+                .join()
+                .unwrap_or_else(|_| Err(Error::Usage("listing annotations panicked".into())));
+            (sentences, annotations)
+        });
+        let (mut sentences, mut annotations) = (sentences?, annotations?);
         let ids: BTreeSet<String> = sentences.keys().chain(annotations.keys()).cloned().collect();
         let images = ids
             .into_iter()
@@ -515,8 +546,8 @@ impl Listing {
         read_image(
             &image.id,
             split,
-            image.sentence.as_deref(),
-            image.annotation.as_deref(),
+            image.sentence.as_ref().map(|f| f.path.as_path()),
+            image.annotation.as_ref().map(|f| f.path.as_path()),
             sink,
         )
     }

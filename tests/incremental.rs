@@ -453,3 +453,204 @@ fn watch_commits_a_version_whose_changelog_adds_exactly_the_new_image() {
     assert_eq!(added, expected);
     assert!(data_files(&out) == data_files(&fresh), "bytes differ");
 }
+
+/// Sets `chunk_images` in a recipe's `[output]`.
+fn with_chunk_images(dir: &Path, recipe: &str, chunk_images: usize) -> PathBuf {
+    let text =
+        std::fs::read_to_string(common::repo_root().join(format!("dataflows/{recipe}.toml")))
+            .unwrap();
+    assert!(text.contains("\n[output]\n"), "{recipe} has no [output]");
+    let text = text.replace(
+        "\n[output]\n",
+        &format!("\n[output]\nchunk_images = {chunk_images}\n"),
+    );
+    // Input paths are relative to the recipe's directory.
+    let text = text.replace("../examples/data", examples().to_str().unwrap());
+    let path = dir.join(format!("{recipe}-chunks.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn small_chunks_carry_the_untouched_ones_and_equal_a_fresh_full_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("input");
+    let input_s = input.to_str().unwrap();
+    for recipe in ["sample", "gbc", "ssa-flickr30k"] {
+        // One image per chunk: every bucket holds several.
+        let spec = with_chunk_images(tmp.path(), recipe, 1);
+        let spec_s = spec.to_str().unwrap();
+        let (out, state, fresh) = (
+            tmp.path().join(format!("{recipe}-inc")),
+            tmp.path().join(format!("{recipe}-state")),
+            tmp.path().join(format!("{recipe}-fresh")),
+        );
+        let (out_s, state_s, fresh_s) = (
+            out.to_str().unwrap(),
+            state.to_str().unwrap(),
+            fresh.to_str().unwrap(),
+        );
+        sample_data(&input, &first_half, &[]);
+        run_ok(&[
+            "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
+        ]);
+        sample_data(&input, &|_| true, &[]);
+        run_ok(&[
+            "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
+        ]);
+        run_ok(&["run", spec_s, "--input", input_s, "--out", fresh_s]);
+        assert!(
+            data_files(&out) == data_files(&fresh),
+            "{recipe}: bytes differ"
+        );
+        let v1 = read_manifest_version(&out, 1).unwrap();
+        let v2 = read_manifest(&out).unwrap();
+        let chunked = |m: &capflow::export::Manifest| -> BTreeSet<String> {
+            m.files
+                .iter()
+                .filter(|f| f.chunk.is_some())
+                .map(|f| f.path.clone())
+                .collect()
+        };
+        let (before, after) = (chunked(&v1), chunked(&v2));
+        let chunks: BTreeSet<String> = v2.files.iter().filter_map(|f| f.chunk.clone()).collect();
+        // The GBC sample has 4 images, the others at least 20.
+        let least = if recipe == "gbc" { 4 } else { 20 };
+        assert!(chunks.len() >= least, "{recipe}: {chunks:?}");
+        assert!(
+            !chunks.contains(""),
+            "{recipe}: an open chunk with one image per chunk"
+        );
+        if recipe != "ssa-flickr30k" {
+            // Without corpus-level models, the first half's chunks are carried as they were
+            // and the new images' chunks are new.
+            assert!(
+                before.intersection(&after).count() > 0,
+                "{recipe}: no chunk carried"
+            );
+            assert!(
+                after.difference(&before).count() > 0,
+                "{recipe}: nothing new"
+            );
+        }
+    }
+}
+
+/// Dates every file under `dir` back to one fixed time: a file modified just before a run is
+/// read again by the next run whatever its stamp (its timestamp could still tick), which these
+/// tests do not want to see.
+fn age(dir: &Path) {
+    let then = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            age(&path);
+        } else {
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(then).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_rerun_reads_the_new_files_and_the_appended_graphs_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = pinned_ssa_spec(tmp.path());
+    let spec_s = spec.to_str().unwrap();
+    let (input, all) = (tmp.path().join("input"), tmp.path().join("all"));
+    let (out, state, fresh) = (
+        tmp.path().join("inc"),
+        tmp.path().join("state"),
+        tmp.path().join("fresh"),
+    );
+    let (input_s, out_s, state_s, fresh_s) = (
+        input.to_str().unwrap(),
+        out.to_str().unwrap(),
+        state.to_str().unwrap(),
+        fresh.to_str().unwrap(),
+    );
+    sample_data(&input, &first_half, &[]);
+    sample_data(&all, &|_| true, &[]);
+    let amr = input.join("amr/captions.amr");
+    let half_text = std::fs::read_to_string(&amr).unwrap();
+    let all_text = std::fs::read_to_string(all.join("amr/captions.amr")).unwrap();
+    assert!(
+        all_text.starts_with(&half_text),
+        "graphs are not in image order"
+    );
+    // The file ends after a graph's last line, as a file still being appended to does.
+    std::fs::write(&amr, format!("{half_text}\n")).unwrap();
+    age(&input);
+    run_ok(&[
+        "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
+    ]);
+    // New data arrives: the new images' files are added, the split lists replaced, and their
+    // graphs appended to the PENMAN file. Nothing else is touched.
+    let flickr = |root: &Path| root.join("flickr30k_entities");
+    for sub in ["Sentences", "Annotations"] {
+        for entry in std::fs::read_dir(flickr(&all).join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            let target = flickr(&input).join(sub).join(path.file_name().unwrap());
+            if !target.exists() {
+                std::fs::copy(&path, &target).unwrap();
+            }
+        }
+    }
+    for split in ["train.txt", "val.txt", "test.txt"] {
+        std::fs::copy(flickr(&all).join(split), flickr(&input).join(split)).unwrap();
+    }
+    {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new().append(true).open(&amr).unwrap();
+        writeln!(file, "{}", &all_text[half_text.len() + 1..]).unwrap();
+    }
+    age(&input);
+    let log = run_ok(&[
+        "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
+    ]);
+    assert!(
+        log.contains("read 11 new or changed of 21 input pieces (1 appended to)")
+            && log.contains("rows of 10 images"),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            "computing 10 new or changed images, retracting 0 removed, carrying 10 unchanged"
+        ),
+        "{log}"
+    );
+    run_ok(&["run", spec_s, "--input", input_s, "--out", fresh_s]);
+    assert!(
+        data_files(&out) == data_files(&fresh),
+        "bytes differ after the growth"
+    );
+
+    // An old image's sentence file changes in place: that image alone is read again, its
+    // graphs from the unchanged PENMAN file included, and recomputed.
+    let edited = flickr(&input).join("Sentences/1000004.txt");
+    let text = std::fs::read_to_string(&edited).unwrap();
+    let rest: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&edited, rest).unwrap();
+    age(&input);
+    let log = run_ok(&[
+        "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
+    ]);
+    assert!(
+        log.contains("read 1 new or changed of 21 input pieces (0 appended to)")
+            && log.contains("rows of 1 images"),
+        "{log}"
+    );
+    assert!(
+        log.contains("computing 1 new or changed images, retracting 0 removed, carrying 19"),
+        "{log}"
+    );
+    let _ = std::fs::remove_dir_all(&fresh);
+    run_ok(&["run", spec_s, "--input", input_s, "--out", fresh_s]);
+    assert!(
+        data_files(&out) == data_files(&fresh),
+        "bytes differ after the edit"
+    );
+    let changes = read_changelog(&out.join("changes/v3.parquet")).unwrap();
+    assert!(!changes.is_empty());
+    assert!(changes.iter().all(|(s, _)| s.image_id == "1000004"));
+}

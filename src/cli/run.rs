@@ -8,11 +8,11 @@ use crate::augment::relatedness::RelatednessModel;
 use crate::augment::ssa::builtin_realizer;
 use crate::dataflow::augment::{group_images, run_augment, AugmentRun, Methods};
 use crate::dataflow::buckets::BucketExport;
+use crate::dataflow::inputs::InputsState;
 use crate::dataflow::ssa::build_models;
 use crate::dataflow::state::{
     self, bucket_of, image_digests, rows_digest, BucketState, ImageState, Plan, StateDir,
 };
-use crate::dataflow::inputs::InputsState;
 use crate::dataflow::CollectedRun;
 use crate::dataflow::{run_collect, run_collect_sharing, ClusterOptions, DataflowSpec};
 use crate::error::{Error, Result};
@@ -102,7 +102,7 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
     let mut read_inputs = None;
     let mut collected = match (&state, &created) {
         (Some(state_dir), Some(writer)) if piecewise => {
-            let previous = writer.previous().map(|(m, sha)| (m, sha));
+            let previous = writer.previous();
             let pinned = match (&corpus, model_rows(&spec)) {
                 (Some(corpus), _) => Some(models_digest(&spec, corpus)?),
                 (None, None) => Some(None),

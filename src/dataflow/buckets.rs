@@ -27,7 +27,7 @@ const CHUNK_SEED: u64 = 0x6361_7066_6c6f_7721;
 /// Whether `image_id` is the last image of its chunk.
 pub fn ends_chunk(image_id: &str, chunk_images: usize) -> bool {
     let hash = xxhash_rust::xxh3::xxh3_64_with_seed(image_id.as_bytes(), CHUNK_SEED);
-    hash % chunk_images.max(1) as u64 == 0
+    hash.is_multiple_of(chunk_images.max(1) as u64)
 }
 
 /// One chunk of a bucket: its key (the last image id, empty for the open last chunk) and its
@@ -165,7 +165,10 @@ impl BucketExport<'_> {
                     && old_chunks.get(chunk.key) == Some(&chunk.ids)
                     && !chunk.ids.iter().any(|id| plan.compute.contains(*id));
                 if unchanged {
-                    for file in files.iter().filter(|f| f.chunk.as_deref() == Some(chunk.key)) {
+                    for file in files
+                        .iter()
+                        .filter(|f| f.chunk.as_deref() == Some(chunk.key))
+                    {
                         writer.carry(file)?;
                         exported.rows_written += file.rows;
                     }
@@ -339,6 +342,32 @@ mod tests {
             quality: Vec::new(),
             provenance: Default::default(),
         }
+    }
+
+    #[test]
+    fn an_insertion_changes_only_the_chunk_it_falls_in() {
+        let ids: Vec<String> = (0..2000)
+            .map(|i| format!("{:07}", 3_000_000 + 7 * i))
+            .collect();
+        let before: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let cut = chunks(&before, 16);
+        // Every id is in exactly one chunk, in order; closed chunks end at a boundary id.
+        assert_eq!(cut.iter().map(|c| c.ids.len()).sum::<usize>(), before.len());
+        assert!(cut.len() > 60 && cut.len() < 250, "{} chunks", cut.len());
+        for chunk in &cut {
+            match chunk.key {
+                "" => assert!(!ends_chunk(chunk.ids[chunk.ids.len() - 1], 16)),
+                key => assert_eq!(chunk.ids.last(), Some(&key)),
+            }
+        }
+        // An id inserted in the middle and one appended at the end: every other chunk stays.
+        let mut grown = before.clone();
+        grown.insert(1001, "3007000x");
+        grown.push("9999999");
+        let after = chunks(&grown, 16);
+        let kept = after.iter().filter(|c| cut.contains(c)).count();
+        assert!(kept + 2 >= cut.len(), "{kept} of {} chunks kept", cut.len());
+        assert!(after.len() <= cut.len() + 2);
     }
 
     #[test]

@@ -36,6 +36,10 @@ use crate::ingest::flickr30k::{ListedFile, Listing};
 use crate::ingest::{read_input, Format, IngestCounts, RecordSink, Row};
 use crate::schema::{RejectedRow, TableKind};
 
+/// A file modified less than this long before a read started may change again within the same
+/// timestamp tick without its stamp changing; its stamp is not kept (it is read again next time).
+const RACY_NS: u64 = 2_000_000_000;
+
 /// The file of the state directory that describes the inputs' pieces.
 pub const INPUTS_FILE: &str = "inputs.json";
 const INPUTS_FORMAT: &str = "capflow-inputs";
@@ -172,7 +176,8 @@ impl InputsState {
                 format!("not a capflow inputs state: {e}"),
             )
         })?;
-        let current = state.format == INPUTS_FORMAT && state.format_version == INPUTS_FORMAT_VERSION;
+        let current =
+            state.format == INPUTS_FORMAT && state.format_version == INPUTS_FORMAT_VERSION;
         Ok(current.then_some(state))
     }
 
@@ -229,7 +234,12 @@ struct Unit {
 }
 
 impl Unit {
-    fn list(index: u32, format: Format, path: &Path, tables: Option<Vec<TableKind>>) -> Result<Unit> {
+    fn list(
+        index: u32,
+        format: Format,
+        path: &Path,
+        tables: Option<Vec<TableKind>>,
+    ) -> Result<Unit> {
         if !path.exists() {
             return Err(Error::Config(format!(
                 "input {} ({}) does not exist",
@@ -243,24 +253,24 @@ impl Unit {
         };
         let pieces = match &flickr {
             Some(listing) => listing
-                    .images
-                    .iter()
-                    .enumerate()
-                    .map(|(i, image)| {
-                        let files = image
-                            .sentence
-                            .iter()
-                            .chain(&image.annotation)
-                            .map(|f| FileStamp::listed(path, f))
-                            .collect();
-                        Ok(Listed {
-                            key: image.id.clone(),
-                            files,
-                            context: listing.split_of(&image.id).to_string(),
-                            image: Some(i),
-                        })
+                .images
+                .iter()
+                .enumerate()
+                .map(|(i, image)| {
+                    let files = image
+                        .sentence
+                        .iter()
+                        .chain(&image.annotation)
+                        .map(|f| FileStamp::listed(path, f))
+                        .collect();
+                    Ok(Listed {
+                        key: image.id.clone(),
+                        files,
+                        context: listing.split_of(&image.id).to_string(),
+                        image: Some(i),
                     })
-                    .collect::<Result<Vec<_>>>()?,
+                })
+                .collect::<Result<Vec<_>>>()?,
             None => {
                 let mut paths = Vec::new();
                 files_under(path, &mut paths)?;
@@ -447,6 +457,9 @@ struct Outcome {
 /// module documentation); without it, or when it holds no such file, all.
 pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<InputRead> {
     let started = Instant::now();
+    let started_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     // The state is loaded while the inputs are listed.
     let (units, previous) = std::thread::scope(|scope| {
         let loaded = previous.map(|dir| scope.spawn(move || InputsState::read(dir)));
@@ -462,9 +475,9 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
             }
         }
         let previous = match loaded {
-            Some(handle) => handle
-                .join()
-                .unwrap_or_else(|_| Err(Error::Usage("loading the inputs' state panicked".into())))?,
+            Some(handle) => handle.join().unwrap_or_else(|_| {
+                Err(Error::Usage("loading the inputs' state panicked".into()))
+            })?,
             None => None,
         };
         Ok::<_, Error>((units, previous))
@@ -479,7 +492,10 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
         .unwrap_or_default();
     for unit in &units {
         let mut by_key: HashMap<String, PieceState> = HashMap::new();
-        if let Some(old) = old_units.get_mut(unit.index as usize).and_then(Option::take) {
+        if let Some(old) = old_units
+            .get_mut(unit.index as usize)
+            .and_then(Option::take)
+        {
             if old.format == unit.format && old.path == unit.path.display().to_string() {
                 by_key = old.pieces.into_iter().map(|p| (p.key.clone(), p)).collect();
             } else {
@@ -562,6 +578,12 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
                     )))
                 }
             };
+            let mut state = state;
+            for stamp in &mut state.files {
+                stamp.modified_ns = stamp
+                    .modified_ns
+                    .filter(|m| m.saturating_add(RACY_NS) < started_ns);
+            }
             let base = unit.base(piece);
             collected.counts.add(state.counts);
             for (ordinal, rejected) in &state.rejected {
@@ -728,4 +750,95 @@ fn read_piece(
         state,
         rows: sink.rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn graph(image: u32, animal: &str) -> String {
+        format!(
+            "# ::id {image}.0\n# ::snt a {animal} runs\n(r / run-02\n   :ARG0 (a / {animal}))\n"
+        )
+    }
+
+    fn spec(dir: &Path) -> DataflowSpec {
+        let path = dir.join("spec.toml");
+        let text = "name = \"amr\"\n[[inputs]]\nformat = \"penman\"\npaths = [\"graphs.amr\"]\n";
+        std::fs::write(&path, text).unwrap();
+        DataflowSpec::from_file(&path).unwrap()
+    }
+
+    fn images(read: &InputRead) -> BTreeSet<String> {
+        read.collected
+            .rows
+            .iter()
+            .map(|r| r.row.image_id().to_string())
+            .collect()
+    }
+
+    fn set(ids: &[&str]) -> BTreeSet<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_grown_penman_file_is_read_from_its_old_end_and_a_rewritten_one_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let amr = dir.path().join("graphs.amr");
+        let state = dir.path().join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::write(&amr, format!("{}\n{}", graph(1, "dog"), graph(2, "cat"))).unwrap();
+        let spec = spec(dir.path());
+        let first = read_inputs(&spec, None).unwrap();
+        assert_eq!(images(&first), set(&["1", "2"]));
+        assert!(first.touched.is_none());
+        first.state.write(&state).unwrap();
+        // Graphs appended: only they are read; ordinals, counts and the end continue.
+        let mut file = std::fs::OpenOptions::new().append(true).open(&amr).unwrap();
+        write!(file, "\n{}\n(x / broken", graph(3, "cow")).unwrap();
+        drop(file);
+        let grown = read_inputs(&spec, Some(&state)).unwrap();
+        assert!(
+            grown.summary.contains("(1 appended to)"),
+            "{}",
+            grown.summary
+        );
+        assert_eq!(images(&grown), set(&["3"]));
+        assert_eq!(grown.touched, Some(set(&["3"])));
+        let whole = read_inputs(&spec, None).unwrap();
+        assert_eq!(grown.collected.counts, whole.collected.counts);
+        assert_eq!(grown.collected.rejected, whole.collected.rejected);
+        assert_eq!(grown.collected.rejected.len(), 1);
+        let last = |r: &InputRead| r.collected.rows.last().map(|k| (k.ordinal, k.row.clone()));
+        assert_eq!(last(&grown), last(&whole));
+        let end = |r: &InputRead| r.state.units[0].pieces[0].end.clone();
+        assert_eq!(end(&grown), end(&whole));
+        // The broken graph at the end leaves a block open: what follows must be read whole.
+        assert!(end(&grown).is_some_and(|e| !e.cursor.resumable));
+        grown.state.write(&state).unwrap();
+        let mut file = std::fs::OpenOptions::new().append(true).open(&amr).unwrap();
+        writeln!(file, ")").unwrap();
+        drop(file);
+        let closed = read_inputs(&spec, Some(&state)).unwrap();
+        assert!(
+            closed.summary.contains("(0 appended to)"),
+            "{}",
+            closed.summary
+        );
+        closed.state.write(&state).unwrap();
+        // Rewritten in place at the same length: the whole file is read again, and every image
+        // it held is touched.
+        let text = std::fs::read_to_string(&amr).unwrap().replace("dog", "pig");
+        std::fs::write(&amr, text).unwrap();
+        let rewritten = read_inputs(&spec, Some(&state)).unwrap();
+        assert!(
+            rewritten.summary.contains("(0 appended to)"),
+            "{}",
+            rewritten.summary
+        );
+        let all = images(&rewritten);
+        assert!(all.is_superset(&set(&["1", "2", "3"])), "{all:?}");
+        assert_eq!(rewritten.touched, Some(all));
+    }
 }

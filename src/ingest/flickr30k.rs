@@ -523,7 +523,11 @@ impl Listing {
             (sentences, annotations)
         });
         let (mut sentences, mut annotations) = (sentences?, annotations?);
-        let ids: BTreeSet<String> = sentences.keys().chain(annotations.keys()).cloned().collect();
+        let ids: BTreeSet<String> = sentences
+            .keys()
+            .chain(annotations.keys())
+            .cloned()
+            .collect();
         let images = ids
             .into_iter()
             .map(|id| ListedImage {

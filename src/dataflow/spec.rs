@@ -64,13 +64,12 @@ impl InputSpec {
 pub struct OutputSpec {
     #[serde(default)]
     pub dir: Option<PathBuf>,
-    /// Used by `capflow ingest`-style writes; `capflow run` writes one shard per bucket.
+    /// Used by `capflow ingest`-style writes; `capflow run` writes one shard per bucket chunk.
     #[serde(default = "default_shard_bytes")]
     pub shard_bytes: u64,
     /// Every table of a run's dataset is split into this many buckets by a hash of the image
-    /// key, one shard each: an incremental rerun rewrites only the buckets of changed images,
-    /// and each process of a cluster writes the buckets it owns. Changing it recomputes
-    /// everything.
+    /// key (each cut into chunks, below): each process of a cluster writes the buckets it owns.
+    /// Changing it recomputes everything.
     #[serde(default = "default_buckets")]
     pub buckets: usize,
     /// Each bucket is cut into chunks of about this many images (consecutive image ids), one

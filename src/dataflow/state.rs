@@ -6,6 +6,8 @@
 //!                             dataset version (and manifest checksum) the state belongs to
 //! STATE/buckets/b<NNNNN>.json per image of the bucket: the digest of its input rows and the
 //!                             records its method stages rejected
+//! STATE/inputs.json           every input piece's file stamps, images, counts and rejections
+//!                             (see [`super::inputs`])
 //! ```
 //!
 //! An image's digest is the SHA-256 of its input rows (every column, in read order). A rerun

@@ -164,18 +164,10 @@ impl InputsState {
     /// Reads `STATE/inputs.json`; `None` when missing or written by another layout.
     pub fn read(state_dir: &Path) -> Result<Option<InputsState>> {
         let path = state_dir.join(INPUTS_FILE);
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(&path, e)),
+        let Some(state) = super::state::read_json::<InputsState>(&path, "a capflow inputs state")?
+        else {
+            return Ok(None);
         };
-        let state: InputsState = serde_json::from_slice(&bytes).map_err(|e| {
-            Error::record(
-                path.display().to_string(),
-                format!("line {}", e.line()),
-                format!("not a capflow inputs state: {e}"),
-            )
-        })?;
         let current =
             state.format == INPUTS_FORMAT && state.format_version == INPUTS_FORMAT_VERSION;
         Ok(current.then_some(state))

@@ -94,18 +94,9 @@ impl StateDir {
     /// The header, or `None` for a state nothing was committed with yet.
     pub fn header(&self) -> Result<Option<StateHeader>> {
         let path = self.dir.join(STATE_FILE);
-        let text = match std::fs::read(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(&path, e)),
+        let Some(header) = read_json::<StateHeader>(&path, "a capflow state file")? else {
+            return Ok(None);
         };
-        let header: StateHeader = serde_json::from_slice(&text).map_err(|e| {
-            Error::record(
-                path.display().to_string(),
-                format!("line {}", e.line()),
-                format!("not a capflow state file: {e}"),
-            )
-        })?;
         if header.format != STATE_FORMAT || header.format_version > STATE_FORMAT_VERSION {
             return Err(Error::invalid(
                 path.display().to_string(),
@@ -127,18 +118,7 @@ impl StateDir {
     /// The per-image states of one bucket (empty when the bucket has none).
     pub fn read_bucket(&self, bucket: usize) -> Result<BucketState> {
         let path = self.bucket_path(bucket);
-        let text = match std::fs::read(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BucketState::new()),
-            Err(e) => return Err(Error::io(&path, e)),
-        };
-        serde_json::from_slice(&text).map_err(|e| {
-            Error::record(
-                path.display().to_string(),
-                format!("line {}", e.line()),
-                format!("not a capflow bucket state: {e}"),
-            )
-        })
+        Ok(read_json(&path, "a capflow bucket state")?.unwrap_or_default())
     }
 
     /// Replaces one bucket's per-image states (written to a temporary file, then renamed).
@@ -168,6 +148,26 @@ impl StateDir {
             Err(e) => Err(Error::io(&path, e)),
         }
     }
+}
+
+/// The JSON file at `path` as a `T` (`what` it should be, for errors); `None` when it does not
+/// exist.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &str,
+) -> Result<Option<T>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        Error::record(
+            path.display().to_string(),
+            format!("line {}", e.line()),
+            format!("not {what}: {e}"),
+        )
+    })
 }
 
 pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {

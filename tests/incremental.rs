@@ -637,7 +637,7 @@ fn a_rerun_reads_the_new_files_and_the_appended_graphs_only() {
     ]);
     assert!(
         log.contains("read 1 new or changed of 21 input pieces (0 appended to)")
-            && log.contains("rows of 1 images"),
+            && log.contains("rows of 1 image"),
         "{log}"
     );
     assert!(

@@ -466,10 +466,18 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
                 )?);
             }
         }
+        let loaded = loaded.map(|handle| {
+            handle
+                .join()
+                .unwrap_or_else(|_| Err(Error::Usage("loading it panicked".into())))
+        });
+        // An unreadable inputs' state costs a full read, not the run.
         let previous = match loaded {
-            Some(handle) => handle.join().unwrap_or_else(|_| {
-                Err(Error::Usage("loading the inputs' state panicked".into()))
-            })?,
+            Some(Ok(previous)) => previous,
+            Some(Err(e)) => {
+                eprintln!("capflow run: reading every input: the inputs' state is unusable: {e}");
+                None
+            }
             None => None,
         };
         Ok::<_, Error>((units, previous))
@@ -606,11 +614,12 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
     let summary = if everything {
         format!("read all {listed} input pieces")
     } else {
+        let images = touched.len();
         format!(
             "read {read} new or changed of {listed} input pieces ({appended_pieces} appended to), \
-             {} rows of {} images",
+             {} rows of {images} image{}",
             collected.rows.len(),
-            touched.len()
+            if images == 1 { "" } else { "s" }
         )
     };
     let touched: Option<BTreeSet<String>> = (!everything).then(|| touched.into_iter().collect());
@@ -832,5 +841,15 @@ mod tests {
         let all = images(&rewritten);
         assert!(all.is_superset(&set(&["1", "2", "3"])), "{all:?}");
         assert_eq!(rewritten.touched, Some(all));
+    }
+
+    #[test]
+    fn an_unreadable_inputs_state_reads_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("graphs.amr"), graph(1, "dog")).unwrap();
+        std::fs::write(dir.path().join(INPUTS_FILE), "{ not json").unwrap();
+        let read = read_inputs(&spec(dir.path()), Some(dir.path())).unwrap();
+        assert!(read.touched.is_none());
+        assert_eq!(images(&read), set(&["1"]));
     }
 }

@@ -27,13 +27,13 @@ use xxhash_rust::xxh3::Xxh3;
 
 use serde::{Deserialize, Serialize};
 
-use super::runtime::{CollectedRun, KeyedRow};
+use super::runtime::{CollectedRun, KeyedRow, RecordNumbering};
 use super::spec::DataflowSpec;
 use crate::amr::penman::BlockCursor;
 use crate::error::{Error, Result};
 use crate::export::StageMetrics;
-use crate::ingest::flickr30k::{ListedFile, Listing};
-use crate::ingest::{read_input, Format, IngestCounts, RecordSink, Row};
+use crate::ingest::flickr30k::Listing;
+use crate::ingest::{read_input, FileMeta, Format, IngestCounts, RecordSink, Row};
 use crate::schema::{RejectedRow, TableKind};
 
 /// A file modified less than this long before a read started may change again within the same
@@ -60,33 +60,22 @@ pub struct FileStamp {
 }
 
 impl FileStamp {
-    /// The stamp of a listed file, named relative to its unit's path.
-    fn listed(unit: &Path, file: &ListedFile) -> FileStamp {
+    /// The stamp of a file named relative to its unit's path (absent files have none).
+    fn new(unit: &Path, path: &Path, meta: Option<FileMeta>) -> FileStamp {
         FileStamp {
-            path: relative(unit, &file.path),
-            size: Some(file.size),
-            modified_ns: file.modified_ns,
+            path: relative(unit, path),
+            size: meta.map(|m| m.size),
+            modified_ns: meta.and_then(|m| m.modified_ns),
         }
     }
 
     fn of(unit: &Path, path: &Path) -> Result<FileStamp> {
-        let (size, modified_ns) = match std::fs::metadata(path) {
-            Ok(meta) => {
-                let modified = meta
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map(|d| d.as_nanos() as u64);
-                (Some(meta.len()), modified)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
+        let meta = match FileMeta::read(path) {
+            Ok(meta) => Some(meta),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(Error::io(path, e)),
         };
-        Ok(FileStamp {
-            path: relative(unit, path),
-            size,
-            modified_ns,
-        })
+        Ok(FileStamp::new(unit, path, meta))
     }
 }
 
@@ -183,12 +172,7 @@ impl InputsState {
 
     /// Removes `STATE/inputs.json` (a run that does not read piece by piece leaves none).
     pub fn remove(state_dir: &Path) -> Result<()> {
-        let path = state_dir.join(INPUTS_FILE);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(&path, e)),
-        }
+        super::state::remove_if_present(&state_dir.join(INPUTS_FILE))
     }
 }
 
@@ -240,7 +224,7 @@ impl Unit {
             )));
         }
         let flickr = match format {
-            Format::Flickr30kEntities => Listing::of(path)?,
+            Format::Flickr30kEntities => Some(Listing::of(path, true)?),
             _ => None,
         };
         let pieces = match &flickr {
@@ -248,21 +232,18 @@ impl Unit {
                 .images
                 .iter()
                 .enumerate()
-                .map(|(i, image)| {
-                    let files = image
+                .map(|(i, image)| Listed {
+                    key: image.id.clone(),
+                    files: image
                         .sentence
                         .iter()
                         .chain(&image.annotation)
-                        .map(|f| FileStamp::listed(path, f))
-                        .collect();
-                    Ok(Listed {
-                        key: image.id.clone(),
-                        files,
-                        context: listing.split_of(&image.id).to_string(),
-                        image: Some(i),
-                    })
+                        .map(|f| FileStamp::new(path, &f.path, f.meta))
+                        .collect(),
+                    context: listing.split_of(&image.id).to_string(),
+                    image: Some(i),
                 })
-                .collect::<Result<Vec<_>>>()?,
+                .collect(),
             None => {
                 let mut paths = Vec::new();
                 files_under(path, &mut paths)?;
@@ -301,22 +282,23 @@ impl Unit {
 
     /// Reads piece `piece` (from `from` for the rest of a PENMAN file) into `sink`.
     fn read(&self, piece: &Listed, from: Option<&PenmanEnd>, sink: &mut PieceSink) -> Result<()> {
-        let what = || format!("reading {} as {}", self.path.display(), self.format.name());
-        match (&self.flickr, piece.image) {
-            (Some(listing), Some(i)) => listing
-                .read_image(&listing.images[i], sink)
-                .map_err(|e| Error::Config(format!("{}: {e}", what()))),
+        let read = match (&self.flickr, piece.image) {
+            (Some(listing), Some(i)) => listing.read_image(&listing.images[i], sink),
             _ if self.appendable() => {
+                sink.numbering.ordinal = from.map_or(0, |e| e.ordinal);
                 let cursor = from.map(|e| e.cursor).unwrap_or_default();
-                sink.ordinal = from.map_or(0, |e| e.ordinal);
-                let end = crate::ingest::penman::read_from(&self.path, cursor, sink)
-                    .map_err(|e| Error::Config(format!("{}: {e}", what())))?;
-                sink.end = Some(end);
-                Ok(())
+                crate::ingest::penman::read_from(&self.path, cursor, sink)
+                    .map(|end| sink.end = Some(end))
             }
-            _ => read_input(self.format, &self.path, sink)
-                .map_err(|e| Error::Config(format!("{}: {e}", what()))),
-        }
+            _ => read_input(self.format, &self.path, sink),
+        };
+        read.map_err(|e| {
+            Error::Config(format!(
+                "reading {} as {}: {e}",
+                self.path.display(),
+                self.format.name()
+            ))
+        })
     }
 }
 
@@ -333,18 +315,17 @@ fn files_under(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Collects one piece's rows, counts and rejections, numbering records as the dataflow's
-/// reader does.
+/// Collects one piece's rows, counts and rejections, numbered as the dataflow's reader numbers
+/// them.
 struct PieceSink<'a> {
     unit: u32,
+    /// The piece's first ordinal within its unit (ordinals in `numbering` are the piece's own).
     base: u64,
-    ordinal: u64,
-    tables: Option<&'a [TableKind]>,
+    numbering: RecordNumbering<'a>,
     /// Keep only the rows of these images (all when `None`).
     keep: Option<&'a HashSet<String>>,
     rows: Vec<KeyedRow>,
     images: BTreeSet<String>,
-    counts: IngestCounts,
     rejected: Vec<(u64, RejectedRow)>,
     end: Option<BlockCursor>,
 }
@@ -354,12 +335,10 @@ impl<'a> PieceSink<'a> {
         PieceSink {
             unit: unit.index,
             base: unit.base(piece),
-            ordinal: 0,
-            tables: unit.tables.as_deref(),
+            numbering: RecordNumbering::new(unit.tables.as_deref()),
             keep,
             rows: Vec::new(),
             images: BTreeSet::new(),
-            counts: IngestCounts::default(),
             rejected: Vec::new(),
             end: None,
         }
@@ -368,11 +347,9 @@ impl<'a> PieceSink<'a> {
 
 impl RecordSink for PieceSink<'_> {
     fn row(&mut self, row: Row) -> Result<()> {
-        if self.tables.is_some_and(|t| !t.contains(&row.table())) {
+        let Some(ordinal) = self.numbering.row(&row) else {
             return Ok(());
-        }
-        let ordinal = self.base + self.ordinal;
-        self.ordinal += 1;
+        };
         if self.keep.is_some_and(|k| !k.contains(row.image_id())) {
             return Ok(());
         }
@@ -381,23 +358,20 @@ impl RecordSink for PieceSink<'_> {
         }
         self.rows.push(KeyedRow {
             unit: self.unit,
-            ordinal,
+            ordinal: self.base + ordinal,
             row,
         });
         Ok(())
     }
 
     fn reject(&mut self, rejected: RejectedRow) -> Result<()> {
-        self.counts.read += 1;
-        self.counts.rejected += 1;
-        self.rejected.push((self.ordinal, rejected));
-        self.ordinal += 1;
+        let ordinal = self.numbering.reject();
+        self.rejected.push((ordinal, rejected));
         Ok(())
     }
 
     fn accepted(&mut self) -> Result<()> {
-        self.counts.read += 1;
-        self.counts.accepted += 1;
+        self.numbering.accepted();
         Ok(())
     }
 }
@@ -716,7 +690,7 @@ fn read_piece(
             let hasher = hash_range(&unit.path, head, from, cursor.byte_offset)?;
             Some(PenmanEnd {
                 cursor,
-                ordinal: sink.ordinal,
+                ordinal: sink.numbering.ordinal,
                 xxh3: hasher.map(|h| hex128(&h)).unwrap_or_default(),
             })
         }
@@ -729,7 +703,7 @@ fn read_piece(
             let mut s = o.clone();
             s.files = piece.files.clone();
             s.context = piece.context.clone();
-            s.counts.add(sink.counts);
+            s.counts.add(sink.numbering.counts);
             s.rejected.extend(sink.rejected);
             let mut images: BTreeSet<String> = s.images.into_iter().collect();
             images.extend(sink.images.iter().cloned());
@@ -741,7 +715,7 @@ fn read_piece(
             files: piece.files.clone(),
             context: piece.context.clone(),
             images: sink.images.iter().cloned().collect(),
-            counts: sink.counts,
+            counts: sink.numbering.counts,
             rejected: sink.rejected,
             end: None,
         },
@@ -779,6 +753,11 @@ mod tests {
             .collect()
     }
 
+    fn append(path: &Path, text: &str) {
+        let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+    }
+
     fn set(ids: &[&str]) -> BTreeSet<String> {
         ids.iter().map(|s| s.to_string()).collect()
     }
@@ -796,9 +775,7 @@ mod tests {
         assert!(first.touched.is_none());
         first.state.write(&state).unwrap();
         // Graphs appended: only they are read; ordinals, counts and the end continue.
-        let mut file = std::fs::OpenOptions::new().append(true).open(&amr).unwrap();
-        write!(file, "\n{}\n(x / broken", graph(3, "cow")).unwrap();
-        drop(file);
+        append(&amr, &format!("\n{}\n(x / broken", graph(3, "cow")));
         let grown = read_inputs(&spec, Some(&state)).unwrap();
         assert!(
             grown.summary.contains("(1 appended to)"),
@@ -818,9 +795,7 @@ mod tests {
         // The broken graph at the end leaves a block open: what follows must be read whole.
         assert!(end(&grown).is_some_and(|e| !e.cursor.resumable));
         grown.state.write(&state).unwrap();
-        let mut file = std::fs::OpenOptions::new().append(true).open(&amr).unwrap();
-        writeln!(file, ")").unwrap();
-        drop(file);
+        append(&amr, ")\n");
         let closed = read_inputs(&spec, Some(&state)).unwrap();
         assert!(
             closed.summary.contains("(0 appended to)"),

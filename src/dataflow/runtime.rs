@@ -68,29 +68,69 @@ struct InputUnit {
     tables: Option<Vec<TableKind>>,
 }
 
+/// How a reader's records are numbered and counted, by the dataflow's reader and by the piece
+/// reader of `--state` runs alike (the ledger's order and the rows' order within an image rest on
+/// it): a kept row and a rejected record each take the next ordinal; a row of a table the input
+/// does not keep takes none.
+pub(super) struct RecordNumbering<'a> {
+    /// The next record's ordinal.
+    pub ordinal: u64,
+    pub counts: IngestCounts,
+    tables: Option<&'a [TableKind]>,
+}
+
+impl<'a> RecordNumbering<'a> {
+    pub fn new(tables: Option<&'a [TableKind]>) -> RecordNumbering<'a> {
+        RecordNumbering {
+            ordinal: 0,
+            counts: IngestCounts::default(),
+            tables,
+        }
+    }
+
+    /// The ordinal of `row`, or `None` when its table is not kept.
+    pub fn row(&mut self, row: &Row) -> Option<u64> {
+        if self.tables.is_some_and(|t| !t.contains(&row.table())) {
+            return None;
+        }
+        self.ordinal += 1;
+        Some(self.ordinal - 1)
+    }
+
+    /// The ordinal of a rejected record.
+    pub fn reject(&mut self) -> u64 {
+        self.counts.read += 1;
+        self.counts.rejected += 1;
+        self.ordinal += 1;
+        self.ordinal - 1
+    }
+
+    pub fn accepted(&mut self) {
+        self.counts.read += 1;
+        self.counts.accepted += 1;
+    }
+}
+
 /// Feeds one unit's records into the dataflow input and reports rejections on the channel.
 struct DataflowSink<'a> {
     input: &'a mut RowInput,
     worker: &'a mut timely::worker::Worker,
     messages: &'a crossbeam_channel::Sender<WorkerMessage>,
     unit: u32,
-    ordinal: u64,
-    counts: IngestCounts,
+    numbering: RecordNumbering<'a>,
     rows: u64,
-    tables: Option<&'a [TableKind]>,
 }
 
 impl RecordSink for DataflowSink<'_> {
     fn row(&mut self, row: Row) -> Result<()> {
-        if self.tables.is_some_and(|t| !t.contains(&row.table())) {
+        let Some(ordinal) = self.numbering.row(&row) else {
             return Ok(());
-        }
+        };
         self.input.send(KeyedRow {
             unit: self.unit,
-            ordinal: self.ordinal,
+            ordinal,
             row,
         });
-        self.ordinal += 1;
         self.rows += 1;
         // Let the dataflow drain now and then so memory stays bounded by the batch, not the file.
         if self.rows.is_multiple_of(4096) {
@@ -100,18 +140,14 @@ impl RecordSink for DataflowSink<'_> {
     }
 
     fn reject(&mut self, rejected: RejectedRow) -> Result<()> {
-        self.counts.read += 1;
-        self.counts.rejected += 1;
-        let message = WorkerMessage::Rejected(self.unit, self.ordinal, rejected);
-        self.ordinal += 1;
+        let message = WorkerMessage::Rejected(self.unit, self.numbering.reject(), rejected);
         self.messages
             .send(message)
             .map_err(|_| Error::Usage("run was cancelled".into()))
     }
 
     fn accepted(&mut self) -> Result<()> {
-        self.counts.read += 1;
-        self.counts.accepted += 1;
+        self.numbering.accepted();
         Ok(())
     }
 }
@@ -198,13 +234,11 @@ pub fn run_collect_sharing(
                 worker: &mut *worker,
                 messages: &messages,
                 unit: i as u32,
-                ordinal: 0,
-                counts: IngestCounts::default(),
+                numbering: RecordNumbering::new(unit.tables.as_deref()),
                 rows: 0,
-                tables: unit.tables.as_deref(),
             };
             let outcome = read_input(unit.format, &unit.path, &mut sink);
-            let (counts, rows) = (sink.counts, sink.rows);
+            let (counts, rows) = (sink.numbering.counts, sink.rows);
             match outcome {
                 Ok(()) => {
                     let _ = messages.send(WorkerMessage::UnitDone { counts, rows });

@@ -141,12 +141,16 @@ impl StateDir {
     /// Removes the header, so that the bucket files count for nothing until a new one is
     /// written (called before bucket files are replaced).
     pub fn invalidate(&self) -> Result<()> {
-        let path = self.dir.join(STATE_FILE);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(&path, e)),
-        }
+        remove_if_present(&self.dir.join(STATE_FILE))
+    }
+}
+
+/// Removes the file at `path` if there is one.
+pub(crate) fn remove_if_present(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(path, e)),
     }
 }
 

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use quick_xml::events::Event;
 
 use super::ledger::{Locator, Source};
-use super::{RecordSink, Row};
+use super::{FileMeta, RecordSink, Row};
 use crate::error::{Error, Result};
 use crate::schema::{BoxXyxy, CaptionRow, GroundingRow, ImageRow};
 
@@ -414,17 +414,30 @@ fn layout(path: &Path) -> Result<Layout> {
     })
 }
 
-/// A file of a Flickr30k Entities directory, with its size and modification time.
+/// A file of a Flickr30k Entities directory, with its size and modification time when it was
+/// listed with them.
 #[derive(Clone, Debug)]
 pub struct ListedFile {
     pub path: PathBuf,
-    pub size: u64,
-    /// Nanoseconds since the Unix epoch.
-    pub modified_ns: Option<u64>,
+    pub meta: Option<FileMeta>,
 }
 
-/// The files of `dir` with `extension`, by stem.
-fn stems(dir: Option<&Path>, extension: &str) -> Result<BTreeMap<String, ListedFile>> {
+impl ListedFile {
+    fn new(path: PathBuf, stamped: bool) -> Result<ListedFile> {
+        let meta = match stamped {
+            true => Some(FileMeta::read(&path).map_err(|e| Error::io(&path, e))?),
+            false => None,
+        };
+        Ok(ListedFile { path, meta })
+    }
+}
+
+/// The files of `dir` with `extension`, by stem, with their metadata when `stamped`.
+fn stems(
+    dir: Option<&Path>,
+    extension: &str,
+    stamped: bool,
+) -> Result<BTreeMap<String, ListedFile>> {
     let mut out = BTreeMap::new();
     let Some(dir) = dir else {
         return Ok(out);
@@ -440,28 +453,25 @@ fn stems(dir: Option<&Path>, extension: &str) -> Result<BTreeMap<String, ListedF
         let Some(stem) = name.file_stem().filter(|_| matches) else {
             continue;
         };
-        // The entry's metadata is looked up relative to the open directory; a link is followed.
         let path = entry.path();
-        let meta = match entry.metadata() {
-            Ok(m) if m.file_type().is_symlink() => std::fs::metadata(&path),
-            other => other,
+        // The entry's type needs no lookup and its metadata is looked up relative to the open
+        // directory; a link is followed.
+        let (is_file, meta) = match (stamped, entry.file_type()) {
+            (false, Ok(t)) if !t.is_symlink() => (t.is_file(), None),
+            (false, _) => (path.is_file(), None),
+            (true, _) => match entry.metadata() {
+                Ok(m) if m.file_type().is_symlink() => match std::fs::metadata(&path) {
+                    Ok(m) => (m.is_file(), Some(FileMeta::of(&m))),
+                    Err(_) => (false, None),
+                },
+                Ok(m) => (m.is_file(), Some(FileMeta::of(&m))),
+                Err(_) => (false, None),
+            },
         };
-        let Ok(meta) = meta else {
-            continue;
-        };
-        if meta.is_file() {
-            let modified_ns = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_nanos() as u64);
+        if is_file {
             out.insert(
                 stem.to_string_lossy().into_owned(),
-                ListedFile {
-                    path,
-                    size: meta.len(),
-                    modified_ns,
-                },
+                ListedFile { path, meta },
             );
         }
     }
@@ -498,25 +508,35 @@ pub struct ListedImage {
     pub annotation: Option<ListedFile>,
 }
 
-/// The images of a Flickr30k Entities dataset root or sentence directory, in the order
-/// [`read`] reads them, with the split lists' assignment of images to splits.
+/// The images of a Flickr30k Entities dataset root, sentence directory or single file, in the
+/// order [`read`] reads them, with the split lists' assignment of images to splits.
 pub struct Listing {
     pub images: Vec<ListedImage>,
     splits: HashMap<String, &'static str>,
 }
 
 impl Listing {
-    /// Lists the directory at `path`; `None` when `path` names a single file.
-    pub fn of(path: &Path) -> Result<Option<Listing>> {
+    /// Lists the images at `path`; with `stamped`, every file's size and modification time too.
+    pub fn of(path: &Path, stamped: bool) -> Result<Listing> {
         let layout = layout(path)?;
-        if layout.only.is_some() {
-            return Ok(None);
-        }
         let splits = split_lists(layout.root.as_deref())?;
-        // Listing a directory is mostly waiting on metadata lookups: both at once.
+        if let Some((stem, sentence, annotation)) = layout.only {
+            let image = ListedImage {
+                id: stem,
+                sentence: sentence.map(|p| ListedFile::new(p, stamped)).transpose()?,
+                annotation: annotation
+                    .map(|p| ListedFile::new(p, stamped))
+                    .transpose()?,
+            };
+            return Ok(Listing {
+                images: vec![image],
+                splits,
+            });
+        }
+        // Listing a directory with metadata is mostly waiting on lookups: both at once.
         let (sentences, annotations) = std::thread::scope(|scope| {
-            let annotations = scope.spawn(|| stems(layout.annotations.as_deref(), "xml"));
-            let sentences = stems(layout.sentences.as_deref(), "txt");
+            let annotations = scope.spawn(|| stems(layout.annotations.as_deref(), "xml", stamped));
+            let sentences = stems(layout.sentences.as_deref(), "txt", stamped);
             let annotations = annotations
                 .join()
                 .unwrap_or_else(|_| Err(Error::Usage("listing annotations panicked".into())));
@@ -536,7 +556,7 @@ impl Listing {
                 id,
             })
             .collect();
-        Ok(Some(Listing { images, splits }))
+        Ok(Listing { images, splits })
     }
 
     /// The split the lists give an image (`unknown` when none does).
@@ -559,23 +579,9 @@ impl Listing {
 
 /// Reads a Flickr30k Entities dataset root, sentence directory, or single file.
 pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
-    if let Some(listing) = Listing::of(path)? {
-        for image in &listing.images {
-            listing.read_image(image, sink)?;
-        }
-        return Ok(());
-    }
-    let layout = layout(path)?;
-    let splits = split_lists(layout.root.as_deref())?;
-    let split_of = |id: &str| splits.get(id).copied().unwrap_or("unknown");
-    if let Some((stem, sentence, annotation)) = &layout.only {
-        return read_image(
-            stem,
-            split_of(stem),
-            sentence.as_deref(),
-            annotation.as_deref(),
-            sink,
-        );
+    let listing = Listing::of(path, false)?;
+    for image in &listing.images {
+        listing.read_image(image, sink)?;
     }
     Ok(())
 }

@@ -14,6 +14,33 @@ use crate::schema::{
     SceneGraphRow, TableKind,
 };
 
+/// An input file's size and modification time, as a rerun compares them (see
+/// [`crate::dataflow::inputs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileMeta {
+    pub size: u64,
+    /// Nanoseconds since the Unix epoch.
+    pub modified_ns: Option<u64>,
+}
+
+impl FileMeta {
+    pub fn of(meta: &std::fs::Metadata) -> FileMeta {
+        FileMeta {
+            size: meta.len(),
+            modified_ns: meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos() as u64),
+        }
+    }
+
+    /// The metadata of the file at `path` (following links).
+    pub fn read(path: &Path) -> std::io::Result<FileMeta> {
+        std::fs::metadata(path).map(|m| FileMeta::of(&m))
+    }
+}
+
 /// Counts of one reader run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IngestCounts {

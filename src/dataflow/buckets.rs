@@ -14,12 +14,11 @@ use std::path::Path;
 use super::runtime::{CollectedRun, KeyedRow};
 use super::state::{bucket_of, Plan};
 use crate::error::{Error, Result};
-use crate::export::{read_file_rows, shard_index, DatasetSink, DatasetWriter, FileEntry, Manifest};
-use crate::ingest::{RecordSink, Row};
-use crate::schema::{
-    AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, SampleRow,
-    SceneGraphRow, TableKind,
+use crate::export::{
+    dataset_file_path, read_file_rows, shard_index, DatasetSink, DatasetWriter, FileEntry, Manifest,
 };
+use crate::ingest::{RecordSink, Row, VecSink};
+use crate::schema::{SampleRow, TableKind};
 
 /// Seeds the chunk hash apart from the bucket hash.
 const CHUNK_SEED: u64 = 0x6361_7066_6c6f_7721;
@@ -183,32 +182,17 @@ impl BucketExport<'_> {
             }
             // Every previous chunk that is not kept as it was is read back: its images' rows go
             // into the new chunks, its computed and removed images' samples are retracted.
-            let mut back = ReadBack::default();
-            if plan.full.is_none() {
-                let replaced = files.iter().filter(|f| {
-                    f.chunk
-                        .as_deref()
-                        .is_some_and(|c| old_chunks.contains_key(c) && !kept.contains(c))
-                });
-                for file in replaced {
-                    for row in read_file_as_rows(self.dir, file)? {
-                        let id = row.image_id().to_string();
-                        match row {
-                            Row::Sample(sample) => {
-                                if plan.compute.contains(&id) || plan.removed.contains(&id) {
-                                    retracted.entry(id).or_default().push(sample);
-                                } else {
-                                    back.samples.entry(id).or_default().push(sample);
-                                }
-                            }
-                            row if !rows.contains_key(id.as_str()) => {
-                                back.inputs.entry(id).or_default().push(row)
-                            }
-                            _ => {}
-                        }
-                    }
+            let mut back = match plan.full {
+                Some(_) => ReadBack::default(),
+                None => {
+                    let replaced = files.iter().copied().filter(|f| {
+                        f.chunk
+                            .as_deref()
+                            .is_some_and(|c| old_chunks.contains_key(c) && !kept.contains(c))
+                    });
+                    self.read_back(replaced, rows, &mut retracted)?
                 }
-            }
+            };
             for chunk in written {
                 let mut sink = DatasetSink::bucket(writer, (bucket, buckets), chunk.key);
                 for id in chunk.ids {
@@ -258,6 +242,40 @@ impl BucketExport<'_> {
     }
 }
 
+impl BucketExport<'_> {
+    /// The rows of the previous version's `files` (of chunks being rewritten): the input rows
+    /// of images not in `fresh` (whose rows this run read) and the samples of images the plan
+    /// does not compute; the samples of computed and removed images go to `retracted`.
+    fn read_back<'f>(
+        &self,
+        files: impl Iterator<Item = &'f FileEntry>,
+        fresh: &BTreeMap<&str, Vec<&KeyedRow>>,
+        retracted: &mut BTreeMap<String, Vec<SampleRow>>,
+    ) -> Result<ReadBack> {
+        let plan = self.plan;
+        let mut back = ReadBack::default();
+        for file in files {
+            for row in read_file_as_rows(self.dir, file)? {
+                let id = row.image_id().to_string();
+                match row {
+                    Row::Sample(sample) => {
+                        if plan.compute.contains(&id) || plan.removed.contains(&id) {
+                            retracted.entry(id).or_default().push(sample);
+                        } else {
+                            back.samples.entry(id).or_default().push(sample);
+                        }
+                    }
+                    row if !fresh.contains_key(id.as_str()) => {
+                        back.inputs.entry(id).or_default().push(row)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(back)
+    }
+}
+
 /// The previous version's files of one bucket (the ledger is not bucketed).
 fn bucket_files(manifest: &Manifest, bucket: usize, buckets: usize) -> Vec<&FileEntry> {
     manifest
@@ -269,28 +287,20 @@ fn bucket_files(manifest: &Manifest, bucket: usize, buckets: usize) -> Vec<&File
         .collect()
 }
 
-/// Every row of one dataset file, typed by its table.
+/// Every row of one of the previous version's files, typed by its table.
 fn read_file_as_rows(dir: &Path, file: &FileEntry) -> Result<Vec<Row>> {
-    fn rows<R: crate::schema::TableRow>(
-        dir: &Path,
-        file: &FileEntry,
-        wrap: fn(R) -> Row,
-    ) -> Result<Vec<Row>> {
-        Ok(read_file_rows::<R>(dir, file)?
-            .into_iter()
-            .map(wrap)
-            .collect())
-    }
-    match file.table {
-        TableKind::Images => rows::<ImageRow>(dir, file, Row::Image),
-        TableKind::Captions => rows::<CaptionRow>(dir, file, Row::Caption),
-        TableKind::Groundings => rows::<GroundingRow>(dir, file, Row::Grounding),
-        TableKind::Detections => rows::<DetectionRow>(dir, file, Row::Detection),
-        TableKind::Amrs => rows::<AmrRow>(dir, file, Row::Amr),
-        TableKind::SceneGraphs => rows::<SceneGraphRow>(dir, file, Row::SceneGraph),
-        TableKind::GbcGraphs => rows::<GbcGraphRow>(dir, file, Row::GbcGraph),
-        TableKind::Samples => rows::<SampleRow>(dir, file, Row::Sample),
-        TableKind::Rejected => Ok(Vec::new()),
+    let path = dataset_file_path(dir, file)?;
+    let mut sink = VecSink::default();
+    crate::ingest::capflow_parquet::read(&path, &mut sink)?;
+    match sink.rejected.first() {
+        Some(row) => Err(Error::invalid(
+            path.display().to_string(),
+            format!(
+                "a row of the previous version does not read back: {}",
+                row.reason
+            ),
+        )),
+        None => Ok(sink.rows),
     }
 }
 

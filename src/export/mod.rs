@@ -36,6 +36,7 @@ pub use manifest::{
     read_manifest, read_manifest_version, ChangelogEntry, FileEntry, Manifest, StageMetrics,
     TableSummary, VersionSummary, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,
 };
+pub(crate) use reader::dataset_file_path;
 pub use reader::{read_file_rows, read_split, read_table, read_table_of, TableReader};
 pub use sink::{DatasetSink, DEFAULT_FLUSH_ROWS};
 pub use validate::{validate, Problem, ValidationReport};

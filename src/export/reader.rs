@@ -146,13 +146,7 @@ pub fn read_file_rows<R: crate::schema::TableRow>(
     dir: &Path,
     file: &super::FileEntry,
 ) -> Result<Vec<R>> {
-    let relative = safe_relative_path(&file.path).ok_or_else(|| {
-        Error::invalid(
-            format!("{}/manifest.json", dir.display()),
-            format!("file path {:?} leaves the dataset directory", file.path),
-        )
-    })?;
-    let path = dir.join(relative);
+    let path = dataset_file_path(dir, file)?;
     let handle = File::open(&path).map_err(|e| Error::io(&path, e))?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(handle)
         .and_then(|b| b.with_batch_size(READ_BATCH_ROWS).build())
@@ -163,4 +157,15 @@ pub fn read_file_rows<R: crate::schema::TableRow>(
         rows.extend(crate::schema::batch_to_rows::<R>(&batch)?);
     }
     Ok(rows)
+}
+
+/// Where a manifest's file is, refusing paths that leave the dataset directory.
+pub(crate) fn dataset_file_path(dir: &Path, file: &super::FileEntry) -> Result<PathBuf> {
+    let relative = safe_relative_path(&file.path).ok_or_else(|| {
+        Error::invalid(
+            format!("{}/manifest.json", dir.display()),
+            format!("file path {:?} leaves the dataset directory", file.path),
+        )
+    })?;
+    Ok(dir.join(relative))
 }

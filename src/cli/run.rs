@@ -99,22 +99,23 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
         Some(corpus) => Some(run_collect(&corpus, &ClusterOptions::default())?),
         None => None,
     };
+    // When the models do not learn from the inputs (none, or a fixed corpus), their digest is
+    // known before the inputs are read.
+    let pinned_models = match (&corpus, model_rows(&spec)) {
+        (Some(corpus), _) => Some(models_digest(&spec, corpus)?),
+        (None, None) => Some(None),
+        (None, Some(_)) => None,
+    };
     let mut read_inputs = None;
     let mut collected = match (&state, &created) {
         (Some(state_dir), Some(writer)) if piecewise => {
             let previous = writer.previous();
-            let pinned = match (&corpus, model_rows(&spec)) {
-                (Some(corpus), _) => Some(models_digest(&spec, corpus)?),
-                (None, None) => Some(None),
-                // Models fitted on the inputs change with any input.
-                (None, Some(_)) => None,
-            };
-            let reusable = pinned.is_some_and(|models| {
+            let reusable = pinned_models.as_ref().is_some_and(|models| {
                 spec.mix == MixConfig::All
                     && header_before.as_ref()
                         == Some(&state::header(
                             spec.config_hash(),
-                            models,
+                            models.clone(),
                             spec.output.buckets,
                             previous,
                         ))
@@ -169,7 +170,10 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
 
     let planned = std::time::Instant::now();
     let digests = image_digests(&collected.rows)?;
-    let models_digest = models_digest(&spec, fit)?;
+    let models_digest = match pinned_models {
+        Some(digest) => digest,
+        None => models_digest(&spec, fit)?,
+    };
     let header_now = state::header(spec.config_hash(), models_digest, buckets, previous_ref);
     let owned = cluster.owned_buckets(buckets);
     let mut plan = match &state {

@@ -5,7 +5,7 @@
 //! the images, made per format by image id: Flickr30k Entities files, PENMAN graphs (`::id
 //! <image>.<n>`), COCO captions/instances/entities, Visual Genome and GBC records.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -159,6 +159,57 @@ fn samples(dir: &Path) -> Vec<SampleRow> {
     rows
 }
 
+/// A dataset kept up to date with `--state` (`<name>-inc`, `<name>-state`) and the fresh full
+/// runs it is compared with (`<name>-fresh`), under one temporary directory.
+struct Runs {
+    out: PathBuf,
+    state: PathBuf,
+    fresh: PathBuf,
+}
+
+impl Runs {
+    fn new(tmp: &Path, name: &str) -> Runs {
+        Runs {
+            out: tmp.join(format!("{name}-inc")),
+            state: tmp.join(format!("{name}-state")),
+            fresh: tmp.join(format!("{name}-fresh")),
+        }
+    }
+
+    /// Runs `spec` on `input` with the state into the kept dataset; returns the log.
+    fn update(&self, spec: &Path, input: &Path) -> String {
+        run_ok(&[
+            "run",
+            spec.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+            "--out",
+            self.out.to_str().unwrap(),
+            "--state",
+            self.state.to_str().unwrap(),
+        ])
+    }
+
+    /// Runs `spec` on `input` afresh (replacing the last fresh run) and returns the data files
+    /// of the kept dataset and of the fresh one.
+    fn against_fresh(
+        &self,
+        spec: &Path,
+        input: &Path,
+    ) -> (BTreeMap<String, Vec<u8>>, BTreeMap<String, Vec<u8>>) {
+        let _ = std::fs::remove_dir_all(&self.fresh);
+        run_ok(&[
+            "run",
+            spec.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+            "--out",
+            self.fresh.to_str().unwrap(),
+        ]);
+        (data_files(&self.out), data_files(&self.fresh))
+    }
+}
+
 const RECIPES: [&str; 7] = [
     "sample",
     "ssa-flickr30k",
@@ -177,34 +228,21 @@ fn first_half(id: u64) -> bool {
 fn half_then_all_with_state_equals_a_fresh_full_run_for_every_recipe() {
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("input");
-    let input_s = input.to_str().unwrap();
     for recipe in RECIPES {
-        let spec = format!("dataflows/{recipe}.toml");
-        let out = tmp.path().join(format!("{recipe}-inc"));
-        let state = tmp.path().join(format!("{recipe}-state"));
-        let fresh = tmp.path().join(format!("{recipe}-fresh"));
-        let (out_s, state_s, fresh_s) = (
-            out.to_str().unwrap(),
-            state.to_str().unwrap(),
-            fresh.to_str().unwrap(),
-        );
+        let spec = common::repo_root().join(format!("dataflows/{recipe}.toml"));
+        let runs = Runs::new(tmp.path(), recipe);
         sample_data(&input, &first_half, &[]);
-        run_ok(&[
-            "run", &spec, "--input", input_s, "--out", out_s, "--state", state_s,
-        ]);
+        runs.update(&spec, &input);
         sample_data(&input, &|_| true, &[]);
-        let log = run_ok(&[
-            "run", &spec, "--input", input_s, "--out", out_s, "--state", state_s,
-        ]);
-        run_ok(&["run", &spec, "--input", input_s, "--out", fresh_s]);
-        let (incremental, full) = (data_files(&out), data_files(&fresh));
+        let log = runs.update(&spec, &input);
+        let (incremental, full) = runs.against_fresh(&spec, &input);
         assert_eq!(
             incremental.keys().collect::<Vec<_>>(),
             full.keys().collect::<Vec<_>>(),
             "{recipe}: file lists differ"
         );
         assert!(incremental == full, "{recipe}: bytes differ");
-        assert_eq!(read_manifest(&out).unwrap().version, 2, "{recipe}");
+        assert_eq!(read_manifest(&runs.out).unwrap().version, 2, "{recipe}");
         // Recipes without corpus-level models recompute only the new images; the others refit
         // their models on the new captions, which changes every image (see docs/incremental.md).
         if ["sample", "clid-vg", "gbc"].contains(&recipe) {
@@ -243,42 +281,28 @@ fn pinned_ssa_spec(dir: &Path) -> PathBuf {
 fn ssa_with_a_fixed_model_corpus_recomputes_only_the_new_images() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = pinned_ssa_spec(tmp.path());
-    let spec_s = spec.to_str().unwrap();
     let input = tmp.path().join("input");
-    let (out, state, fresh) = (
-        tmp.path().join("inc"),
-        tmp.path().join("state"),
-        tmp.path().join("fresh"),
-    );
-    let (input_s, out_s, state_s, fresh_s) = (
-        input.to_str().unwrap(),
-        out.to_str().unwrap(),
-        state.to_str().unwrap(),
-        fresh.to_str().unwrap(),
-    );
+    let runs = Runs::new(tmp.path(), "ssa");
+    let out = &runs.out;
     sample_data(&input, &first_half, &[]);
-    run_ok(&[
-        "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
-    ]);
-    let half = samples(&out);
+    runs.update(&spec, &input);
+    let half = samples(out);
     sample_data(&input, &|_| true, &[]);
-    let log = run_ok(&[
-        "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
-    ]);
+    let log = runs.update(&spec, &input);
     assert!(
         log.contains(
             "computing 10 new or changed images, retracting 0 removed, carrying 10 unchanged"
         ),
         "{log}"
     );
-    run_ok(&["run", spec_s, "--input", input_s, "--out", fresh_s]);
-    assert!(data_files(&out) == data_files(&fresh), "bytes differ");
+    let (incremental, fresh) = runs.against_fresh(&spec, &input);
+    assert!(incremental == fresh, "bytes differ");
     // The first half's samples are carried as they were; the changelog adds the rest.
     let changes = read_changelog(&out.join("changes/v2.parquet")).unwrap();
     assert!(changes
         .iter()
         .all(|(s, d)| *d == 1 && !first_half(s.image_id.parse().unwrap())));
-    let all = samples(&out);
+    let all = samples(out);
     assert_eq!(all.len(), half.len() + changes.len());
     assert!(half.iter().all(|s| all.contains(s)));
 }
@@ -475,36 +499,18 @@ fn with_chunk_images(dir: &Path, recipe: &str, chunk_images: usize) -> PathBuf {
 fn small_chunks_carry_the_untouched_ones_and_equal_a_fresh_full_run() {
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("input");
-    let input_s = input.to_str().unwrap();
     for recipe in ["sample", "gbc", "ssa-flickr30k"] {
         // One image per chunk: every bucket holds several.
         let spec = with_chunk_images(tmp.path(), recipe, 1);
-        let spec_s = spec.to_str().unwrap();
-        let (out, state, fresh) = (
-            tmp.path().join(format!("{recipe}-inc")),
-            tmp.path().join(format!("{recipe}-state")),
-            tmp.path().join(format!("{recipe}-fresh")),
-        );
-        let (out_s, state_s, fresh_s) = (
-            out.to_str().unwrap(),
-            state.to_str().unwrap(),
-            fresh.to_str().unwrap(),
-        );
+        let runs = Runs::new(tmp.path(), recipe);
         sample_data(&input, &first_half, &[]);
-        run_ok(&[
-            "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
-        ]);
+        runs.update(&spec, &input);
         sample_data(&input, &|_| true, &[]);
-        run_ok(&[
-            "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
-        ]);
-        run_ok(&["run", spec_s, "--input", input_s, "--out", fresh_s]);
-        assert!(
-            data_files(&out) == data_files(&fresh),
-            "{recipe}: bytes differ"
-        );
-        let v1 = read_manifest_version(&out, 1).unwrap();
-        let v2 = read_manifest(&out).unwrap();
+        runs.update(&spec, &input);
+        let (incremental, fresh) = runs.against_fresh(&spec, &input);
+        assert!(incremental == fresh, "{recipe}: bytes differ");
+        let v1 = read_manifest_version(&runs.out, 1).unwrap();
+        let v2 = read_manifest(&runs.out).unwrap();
         let chunked = |m: &capflow::export::Manifest| -> BTreeSet<String> {
             m.files
                 .iter()
@@ -556,19 +562,8 @@ fn age(dir: &Path) {
 fn a_rerun_reads_the_new_files_and_the_appended_graphs_only() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = pinned_ssa_spec(tmp.path());
-    let spec_s = spec.to_str().unwrap();
     let (input, all) = (tmp.path().join("input"), tmp.path().join("all"));
-    let (out, state, fresh) = (
-        tmp.path().join("inc"),
-        tmp.path().join("state"),
-        tmp.path().join("fresh"),
-    );
-    let (input_s, out_s, state_s, fresh_s) = (
-        input.to_str().unwrap(),
-        out.to_str().unwrap(),
-        state.to_str().unwrap(),
-        fresh.to_str().unwrap(),
-    );
+    let runs = Runs::new(tmp.path(), "ssa");
     sample_data(&input, &first_half, &[]);
     sample_data(&all, &|_| true, &[]);
     let amr = input.join("amr/captions.amr");
@@ -581,9 +576,7 @@ fn a_rerun_reads_the_new_files_and_the_appended_graphs_only() {
     // The file ends after a graph's last line, as a file still being appended to does.
     std::fs::write(&amr, format!("{half_text}\n")).unwrap();
     age(&input);
-    run_ok(&[
-        "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
-    ]);
+    runs.update(&spec, &input);
     // New data arrives: the new images' files are added, the split lists replaced, and their
     // graphs appended to the PENMAN file. Nothing else is touched.
     let flickr = |root: &Path| root.join("flickr30k_entities");
@@ -605,9 +598,7 @@ fn a_rerun_reads_the_new_files_and_the_appended_graphs_only() {
         writeln!(file, "{}", &all_text[half_text.len() + 1..]).unwrap();
     }
     age(&input);
-    let log = run_ok(&[
-        "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
-    ]);
+    let log = runs.update(&spec, &input);
     assert!(
         log.contains("read 11 new or changed of 21 input pieces (1 appended to)")
             && log.contains("rows of 10 images"),
@@ -619,11 +610,8 @@ fn a_rerun_reads_the_new_files_and_the_appended_graphs_only() {
         ),
         "{log}"
     );
-    run_ok(&["run", spec_s, "--input", input_s, "--out", fresh_s]);
-    assert!(
-        data_files(&out) == data_files(&fresh),
-        "bytes differ after the growth"
-    );
+    let (incremental, fresh) = runs.against_fresh(&spec, &input);
+    assert!(incremental == fresh, "bytes differ after the growth");
 
     // An old image's sentence file changes in place: that image alone is read again, its
     // graphs from the unchanged PENMAN file included, and recomputed.
@@ -632,9 +620,7 @@ fn a_rerun_reads_the_new_files_and_the_appended_graphs_only() {
     let rest: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
     std::fs::write(&edited, rest).unwrap();
     age(&input);
-    let log = run_ok(&[
-        "run", spec_s, "--input", input_s, "--out", out_s, "--state", state_s,
-    ]);
+    let log = runs.update(&spec, &input);
     assert!(
         log.contains("read 1 new or changed of 21 input pieces (0 appended to)")
             && log.contains("rows of 1 image"),
@@ -644,13 +630,9 @@ fn a_rerun_reads_the_new_files_and_the_appended_graphs_only() {
         log.contains("computing 1 new or changed images, retracting 0 removed, carrying 19"),
         "{log}"
     );
-    let _ = std::fs::remove_dir_all(&fresh);
-    run_ok(&["run", spec_s, "--input", input_s, "--out", fresh_s]);
-    assert!(
-        data_files(&out) == data_files(&fresh),
-        "bytes differ after the edit"
-    );
-    let changes = read_changelog(&out.join("changes/v3.parquet")).unwrap();
+    let (incremental, fresh) = runs.against_fresh(&spec, &input);
+    assert!(incremental == fresh, "bytes differ after the edit");
+    let changes = read_changelog(&runs.out.join("changes/v3.parquet")).unwrap();
     assert!(!changes.is_empty());
     assert!(changes.iter().all(|(s, _)| s.image_id == "1000004"));
 }

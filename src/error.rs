@@ -46,6 +46,15 @@ pub enum Error {
     },
     #[error("process {process} failed: {reason}")]
     Cluster { process: usize, reason: String },
+    /// A failure inside a dataflow stage, with the stage and image it happened on; its exit
+    /// code is its cause's.
+    #[error("{stage}, image {image}: {source}")]
+    Stage {
+        stage: String,
+        image: String,
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 impl Error {
@@ -77,6 +86,15 @@ impl Error {
         }
     }
 
+    /// `source`, as it happened in `stage` on image `image`.
+    pub fn in_stage(stage: impl Into<String>, image: impl Into<String>, source: Error) -> Self {
+        Error::Stage {
+            stage: stage.into(),
+            image: image.into(),
+            source: Box::new(source),
+        }
+    }
+
     pub fn record(
         file: impl Into<String>,
         record: impl Into<String>,
@@ -98,6 +116,7 @@ impl Error {
             Error::Io { .. } => 4,
             Error::Adapter { .. } => 5,
             Error::Cluster { .. } => 6,
+            Error::Stage { source, .. } => source.exit_code(),
             Error::Arrow { .. } | Error::Parquet { .. } => 1,
         }
     }

@@ -1,25 +1,10 @@
 //! `capflow run`: run a dataflow spec and commit its dataset.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use crate::augment::cutswap;
-use crate::augment::relatedness::RelatednessModel;
-use crate::augment::ssa::builtin_realizer;
-use crate::dataflow::augment::{group_images, run_augment, AugmentRun, Methods};
-use crate::dataflow::buckets::BucketExport;
-use crate::dataflow::inputs::InputsState;
-use crate::dataflow::ssa::build_models;
-use crate::dataflow::state::{
-    self, bucket_of, image_digests, rows_digest, BucketState, ImageState, Plan, StateDir,
-};
-use crate::dataflow::CollectedRun;
-use crate::dataflow::{run_collect, run_collect_sharing, ClusterOptions, DataflowSpec};
-use crate::error::{Error, Result};
-use crate::export::{DatasetWriter, FileEntry, StageMetrics};
-use crate::ingest::Row;
-use crate::schema::{RejectedRow, SampleRow};
-use crate::select::mix::{mix, MixConfig};
+pub use crate::dataflow::RunOutcome;
+use crate::dataflow::{ClusterOptions, DataflowSpec, RunOptions};
+use crate::error::Result;
 
 /// Run a dataflow spec: read its inputs, run its stages on the workers, write the dataset.
 #[derive(Debug, clap::Args)]
@@ -37,19 +22,42 @@ pub struct RunArgs {
     /// same state recomputes only new, changed and removed images (see docs/incremental.md).
     #[arg(long)]
     pub state: Option<PathBuf>,
+    /// Memory budget of the run (e.g. 512MiB, 2GiB): rows wait for the other inputs on local
+    /// disk and are processed in parts that fit it.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
+    pub memory_limit: u64,
     #[command(flatten)]
     pub cluster: ClusterOptions,
 }
 
-/// What [`run_with`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunOutcome {
-    /// The dataset's new version.
-    Committed(u64),
-    /// This process of a cluster run wrote its buckets; process 0 committed.
-    Part,
-    /// With `--state`, no image changed and nothing was committed (asked for by `skip_unchanged`).
-    Unchanged,
+/// A size in bytes: a number with an optional unit (B, KiB, MiB, GiB, TiB; K, M, G, T and
+/// KB, MB, GB, TB are read as powers of 1024 too).
+fn parse_size(text: &str) -> std::result::Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size such as 512MiB or 2GiB"))?;
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` (use B, KiB, MiB, GiB or TiB)"
+            ))
+        }
+    };
+    let bytes = number * scale as f64;
+    if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
+        return Err(format!("`{text}` is not a positive size"));
+    }
+    Ok(bytes as u64)
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
@@ -63,578 +71,12 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
     if let Some(root) = &args.input {
         spec = spec.with_input_root(root);
     }
-    let cluster = &args.cluster;
-    cluster.timely_config()?;
-    let process = cluster.process;
-    let first = process == 0;
-    if cluster.processes > 1 {
-        crate::dataflow::cluster::watch_peers(process);
-    }
-    let out = spec.output_dir(args.out.as_deref());
-    let state = args.state.as_deref().map(StateDir::open).transpose()?;
-    // Every process reads the state's header before the read phase; the first process removes
-    // it only after the read phase, which no process leaves before all have joined it.
-    let header_before: Option<state::StateHeader> = match &state {
-        Some(state) => state.header()?,
-        None => None,
+    let options = RunOptions {
+        out: args.out,
+        state: args.state,
+        memory_limit: args.memory_limit,
+        skip_unchanged,
+        cluster: args.cluster,
     };
-    // The first process locks the output directory before the read phase for the same reason:
-    // the other processes stage their shards only after it.
-    let created = if first {
-        let mut writer = DatasetWriter::create(&out, &spec.config_hash(), spec.output.shard_bytes)?;
-        writer.retain_versions(true);
-        if !spec.description.is_empty() {
-            writer.describe(spec.description.clone());
-        }
-        Some(writer)
-    } else {
-        None
-    };
-
-    // A single process with a state reads its inputs piece by piece, and only what changed when
-    // the state describes the dataset in the output directory and nothing else changed (the
-    // configuration, the engine, the models' corpus): see docs/incremental.md.
-    let piecewise = state.is_some() && cluster.processes == 1;
-    let mut corpus = match spec.corpus_spec() {
-        Some(corpus) => Some(run_collect(&corpus, &ClusterOptions::default())?),
-        None => None,
-    };
-    // When the models do not learn from the inputs (none, or a fixed corpus), their digest is
-    // known before the inputs are read.
-    let pinned_models = match (&corpus, model_rows(&spec)) {
-        (Some(corpus), _) => Some(models_digest(&spec, corpus)?),
-        (None, None) => Some(None),
-        (None, Some(_)) => None,
-    };
-    let mut read_inputs = None;
-    let mut collected = match (&state, &created) {
-        (Some(state_dir), Some(writer)) if piecewise => {
-            let previous = writer.previous();
-            let reusable = pinned_models.as_ref().is_some_and(|models| {
-                spec.mix == MixConfig::All
-                    && header_before.as_ref()
-                        == Some(&state::header(
-                            spec.config_hash(),
-                            models.clone(),
-                            spec.output.buckets,
-                            previous,
-                        ))
-            });
-            let previous_inputs = reusable.then(|| state_dir.dir());
-            let read = crate::dataflow::inputs::read_inputs(&spec, previous_inputs)?;
-            eprintln!("capflow run {}: {}", spec.name, read.summary);
-            let collected = read.collected;
-            read_inputs = Some((read.state, read.touched));
-            collected
-        }
-        _ => {
-            if let Some(state_dir) = &state {
-                // A cluster run reads whole inputs and leaves no piece state behind.
-                InputsState::remove(state_dir.dir())?;
-            }
-            // Without a fixed model corpus, every process fits the models on every process's
-            // rows.
-            let share = match spec.corpus_spec() {
-                Some(_) => None,
-                None => model_rows(&spec),
-            };
-            run_collect_sharing(&spec, cluster, share)?
-        }
-    };
-    if first {
-        if let Some(state) = &state {
-            state.invalidate()?;
-        }
-    }
-    if corpus.is_none() && cluster.processes > 1 && !collected.shared.is_empty() {
-        corpus = Some(CollectedRun {
-            rows: std::mem::take(&mut collected.shared),
-            ..CollectedRun::default()
-        });
-    }
-    let (inputs_state, touched) = match read_inputs {
-        Some((inputs, touched)) => (Some(inputs), touched),
-        None => (None, None),
-    };
-    let fit = corpus.as_ref().unwrap_or(&collected);
-    let buckets = spec.output.buckets;
-    // The other processes write their buckets through a part of the dataset, staged only now.
-    let mut writer = match created {
-        Some(writer) => writer,
-        None => DatasetWriter::part(&out, &spec.config_hash(), process)?,
-    };
-    let previous = writer
-        .previous()
-        .map(|(m, sha)| (m.clone(), sha.to_string()));
-    let previous_ref = previous.as_ref().map(|(m, sha)| (m, sha.as_str()));
-
-    let planned = std::time::Instant::now();
-    let digests = image_digests(&collected.rows)?;
-    let models_digest = match pinned_models {
-        Some(digest) => digest,
-        None => models_digest(&spec, fit)?,
-    };
-    let header_now = state::header(spec.config_hash(), models_digest, buckets, previous_ref);
-    let owned = cluster.owned_buckets(buckets);
-    let mut plan = match &state {
-        Some(state) => state::plan(
-            state,
-            header_before.clone(),
-            &header_now,
-            previous_ref,
-            &digests,
-            touched.as_ref(),
-            &owned,
-        )?,
-        None => Plan::full(&digests, "no --state"),
-    };
-    if plan.full.is_none() && spec.mix != MixConfig::All {
-        plan = Plan::full(
-            &digests,
-            "[mix] selects over all samples, so a changed image can change any bucket",
-        );
-    }
-    if plan.full.is_some() && touched.is_some() {
-        return Err(Error::Config(format!(
-            "the inputs were read in part, but every image must be computed ({}); rerun without \
-             --state",
-            plan.describe()
-        )));
-    }
-    if let Some(state) = &state {
-        let nothing = plan.full.is_none() && plan.compute.is_empty() && plan.removed.is_empty();
-        if skip_unchanged && nothing && cluster.processes == 1 {
-            // The header was set aside after the read phase; it is still true.
-            if let Some(inputs) = &inputs_state {
-                inputs.write(state.dir())?;
-            }
-            if let Some(header) = &header_before {
-                state.write_header(header)?;
-            }
-            return Ok(RunOutcome::Unchanged);
-        }
-        eprintln!("capflow run {}: {}", spec.name, plan.describe());
-    }
-    let plan_ms = planned.elapsed().as_millis() as u64;
-
-    let augmented = if spec.augments() || spec.keeps_originals() {
-        Some(run_augment_phase(
-            &spec,
-            &collected,
-            fit,
-            cluster,
-            &plan.compute,
-        )?)
-    } else {
-        None
-    };
-    let export_started = std::time::Instant::now();
-    let mut stages: Vec<StageMetrics> = collected.stages.clone();
-    stages.push(StageMetrics {
-        name: "plan".into(),
-        rows_in: digests.len() as u64 + plan.removed.len() as u64,
-        rows_out: plan.compute.len() as u64,
-        rejected: 0,
-        elapsed_ms: plan_ms,
-    });
-    let mut new_samples: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
-    let mut new_rejected: BTreeMap<String, Vec<RejectedRow>> = BTreeMap::new();
-    if let Some(run) = augmented {
-        print_augment_summary(&spec, &run);
-        stages.extend(run.stages.iter().cloned());
-        for sample in run.samples {
-            new_samples
-                .entry(sample.image_id.clone())
-                .or_default()
-                .push(sample);
-        }
-        for (image_id, rejected) in run.rejected {
-            new_rejected.entry(image_id).or_default().push(rejected);
-        }
-    }
-
-    let layout = BucketExport {
-        buckets,
-        chunk_images: spec.output.chunk_images,
-        plan: &plan,
-        previous: previous_ref,
-        dir: &out,
-    };
-    let exported = layout.write(&mut writer, &collected, &owned, &mut new_samples)?;
-    // The per-image states of this process's buckets: the previous ones, less the removed
-    // images, with this run's digests; the method stages' rejections are this run's for computed
-    // images and the state's for carried ones.
-    let mut bucket_states: BTreeMap<usize, BucketState> = std::mem::take(&mut plan.previous);
-    for id in &plan.removed {
-        if let Some(states) = bucket_states.get_mut(&bucket_of(id, buckets)) {
-            states.remove(id);
-        }
-    }
-    for (id, digest) in &digests {
-        let states = bucket_states.entry(bucket_of(id, buckets)).or_default();
-        let rejected = if plan.compute.contains(id) {
-            new_rejected.remove(id).unwrap_or_default()
-        } else {
-            states
-                .get(id)
-                .map(|s| s.rejected.clone())
-                .unwrap_or_default()
-        };
-        states.insert(
-            id.clone(),
-            ImageState {
-                digest: digest.clone(),
-                rejected,
-            },
-        );
-    }
-    let mut image_rejected: Vec<(String, Vec<RejectedRow>)> = bucket_states
-        .values()
-        .flatten()
-        .filter(|(_, s)| !s.rejected.is_empty())
-        .map(|(id, s)| (id.clone(), s.rejected.clone()))
-        .collect();
-    image_rejected.sort_by(|a, b| a.0.cmp(&b.0));
-    if let Some(state) = &state {
-        for bucket in &owned {
-            if plan.touches(*bucket, buckets) {
-                let empty = BucketState::new();
-                state.write_bucket(*bucket, bucket_states.get(bucket).unwrap_or(&empty))?;
-            }
-        }
-        if let Some(inputs) = &inputs_state {
-            inputs.write(state.dir())?;
-        }
-    }
-    stages.push(StageMetrics {
-        name: "export".into(),
-        rows_in: exported.rows_written,
-        rows_out: exported.rows_written,
-        rejected: 0,
-        elapsed_ms: export_started.elapsed().as_millis() as u64,
-    });
-    let mut part_of_this = Part {
-        process,
-        files: Vec::new(),
-        read_rejected: collected.rejected,
-        image_rejected,
-        changes: exported.changes,
-        counts: collected.counts,
-        stages,
-    };
-    if !first {
-        // Hand this part to process 0 and wait for its commit: this process succeeds only if
-        // the dataset was committed.
-        part_of_this.files = writer.finish_part()?;
-        gather_parts(cluster, &part_of_this)?;
-        let confirmation = crate::dataflow::cluster::broadcast_from_first(cluster, None)?;
-        return match confirmation.strip_prefix("ok ") {
-            Some(version) => {
-                eprintln!(
-                    "capflow run {} process {process}: wrote its buckets; process 0 committed version {version}",
-                    spec.name
-                );
-                Ok(RunOutcome::Part)
-            }
-            None => Err(Error::Cluster {
-                process: 0,
-                reason: format!("did not commit the dataset: {confirmation}"),
-            }),
-        };
-    }
-    // With several processes, every part goes to the first process, which commits them all.
-    let parts = if cluster.processes > 1 {
-        gather_parts(cluster, &part_of_this)?
-    } else {
-        vec![part_of_this]
-    };
-    let committed = commit(
-        writer,
-        parts,
-        cluster.processes,
-        state.as_ref(),
-        header_now,
-        &out,
-        &spec.name,
-    );
-    if cluster.processes > 1 {
-        let message = match &committed {
-            Ok(version) => format!("ok {version}"),
-            Err(e) => e.to_string(),
-        };
-        crate::dataflow::cluster::broadcast_from_first(cluster, Some(message))?;
-    }
-    committed.map(RunOutcome::Committed)
-}
-
-/// Sends this process's part to process 0; returns every process's part there, none elsewhere.
-fn gather_parts(cluster: &ClusterOptions, part: &Part) -> Result<Vec<Part>> {
-    let payload =
-        serde_json::to_string(part).map_err(|e| Error::invalid("cluster part", e.to_string()))?;
-    crate::dataflow::cluster::gather_to_first(cluster, payload)?
-        .iter()
-        .map(|text| {
-            serde_json::from_str(text)
-                .map_err(|e| Error::invalid("cluster part from a peer", e.to_string()))
-        })
-        .collect()
-}
-
-/// Process 0's commit: every part into one manifest, the ledger, the changelog, then the
-/// state's header. Returns the committed version.
-fn commit(
-    mut writer: DatasetWriter,
-    parts: Vec<Part>,
-    processes: usize,
-    state: Option<&StateDir>,
-    header_now: state::StateHeader,
-    out: &std::path::Path,
-    name: &str,
-) -> Result<u64> {
-    let merged = Part::merge(parts, processes)?;
-    for stage in &merged.stages {
-        writer.stage(stage.clone());
-    }
-    writer.adopt(merged.files)?;
-    for (_, _, rejected) in merged.read_rejected {
-        writer.reject(rejected)?;
-    }
-    let mut augment_rejected = 0u64;
-    for (_, rows) in merged.image_rejected {
-        for row in rows {
-            writer.reject(row)?;
-            augment_rejected += 1;
-        }
-    }
-    writer.changelog(&merged.changes)?;
-    let mut counts = merged.counts;
-    counts.read += augment_rejected;
-    counts.rejected += augment_rejected;
-    let manifest = writer.commit(counts)?;
-    if let Some(state) = state {
-        let manifest_path = out.join(crate::export::MANIFEST_FILE);
-        let text = std::fs::read(&manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
-        let mut header = header_now;
-        header.dataset_version = manifest.version;
-        header.manifest_sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text));
-        state.write_header(&header)?;
-    }
-    let (added, retracted) = manifest
-        .changelog
-        .as_ref()
-        .map_or((0, 0), |c| (c.added, c.retracted));
-    eprintln!(
-        "capflow run {}: {} read, {} accepted, {} rejected; {} files in {} (version {}; {added} samples added, {retracted} retracted)",
-        name,
-        merged.counts.read,
-        merged.counts.accepted,
-        merged.counts.rejected,
-        manifest.files.len(),
-        out.display(),
-        manifest.version,
-    );
-    Ok(manifest.version)
-}
-
-/// What one process of a run hands to the commit: the files of its buckets, its rejections,
-/// changes, counts and stage metrics.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-struct Part {
-    process: usize,
-    /// Bucket shards written or carried by a process other than the first (the first process's
-    /// own shards are already in its writer).
-    files: Vec<FileEntry>,
-    /// Records the readers of this process rejected, with their read position.
-    read_rejected: Vec<(u32, u64, RejectedRow)>,
-    /// Records the method stages rejected, by image id (sorted).
-    image_rejected: Vec<(String, Vec<RejectedRow>)>,
-    /// The changelog of this process's buckets, by image id.
-    changes: Vec<(SampleRow, i8)>,
-    counts: crate::ingest::IngestCounts,
-    stages: Vec<StageMetrics>,
-}
-
-impl Part {
-    /// Every process's part as one, in the order a single process would have produced:
-    /// rejections by read position, then by image id; changes by image id.
-    fn merge(mut parts: Vec<Part>, processes: usize) -> Result<Part> {
-        parts.sort_by_key(|p| p.process);
-        let got: Vec<usize> = parts.iter().map(|p| p.process).collect();
-        if got != (0..processes).collect::<Vec<_>>() {
-            return Err(Error::Config(format!(
-                "the commit expected parts of processes 0..{processes} and got {got:?}"
-            )));
-        }
-        let mut merged = Part {
-            process: 0,
-            files: Vec::new(),
-            read_rejected: Vec::new(),
-            image_rejected: Vec::new(),
-            changes: Vec::new(),
-            counts: Default::default(),
-            stages: Vec::new(),
-        };
-        let mut stages: Vec<StageMetrics> = Vec::new();
-        for part in parts {
-            merged.files.extend(part.files);
-            merged.read_rejected.extend(part.read_rejected);
-            merged.image_rejected.extend(part.image_rejected);
-            merged.changes.extend(part.changes);
-            merged.counts.add(part.counts);
-            for stage in part.stages {
-                match stages.iter_mut().find(|s| s.name == stage.name) {
-                    Some(total) => {
-                        total.rows_in += stage.rows_in;
-                        total.rows_out += stage.rows_out;
-                        total.rejected += stage.rejected;
-                        total.elapsed_ms = total.elapsed_ms.max(stage.elapsed_ms);
-                    }
-                    None => stages.push(stage),
-                }
-            }
-        }
-        merged.stages = stages;
-        merged.read_rejected.sort_by_key(|r| (r.0, r.1));
-        merged.image_rejected.sort_by(|a, b| a.0.cmp(&b.0));
-        merged
-            .changes
-            .sort_by(|a, b| a.0.image_id.cmp(&b.0.image_id));
-        Ok(merged)
-    }
-}
-
-/// The augment phase's summary lines: images/s, samples per method, SSA's drop reasons.
-fn print_augment_summary(spec: &DataflowSpec, run: &AugmentRun) {
-    let seconds = run.wall.as_secs_f64();
-    let mut methods: BTreeMap<&str, usize> = BTreeMap::new();
-    for sample in &run.samples {
-        *methods.entry(sample.method.as_str()).or_insert(0) += 1;
-    }
-    let methods: Vec<String> = methods.iter().map(|(m, n)| format!("{n} {m}")).collect();
-    eprintln!(
-        "augment: {} images in {seconds:.3} s ({:.0} images/s), {} samples ({})",
-        run.images,
-        run.images as f64 / seconds.max(1e-9),
-        run.samples.len(),
-        if methods.is_empty() {
-            "none".to_string()
-        } else {
-            methods.join(", ")
-        }
-    );
-    if spec.ssa.is_some() {
-        let dropped: Vec<String> = run
-            .dropped
-            .iter()
-            .map(|(reason, n)| format!("{n} {}", reason.as_str()))
-            .collect();
-        eprintln!(
-            "ssa: quality filter dropped: {}",
-            if dropped.is_empty() {
-                "none".to_string()
-            } else {
-                dropped.join(", ")
-            }
-        );
-    }
-}
-
-/// The rows the spec's corpus-level models learn from, if it has such models: SSA's scorer and
-/// vectors learn from the captions; the relatedness encoder and the CutSwap vocabulary from every
-/// input row.
-fn model_rows(spec: &DataflowSpec) -> Option<fn(&Row) -> bool> {
-    if spec.relatedness.is_some() || spec.cutswap.is_some() {
-        Some(|row| !matches!(row, Row::Sample(_)))
-    } else if spec.ssa.is_some() {
-        Some(|row| matches!(row, Row::Caption(_)))
-    } else {
-        None
-    }
-}
-
-/// The digest of the rows the spec's corpus-level models are fitted on ([`model_rows`]).
-fn models_digest(spec: &DataflowSpec, fit: &CollectedRun) -> Result<Option<String>> {
-    model_rows(spec)
-        .map(|keep| rows_digest(fit.rows.iter().filter(|r| keep(&r.row))))
-        .transpose()
-}
-
-/// Fits the corpus-level models on the read rows and runs the spec's method stages.
-/// `fit` holds the rows the corpus-level models learn from: `collected` itself, or the spec's
-/// `[[models.corpus]]`.
-fn run_augment_phase(
-    spec: &DataflowSpec,
-    collected: &CollectedRun,
-    fit: &CollectedRun,
-    cluster: &ClusterOptions,
-    compute: &BTreeSet<String>,
-) -> Result<AugmentRun> {
-    let started = std::time::Instant::now();
-    let mut methods = Methods {
-        originals: spec.keeps_originals(),
-        clid: spec.clid.clone(),
-        gbc: spec.gbc.clone(),
-        ..Methods::default()
-    };
-    let mut fitted = 0;
-    if let Some(config) = &spec.ssa {
-        let models = build_models(
-            config,
-            &fit.rows,
-            spec.models.amr_to_text.as_ref(),
-            builtin_realizer(),
-        )?;
-        methods.ssa = Some((config.clone(), models));
-        fitted += 2;
-    }
-    if spec.relatedness.is_some() || spec.cutswap.is_some() {
-        let images = group_images(fit);
-        if let Some(config) = &spec.relatedness {
-            let model = RelatednessModel::fit(&images, config)
-                .map_err(|e| Error::Config(format!("relatedness: fitting the model: {e}")))?;
-            methods.relatedness = Some(model);
-            fitted += 1;
-        }
-        if let Some(config) = &spec.cutswap {
-            let model = cutswap::fit(&images, config)
-                .map_err(|e| Error::Config(format!("cutswap: fitting the model: {e}")))?;
-            methods.cutswap = Some(model);
-            fitted += 1;
-        }
-    }
-    let models_ms = started.elapsed().as_millis() as u64;
-    let mut run = run_augment(
-        collected,
-        spec.seed,
-        methods,
-        cluster,
-        Some(compute),
-        spec.output.buckets,
-    )?;
-    let mix_started = std::time::Instant::now();
-    let before = run.samples.len();
-    run.samples = mix(&run.samples, &spec.mix)?;
-    run.stages.push(StageMetrics {
-        name: "mix".into(),
-        rows_in: before as u64,
-        rows_out: run.samples.len() as u64,
-        rejected: 0,
-        elapsed_ms: mix_started.elapsed().as_millis() as u64,
-    });
-    let captions = fit
-        .rows
-        .iter()
-        .filter(|r| matches!(r.row, Row::Caption(_)))
-        .count() as u64;
-    run.stages.insert(
-        0,
-        StageMetrics {
-            name: "models".into(),
-            rows_in: captions,
-            rows_out: fitted,
-            rejected: 0,
-            elapsed_ms: models_ms,
-        },
-    );
-    Ok(run)
+    crate::dataflow::run(&spec, &options)
 }

@@ -117,6 +117,7 @@ pub fn run(args: WatchArgs) -> Result<()> {
         out: Some(out.clone()),
         input: Some(args.input_dir.clone()),
         state: Some(state.clone()),
+        memory_limit: crate::dataflow::engine::DEFAULT_MEMORY_LIMIT,
         cluster: ClusterOptions {
             workers: args.workers,
             ..ClusterOptions::default()

@@ -32,7 +32,7 @@ use super::ssa::STAGES as SSA_STAGES;
 use super::stages::{
     amr_align::amr_align, clid::clid, control_signals::control_signals, cutswap::cutswap,
     event_sample::event_sample, gather::gather, gbc::gbc, merge::merge, originals::originals,
-    quality_filter::quality_filter, realize::realize, relatedness::relatedness, Failure,
+    quality_filter::quality_filter, realize::realize, relatedness::relatedness, Failure, Images,
     MethodContext, SsaImage, StageContext, StageMeter,
 };
 use super::ClusterOptions;
@@ -145,23 +145,7 @@ pub fn run_augment(
         .collect::<HashSet<&str>>()
         .len() as u64;
     let failure = Failure::default();
-    let originals_ctx = methods
-        .originals
-        .then(|| method_context(seed, (), &failure));
-    let ssa_ctx = methods.ssa.map(|(config, models)| {
-        Arc::new(StageContext {
-            seed,
-            config,
-            models,
-            failure: failure.clone(),
-        })
-    });
-    let clid_ctx = methods.clid.map(|c| method_context(seed, c, &failure));
-    let gbc_ctx = methods.gbc.map(|c| method_context(seed, c, &failure));
-    let relatedness_ctx = methods
-        .relatedness
-        .map(|m| method_context(seed, m, &failure));
-    let cutswap_ctx = methods.cutswap.map(|m| method_context(seed, m, &failure));
+    let contexts = StageContexts::new(methods, seed, &failure);
     let (sender, receiver) = crossbeam_channel::unbounded::<WorkerOutput>();
     let progress = crate::cli::progress::items("augment", total_images);
     let started = Instant::now();
@@ -172,41 +156,14 @@ pub fn run_augment(
         let out = sender.clone();
         let meters: Vec<StageMeter> = worker_names.iter().map(|s| StageMeter::new(s)).collect();
         let stage_meters = meters.clone();
-        let originals_ctx = originals_ctx.clone();
-        let ssa_ctx = ssa_ctx.clone();
-        let clid_ctx = clid_ctx.clone();
-        let gbc_ctx = gbc_ctx.clone();
-        let relatedness_ctx = relatedness_ctx.clone();
-        let cutswap_ctx = cutswap_ctx.clone();
+        let contexts = contexts.clone();
         let (mut input, probe) = worker.dataflow::<u64, _, _>(move |scope| {
             // Meters in the order of `names`: every stage wired below takes the next one.
             let mut meters = stage_meters.into_iter();
             let mut next = || meters.next().unwrap_or_else(|| StageMeter::new("unnamed"));
             let (input, records) = scope.new_collection::<(String, ImageRecord), isize>();
-            let mut images = gather(records, next());
-            if let Some(ctx) = originals_ctx {
-                images = originals(images, ctx, next());
-            }
-            if let Some(ctx) = ssa_ctx {
-                images = amr_align(images, Arc::clone(&ctx), next());
-                images = merge(images, Arc::clone(&ctx), next());
-                images = event_sample(images, Arc::clone(&ctx), next());
-                images = realize(images, Arc::clone(&ctx), next());
-                images = quality_filter(images, Arc::clone(&ctx), next());
-                images = control_signals(images, ctx, next());
-            }
-            if let Some(ctx) = clid_ctx {
-                images = clid(images, ctx, next());
-            }
-            if let Some(ctx) = gbc_ctx {
-                images = gbc(images, ctx, next());
-            }
-            if let Some(ctx) = relatedness_ctx {
-                images = relatedness(images, ctx, next());
-            }
-            if let Some(ctx) = cutswap_ctx {
-                images = cutswap(images, ctx, next());
-            }
+            let images = gather(records, next());
+            let images = contexts.wire(images, &mut next);
             // Each image's outputs go to the worker that owns its bucket, so that with several
             // processes every process receives exactly the images of the buckets it writes.
             let probe = images
@@ -286,13 +243,11 @@ pub fn run_augment(
     progress.finish_and_clear();
     for (i, result) in guards.join().into_iter().enumerate() {
         if let Err(reason) = result {
-            failure.set(format!("worker {i} panicked: {reason}"));
+            failure.set(Error::Config(format!("worker {i} panicked: {reason}")));
         }
     }
-    if let Some(reason) = failure.take() {
-        return Err(Error::Config(format!(
-            "augment run failed, nothing committed: {reason}"
-        )));
+    if let Some(error) = failure.take() {
+        return Err(error);
     }
     per_image.sort_by(|a, b| a.0.cmp(&b.0));
     run.images = per_image.len() as u64;
@@ -306,6 +261,73 @@ pub fn run_augment(
     Ok(run)
 }
 
+/// What the method stages of one run share, ready to be wired on every worker: each configured
+/// method's configuration and fitted models, with the run's seed and failure slot.
+#[derive(Clone, Default)]
+pub struct StageContexts {
+    originals: Option<Arc<MethodContext<()>>>,
+    ssa: Option<Arc<StageContext>>,
+    clid: Option<Arc<MethodContext<ClidConfig>>>,
+    gbc: Option<Arc<MethodContext<GbcSampleConfig>>>,
+    relatedness: Option<Arc<MethodContext<RelatednessModel>>>,
+    cutswap: Option<Arc<MethodContext<CutswapModel>>>,
+}
+
+impl StageContexts {
+    pub fn new(methods: Methods, seed: u64, failure: &Failure) -> StageContexts {
+        StageContexts {
+            originals: methods.originals.then(|| method_context(seed, (), failure)),
+            ssa: methods.ssa.map(|(config, models)| {
+                Arc::new(StageContext {
+                    seed,
+                    config,
+                    models,
+                    failure: failure.clone(),
+                })
+            }),
+            clid: methods.clid.map(|c| method_context(seed, c, failure)),
+            gbc: methods.gbc.map(|c| method_context(seed, c, failure)),
+            relatedness: methods
+                .relatedness
+                .map(|m| method_context(seed, m, failure)),
+            cutswap: methods.cutswap.map(|m| method_context(seed, m, failure)),
+        }
+    }
+
+    /// Wires the stages after `gather`, in the order of [`Methods::stage_names`]; every stage
+    /// takes the next meter from `next`.
+    pub fn wire<'scope>(
+        &self,
+        mut images: Images<'scope>,
+        next: &mut dyn FnMut() -> StageMeter,
+    ) -> Images<'scope> {
+        if let Some(ctx) = &self.originals {
+            images = originals(images, Arc::clone(ctx), next());
+        }
+        if let Some(ctx) = &self.ssa {
+            images = amr_align(images, Arc::clone(ctx), next());
+            images = merge(images, Arc::clone(ctx), next());
+            images = event_sample(images, Arc::clone(ctx), next());
+            images = realize(images, Arc::clone(ctx), next());
+            images = quality_filter(images, Arc::clone(ctx), next());
+            images = control_signals(images, Arc::clone(ctx), next());
+        }
+        if let Some(ctx) = &self.clid {
+            images = clid(images, Arc::clone(ctx), next());
+        }
+        if let Some(ctx) = &self.gbc {
+            images = gbc(images, Arc::clone(ctx), next());
+        }
+        if let Some(ctx) = &self.relatedness {
+            images = relatedness(images, Arc::clone(ctx), next());
+        }
+        if let Some(ctx) = &self.cutswap {
+            images = cutswap(images, Arc::clone(ctx), next());
+        }
+        images
+    }
+}
+
 fn method_context<M>(seed: u64, method: M, failure: &Failure) -> Arc<MethodContext<M>> {
     Arc::new(MethodContext {
         seed,
@@ -316,11 +338,11 @@ fn method_context<M>(seed: u64, method: M, failure: &Failure) -> Arc<MethodConte
 
 /// What the stages made of one image; crosses process boundaries to the bucket's owner.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-struct ImageOutput {
-    image_id: String,
-    samples: Vec<SampleRow>,
-    rejected: Vec<RejectedRow>,
-    dropped: Vec<(Drop, u64)>,
+pub(crate) struct ImageOutput {
+    pub image_id: String,
+    pub samples: Vec<SampleRow>,
+    pub rejected: Vec<RejectedRow>,
+    pub dropped: Vec<(Drop, u64)>,
 }
 
 enum WorkerOutput {

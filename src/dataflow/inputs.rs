@@ -217,11 +217,13 @@ impl Unit {
         tables: Option<Vec<TableKind>>,
     ) -> Result<Unit> {
         if !path.exists() {
-            return Err(Error::Config(format!(
-                "input {} ({}) does not exist",
-                path.display(),
-                format.name()
-            )));
+            return Err(Error::io(
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("the {} input does not exist", format.name()),
+                ),
+            ));
         }
         let flickr = match format {
             Format::Flickr30kEntities => Some(Listing::of(path, true)?),

@@ -1,26 +1,35 @@
 //! Pipeline specs (`dataflows/*.toml`) and the timely dataflows that run them.
 //!
-//! A run reads its inputs on the workers (each input path is read whole by one worker, chosen
-//! round-robin), exchanges every record by the bucket of its image key (a stable hash) so that
-//! everything about one image meets on one worker, runs the spec's stages there, and hands the
-//! results to the export ([`buckets`]): one shard per bucket chunk, rows by image id, each
-//! image's rows in read order. Output never depends on the number of workers or processes. With
-//! `--state` ([`state`]), a single process reads its inputs piece by piece ([`inputs`]) and only
-//! new, changed and removed images go through the stages; [`cluster`] holds the multi-process
-//! plumbing.
+//! [`run`] is the entry point: `capflow run`, `capflow watch` and programs embedding capflow
+//! call it with a spec and [`RunOptions`]. A run reads its inputs on the workers (each input
+//! path is read whole by one worker, chosen round-robin) and exchanges every record by the
+//! bucket of its image key (a stable hash), so that everything about one image meets on one
+//! worker. The streaming engine ([`engine`]) spills each bucket's rows to local disk as Arrow
+//! IPC ([`spill`]), fits the corpus-level models once ([`models`]), runs the spec's stages part
+//! by part and writes each part's bucket chunks as it finishes: one shard per bucket chunk, rows
+//! by image id, each image's rows in read order. Output never depends on the number of workers
+//! or processes. With `--state` ([`state`]), a single process reads its inputs piece by piece
+//! ([`inputs`]) and only new, changed and removed images go through the stages; those runs,
+//! cluster runs and runs over an existing dataset still collect their rows first ([`runtime`],
+//! [`augment`], [`buckets`]); [`cluster`] holds the multi-process plumbing.
 
 pub mod augment;
 pub mod buckets;
 pub mod cluster;
+pub mod engine;
 pub mod inputs;
 pub mod key;
+pub mod models;
 pub mod record;
+pub mod run;
 pub mod runtime;
 pub mod spec;
+pub mod spill;
 pub mod ssa;
 pub mod stages;
 pub mod state;
 
 pub use cluster::ClusterOptions;
+pub use run::{run, RunOptions, RunOutcome};
 pub use runtime::{run_collect, run_collect_sharing, CollectedRun, KeyedRow, StageMetrics};
 pub use spec::{DataflowSpec, InputSpec};

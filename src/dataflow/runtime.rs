@@ -56,7 +56,7 @@ enum WorkerMessage {
     Shared(KeyedRow),
     Rejected(u32, u64, RejectedRow),
     UnitDone { counts: IngestCounts, rows: u64 },
-    Failed(String),
+    Failed(Error),
 }
 
 /// One path of one input, read whole by one worker.
@@ -184,11 +184,13 @@ pub fn run_collect_sharing(
         .collect();
     for unit in &units {
         if !unit.path.exists() {
-            return Err(Error::Config(format!(
-                "input {} ({}) does not exist",
-                unit.path.display(),
-                unit.format.name()
-            )));
+            return Err(Error::io(
+                &unit.path,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("the {} input does not exist", unit.format.name()),
+                ),
+            ));
         }
     }
     let (sender, receiver) = crossbeam_channel::bounded::<WorkerMessage>(16 * 1024);
@@ -244,11 +246,7 @@ pub fn run_collect_sharing(
                     let _ = messages.send(WorkerMessage::UnitDone { counts, rows });
                 }
                 Err(err) => {
-                    let _ = messages.send(WorkerMessage::Failed(format!(
-                        "reading {} as {}: {err}",
-                        unit.path.display(),
-                        unit.format.name()
-                    )));
+                    let _ = messages.send(WorkerMessage::Failed(err));
                 }
             }
         }
@@ -289,11 +287,11 @@ pub fn run_collect_sharing(
     let joined = guards.join();
     for (i, result) in joined.into_iter().enumerate() {
         if let Err(reason) = result {
-            failures.push(format!("worker {i} panicked: {reason}"));
+            failures.push(Error::Config(format!("worker {i} panicked: {reason}")));
         }
     }
     if let Some(first) = failures.into_iter().next() {
-        return Err(Error::Config(first));
+        return Err(first);
     }
     run.rows.sort_by_key(|r| (r.unit, r.ordinal));
     run.shared.sort_by_key(|r| (r.unit, r.ordinal));

@@ -54,9 +54,11 @@ pub fn build_models(
         },
     )
     .map_err(|e| {
-        Error::Config(format!(
-            "ssa: the built-in quality scorer is trained on the run's captions: {e}"
-        ))
+        // Too few captions is a property of the input data (exit code 3).
+        Error::invalid(
+            "input for ssa",
+            format!("the built-in quality scorer is trained on the run's captions: {e}"),
+        )
     })?;
     let vectors = match &config.vectors {
         Some(path) => WordVectors::read(path, VectorFormat::Detect)?,

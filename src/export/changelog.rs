@@ -50,34 +50,87 @@ pub(crate) fn stage_changelog(
     settings: &ShardSettings,
     changes: &[(SampleRow, i8)],
 ) -> Result<StagedChangelog> {
-    let path = staging.join("changelog.parquet");
-    let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
-    let schema = changelog_schema();
-    let properties = settings.properties(TableKind::Samples)?;
-    let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(properties))
-        .map_err(|e| Error::parquet(format!("creating {}", path.display()), e))?;
-    for chunk in changes.chunks(8192) {
-        let rows: Vec<SampleRow> = chunk.iter().map(|(s, _)| s.clone()).collect();
+    let mut writer = ChangelogWriter::create(staging, settings)?;
+    for (sample, diff) in changes {
+        writer.push(sample.clone(), *diff)?;
+    }
+    writer.finish()
+}
+
+/// Rows of a changelog handed to the Parquet writer at a time.
+const CHANGELOG_BATCH_ROWS: usize = 8192;
+
+/// Writes a changelog as its changes arrive, in that order, holding at most
+/// [`CHANGELOG_BATCH_ROWS`] of them: a run's changelog can be as large as its dataset.
+pub struct ChangelogWriter {
+    path: PathBuf,
+    writer: ArrowWriter<File>,
+    pending: Vec<(SampleRow, i8)>,
+    added: u64,
+    retracted: u64,
+}
+
+impl ChangelogWriter {
+    pub(crate) fn create(staging: &Path, settings: &ShardSettings) -> Result<ChangelogWriter> {
+        let path = staging.join("changelog.parquet");
+        let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+        let properties = settings.properties(TableKind::Samples)?;
+        let writer = ArrowWriter::try_new(file, changelog_schema(), Some(properties))
+            .map_err(|e| Error::parquet(format!("creating {}", path.display()), e))?;
+        Ok(ChangelogWriter {
+            path,
+            writer,
+            pending: Vec::new(),
+            added: 0,
+            retracted: 0,
+        })
+    }
+
+    /// Appends one change: `diff` +1 for an added sample, −1 for a retracted one.
+    pub fn push(&mut self, sample: SampleRow, diff: i8) -> Result<()> {
+        if diff > 0 {
+            self.added += 1;
+        } else {
+            self.retracted += 1;
+        }
+        self.pending.push((sample, diff));
+        if self.pending.len() >= CHANGELOG_BATCH_ROWS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let diffs: ArrayRef = Arc::new(Int8Array::from_iter_values(pending.iter().map(|c| c.1)));
+        let rows: Vec<SampleRow> = pending.into_iter().map(|(s, _)| s).collect();
         let samples = rows_to_batch(&rows)?;
-        let diffs: ArrayRef = Arc::new(Int8Array::from_iter_values(chunk.iter().map(|c| c.1)));
         let mut columns: Vec<ArrayRef> = samples.columns().to_vec();
         columns.push(diffs);
-        let batch = RecordBatch::try_new(schema.clone(), columns)
+        let batch = RecordBatch::try_new(changelog_schema(), columns)
             .map_err(|e| Error::arrow("building the changelog", e))?;
-        writer
+        self.writer
             .write(&batch)
-            .map_err(|e| Error::parquet(format!("writing {}", path.display()), e))?;
+            .map_err(|e| Error::parquet(format!("writing {}", self.path.display()), e))
     }
-    let file = writer
-        .into_inner()
-        .map_err(|e| Error::parquet(format!("finishing {}", path.display()), e))?;
-    file.sync_all().map_err(|e| Error::io(&path, e))?;
-    let added = changes.iter().filter(|c| c.1 > 0).count() as u64;
-    Ok(StagedChangelog {
-        path,
-        added,
-        retracted: changes.len() as u64 - added,
-    })
+
+    /// Writes what is pending and the file's footer, and syncs it.
+    pub(crate) fn finish(mut self) -> Result<StagedChangelog> {
+        self.flush()?;
+        let file = self
+            .writer
+            .into_inner()
+            .map_err(|e| Error::parquet(format!("finishing {}", self.path.display()), e))?;
+        file.sync_all().map_err(|e| Error::io(&self.path, e))?;
+        Ok(StagedChangelog {
+            path: self.path,
+            added: self.added,
+            retracted: self.retracted,
+        })
+    }
 }
 
 /// Moves a staged changelog to `DIR/changes/v<version>.parquet`.

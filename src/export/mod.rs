@@ -31,7 +31,7 @@ mod validate;
 mod writer;
 
 pub use card::render_card;
-pub use changelog::{read_changelog, CHANGES_DIR};
+pub use changelog::{read_changelog, ChangelogWriter, CHANGES_DIR};
 pub use manifest::{
     read_manifest, read_manifest_version, ChangelogEntry, FileEntry, Manifest, StageMetrics,
     TableSummary, VersionSummary, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,

@@ -24,7 +24,7 @@ use std::time::Instant;
 use arrow::array::RecordBatch;
 
 use super::card::render_card;
-use super::changelog::{publish_changelog, stage_changelog, StagedChangelog};
+use super::changelog::{publish_changelog, stage_changelog, ChangelogWriter, StagedChangelog};
 use super::fsutil::{self, DatasetLock, TMP_PREFIX};
 use super::manifest::{
     parse_manifest, FileEntry, Manifest, StageMetrics, TableSummary, MANIFEST_FILE,
@@ -91,6 +91,8 @@ pub struct DatasetWriter {
     /// Splits partitioned by image-key bucket and bucket chunk: one shard per (table, split,
     /// bucket, chunk).
     bucketed: BTreeMap<(TableKind, String, usize, String), SplitWriter>,
+    /// Bucket chunks closed before the commit ([`DatasetWriter::finish_chunk`]).
+    finished_bucketed: Vec<Vec<FinishedShard>>,
     /// Files of the previous version that this version keeps as they are.
     carried: Vec<FileEntry>,
     /// The changelog of this version, staged.
@@ -186,6 +188,7 @@ impl DatasetWriter {
             },
             splits: BTreeMap::new(),
             bucketed: BTreeMap::new(),
+            finished_bucketed: Vec::new(),
             carried: Vec::new(),
             changelog: None,
             retain_versions: false,
@@ -230,7 +233,7 @@ impl DatasetWriter {
                     .into(),
             ));
         }
-        let mut shards: Vec<Vec<FinishedShard>> = Vec::new();
+        let mut shards: Vec<Vec<FinishedShard>> = std::mem::take(&mut self.finished_bucketed);
         for (_, writer) in std::mem::take(&mut self.bucketed) {
             shards.push(writer.finish(false)?);
         }
@@ -381,6 +384,49 @@ impl DatasetWriter {
         }
     }
 
+    /// Closes every shard of chunk `chunk` of bucket `bucket` (all tables and splits): its rows
+    /// are written out now instead of at the commit, so a run that writes its chunks one after
+    /// another holds only the open ones. Nothing more may be written to that chunk.
+    pub fn finish_chunk(&mut self, bucket: usize, chunk: &str) -> Result<()> {
+        let keys: Vec<(TableKind, String, usize, String)> = self
+            .bucketed
+            .keys()
+            .filter(|(_, _, b, c)| *b == bucket && c == chunk)
+            .cloned()
+            .collect();
+        for key in keys {
+            if let Some(writer) = self.bucketed.remove(&key) {
+                self.finished_bucketed.push(writer.finish(false)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// A new directory for a run's temporary files inside this version's staging directory: it
+    /// goes with the staging directory, at the commit or when the run is abandoned.
+    pub fn scratch_dir(&self, name: &str) -> Result<PathBuf> {
+        let dir = self.staging.join(name);
+        fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        Ok(dir)
+    }
+
+    /// A changelog writer for this version, for changes that arrive in order; hand it back with
+    /// [`DatasetWriter::stage_changelog`].
+    pub fn changelog_writer(&self) -> Result<ChangelogWriter> {
+        ChangelogWriter::create(&self.staging, &self.settings)
+    }
+
+    /// Whether this version's changelog is staged.
+    pub fn has_changelog(&self) -> bool {
+        self.changelog.is_some()
+    }
+
+    /// Stages the changelog a [`ChangelogWriter`] wrote.
+    pub fn stage_changelog(&mut self, changes: ChangelogWriter) -> Result<()> {
+        self.changelog = Some(changes.finish()?);
+        Ok(())
+    }
+
     /// Keeps a file of the previous version, unchanged, in this version.
     pub fn carry(&mut self, file: &FileEntry) -> Result<()> {
         let path = self.dir.join(&file.path);
@@ -461,6 +507,7 @@ impl DatasetWriter {
         for (_, writer) in std::mem::take(&mut self.splits) {
             shards.push(writer.finish(true)?);
         }
+        shards.append(&mut self.finished_bucketed);
         for (_, writer) in std::mem::take(&mut self.bucketed) {
             shards.push(writer.finish(false)?);
         }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::{per_image, Images, StageContext, StageCount, StageMeter};
 use crate::augment::ssa::merge as merge_graphs;
+use crate::error::Error;
 
 pub fn merge<'scope>(
     images: Images<'scope>,
@@ -24,7 +25,7 @@ pub fn merge<'scope>(
                     StageCount::new(vgamrs.len(), out, 0)
                 }
                 Err(e) => {
-                    ctx.failure.set(format!("merge, image {image_id}: {e}"));
+                    ctx.failure.set(Error::in_stage("merge", image_id, e));
                     StageCount::new(vgamrs.len(), 0, 0)
                 }
             }

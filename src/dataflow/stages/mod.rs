@@ -33,6 +33,7 @@ use crate::amr::merge::MetaGraph;
 use crate::amr::sample::EventSubgraph;
 use crate::augment::ssa::{Drop, SsaConfig, SsaModels};
 use crate::augment::ImageAnnotations;
+use crate::error::Error;
 use crate::export::StageMetrics;
 use crate::schema::{QualityScore, RejectedRow, SampleRow};
 
@@ -73,14 +74,15 @@ pub struct MethodContext<M> {
 }
 
 /// The first error of a run. A stage that fails records it and passes its image on untouched;
-/// the run then ends with the error and commits nothing.
+/// the run then ends with the error, typed as it was raised (an adapter's failure keeps its exit
+/// code), and commits nothing.
 #[derive(Clone, Default)]
-pub struct Failure(Arc<Mutex<Option<String>>>);
+pub struct Failure(Arc<Mutex<Option<Error>>>);
 
 impl Failure {
-    pub fn set(&self, reason: String) {
+    pub fn set(&self, error: Error) {
         if let Ok(mut slot) = self.0.lock() {
-            slot.get_or_insert(reason);
+            slot.get_or_insert(error);
         }
     }
 
@@ -88,7 +90,7 @@ impl Failure {
         self.0.lock().map(|s| s.is_some()).unwrap_or(true)
     }
 
-    pub fn take(&self) -> Option<String> {
+    pub fn take(&self) -> Option<Error> {
         self.0.lock().ok().and_then(|mut s| s.take())
     }
 }

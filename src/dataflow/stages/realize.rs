@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::{per_image, Images, StageContext, StageCount, StageMeter};
 use crate::amr::Graph;
+use crate::error::Error;
 
 pub fn realize<'scope>(
     images: Images<'scope>,
@@ -22,7 +23,7 @@ pub fn realize<'scope>(
             let graphs: Vec<&Graph> = state.events.iter().map(|e| &e.graph).collect();
             match ctx.models.realizer.realize_batch(image_id, &graphs) {
                 Ok(texts) => state.texts = texts,
-                Err(e) => ctx.failure.set(format!("realize: {e}")),
+                Err(e) => ctx.failure.set(Error::in_stage("realize", image_id, e)),
             }
             StageCount::new(graphs.len(), state.texts.len(), 0)
         },

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::{per_image, Images, MethodContext, StageCount, StageMeter};
 use crate::augment::relatedness::RelatednessModel;
+use crate::error::Error;
 
 pub fn relatedness<'scope>(
     images: Images<'scope>,
@@ -25,8 +26,7 @@ pub fn relatedness<'scope>(
                     count
                 }
                 Err(e) => {
-                    ctx.failure
-                        .set(format!("relatedness: image {image_id}: {e}"));
+                    ctx.failure.set(Error::in_stage("relatedness", image_id, e));
                     StageCount::new(rows_in, 0, 0)
                 }
             }

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Peak memory of a run against the size of its dataset: runs dataflows/ssa-flickr30k.toml on
+# `capflow synth` data of each size and prints peak RSS (`/usr/bin/time -f %M`), wall time and
+# the run's summary line; with BASELINE set to another capflow binary, runs it side by side.
+#
+#   benches/memory.sh [IMAGES...]        # default: 20000 200000 1000000
+#
+#   WORKERS=2            -w of every run (default 1)
+#   MEMORY_LIMIT=1GiB    --memory-limit of every run (default: capflow's)
+#   BASELINE=path        also run this binary on the same data (a build of an older commit)
+#   SYNTH_DIR=dir        keeps generated data between runs (one subdirectory per size)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+sizes=("${@:-20000 200000 1000000}")
+read -r -a sizes <<< "${sizes[*]}"
+workers="${WORKERS:-1}"
+
+if [ ! -x /usr/bin/time ]; then
+  echo "benches/memory.sh needs GNU time (/usr/bin/time): apt-get install time" >&2
+  exit 2
+fi
+(cd "$root" && cargo build --release --quiet --bin capflow)
+capflow="$root/target/release/capflow"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+synth_root="${SYNTH_DIR:-$work/synth}"
+limit=()
+if [ -n "${MEMORY_LIMIT:-}" ]; then
+  limit=(--memory-limit "$MEMORY_LIMIT")
+fi
+
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -m); $(date -u +%F)"
+measure() {
+  local label="$1" bin="$2" synth="$3" images="$4"
+  shift 4
+  local out="$work/out" log="$work/log" timing="$work/time"
+  rm -rf "$out"
+  /usr/bin/time -f '%M %e' -o "$timing" \
+    "$bin" run "$root/dataflows/ssa-flickr30k.toml" --input "$synth" --out "$out" -w "$workers" "$@" \
+    2> "$log"
+  read -r kib seconds < "$timing"
+  printf '%-9s %8s images  -w %s  peak %7.0f MB  wall %7.1f s  %s\n' "$label" "$images" "$workers" \
+    "$(awk -v k="$kib" 'BEGIN { print k / 1024 }')" "$seconds" "$(grep '^augment: ' "$log" || true)"
+}
+for images in "${sizes[@]}"; do
+  synth="$synth_root/$images"
+  if [ ! -d "$synth/flickr30k_entities" ]; then
+    "$capflow" synth --images "$images" --seed 1 --out "$synth" >&2
+  fi
+  measure capflow "$capflow" "$synth" "$images" "${limit[@]}"
+  if [ -n "${BASELINE:-}" ]; then
+    measure baseline "$BASELINE" "$synth" "$images"
+  fi
+done

@@ -1,0 +1,450 @@
+//! A run's rows on local disk, by bucket of the image key, as Arrow IPC.
+//!
+//! An image's rows come from several files (a Flickr30k caption file, its annotation file, an
+//! AMR file holding every image's graphs), so none of an image's work can start before every
+//! input is read. Rather than holding every row until then, the worker that owns a bucket
+//! appends the bucket's rows to one Arrow IPC stream per table (batches of at most
+//! [`SPILL_BATCH_ROWS`] rows, each row with its read position), and the bucket is later read
+//! back in parts of bounded size ([`BucketSpill::parts`]): consecutive ranges of image ids that
+//! end at bucket-chunk boundaries, so every part holds whole images and whole chunks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, RecordBatch, StringArray, UInt32Array, UInt64Array,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::StreamWriter;
+
+use super::buckets::ends_chunk;
+use super::runtime::KeyedRow;
+use crate::error::{Error, Result};
+use crate::ingest::Row;
+use crate::schema::{batch_to_rows, rows_to_batch, TableKind, TableRow};
+
+/// Rows of one table buffered per bucket before they are written as one batch.
+pub const SPILL_BATCH_ROWS: usize = 2048;
+
+/// The read-position columns a spilled batch carries after its table's columns.
+const UNIT_COLUMN: &str = "_capflow_unit";
+const ORDINAL_COLUMN: &str = "_capflow_ordinal";
+
+/// The schema of a spilled batch of `table`: the table's columns, then the read position.
+fn spill_schema(table: TableKind) -> SchemaRef {
+    let schema = table.schema();
+    let mut fields: Vec<Arc<Field>> = schema.fields().iter().cloned().collect();
+    fields.push(Arc::new(Field::new(UNIT_COLUMN, DataType::UInt32, false)));
+    fields.push(Arc::new(Field::new(
+        ORDINAL_COLUMN,
+        DataType::UInt64,
+        false,
+    )));
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// Typed rows of one table as one spilled batch (read positions included).
+fn encode(table: TableKind, rows: Vec<KeyedRow>) -> Result<RecordBatch> {
+    let units: ArrayRef = Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.unit)));
+    let ordinals: ArrayRef = Arc::new(UInt64Array::from_iter_values(
+        rows.iter().map(|r| r.ordinal),
+    ));
+    macro_rules! typed {
+        ($variant:ident) => {{
+            let typed: Vec<_> = rows
+                .into_iter()
+                .filter_map(|keyed| match keyed.row {
+                    Row::$variant(row) => Some(row),
+                    _ => None,
+                })
+                .collect();
+            rows_to_batch(&typed)?
+        }};
+    }
+    let batch = match table {
+        TableKind::Images => typed!(Image),
+        TableKind::Captions => typed!(Caption),
+        TableKind::Groundings => typed!(Grounding),
+        TableKind::Detections => typed!(Detection),
+        TableKind::Amrs => typed!(Amr),
+        TableKind::SceneGraphs => typed!(SceneGraph),
+        TableKind::GbcGraphs => typed!(GbcGraph),
+        TableKind::Samples => typed!(Sample),
+        TableKind::Rejected => {
+            return Err(Error::Usage("the rejected ledger is never spilled".into()))
+        }
+    };
+    let mut columns = batch.columns().to_vec();
+    columns.push(units);
+    columns.push(ordinals);
+    RecordBatch::try_new(spill_schema(table), columns)
+        .map_err(|e| Error::arrow(format!("spilling {} rows", table.name()), e))
+}
+
+/// The rows of one spilled batch, with their read positions.
+fn decode(table: TableKind, batch: &RecordBatch) -> Result<Vec<KeyedRow>> {
+    let width = batch.num_columns();
+    let column = |i: usize| batch.column(i).as_any();
+    let (Some(units), Some(ordinals)) = (
+        column(width - 2).downcast_ref::<UInt32Array>(),
+        column(width - 1).downcast_ref::<UInt64Array>(),
+    ) else {
+        return Err(Error::invalid(
+            format!("spilled {} batch", table.name()),
+            "its read-position columns are missing",
+        ));
+    };
+    let projection: Vec<usize> = (0..width - 2).collect();
+    let rows = batch
+        .project(&projection)
+        .map_err(|e| Error::arrow(format!("reading spilled {} rows", table.name()), e))?;
+    let rows = RecordBatch::try_new(table.schema(), rows.columns().to_vec())
+        .map_err(|e| Error::arrow(format!("reading spilled {} rows", table.name()), e))?;
+    fn typed<R: TableRow>(batch: &RecordBatch, wrap: fn(R) -> Row) -> Result<Vec<Row>> {
+        Ok(batch_to_rows::<R>(batch)?.into_iter().map(wrap).collect())
+    }
+    let rows = match table {
+        TableKind::Images => typed(&rows, Row::Image)?,
+        TableKind::Captions => typed(&rows, Row::Caption)?,
+        TableKind::Groundings => typed(&rows, Row::Grounding)?,
+        TableKind::Detections => typed(&rows, Row::Detection)?,
+        TableKind::Amrs => typed(&rows, Row::Amr)?,
+        TableKind::SceneGraphs => typed(&rows, Row::SceneGraph)?,
+        TableKind::GbcGraphs => typed(&rows, Row::GbcGraph)?,
+        TableKind::Samples => typed(&rows, Row::Sample)?,
+        TableKind::Rejected => Vec::new(),
+    };
+    Ok(rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, row)| KeyedRow {
+            unit: units.value(i),
+            ordinal: ordinals.value(i),
+            row,
+        })
+        .collect())
+}
+
+/// One open Arrow IPC stream of spilled batches of one table.
+struct SpillFile {
+    path: PathBuf,
+    writer: StreamWriter<BufWriter<File>>,
+}
+
+impl SpillFile {
+    fn create(path: PathBuf, table: TableKind) -> Result<SpillFile> {
+        let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+        let writer = StreamWriter::try_new(BufWriter::new(file), &spill_schema(table))
+            .map_err(|e| Error::arrow(format!("creating {}", path.display()), e))?;
+        Ok(SpillFile { path, writer })
+    }
+
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.writer
+            .write(batch)
+            .map_err(|e| Error::arrow(format!("writing {}", self.path.display()), e))
+    }
+
+    fn finish(mut self) -> Result<PathBuf> {
+        self.writer
+            .finish()
+            .map_err(|e| Error::arrow(format!("finishing {}", self.path.display()), e))?;
+        Ok(self.path)
+    }
+}
+
+/// Every batch of a spill file, one at a time.
+fn read_batches(path: &Path) -> Result<impl Iterator<Item = Result<RecordBatch>> + '_> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let reader = StreamReader::try_new(BufReader::new(file), None)
+        .map_err(|e| Error::arrow(format!("reading {}", path.display()), e))?;
+    Ok(reader.map(move |batch| {
+        batch.map_err(|e| Error::arrow(format!("reading {}", path.display()), e))
+    }))
+}
+
+/// What is known of one bucket's spilled rows.
+#[derive(Debug, Default)]
+struct BucketFiles {
+    /// The spill file of each table, open while rows arrive.
+    open: BTreeMap<TableKind, SpillFile>,
+    /// Rows waiting to be written, per table.
+    pending: BTreeMap<TableKind, Vec<KeyedRow>>,
+    /// Closed spill files, per table.
+    files: BTreeMap<TableKind, PathBuf>,
+    rows: u64,
+    /// Encoded bytes written (the batches' Arrow memory size).
+    bytes: u64,
+    /// The image ids of the bucket that end a bucket chunk ([`ends_chunk`]).
+    chunk_ends: BTreeSet<String>,
+}
+
+impl std::fmt::Debug for SpillFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpillFile")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+/// The rows of the buckets one worker owns, spilled to `dir`.
+#[derive(Debug)]
+pub struct BucketSpill {
+    dir: PathBuf,
+    chunk_images: usize,
+    buckets: BTreeMap<usize, BucketFiles>,
+}
+
+/// A part of a bucket: the rows of the images in `(after, through]` (either end open when
+/// `None`), read back from the part's own spill files.
+#[derive(Debug)]
+pub struct BucketPart {
+    pub bucket: usize,
+    /// The part's index within its bucket, and how many parts the bucket has.
+    pub index: usize,
+    pub count: usize,
+    files: BTreeMap<TableKind, PathBuf>,
+    pub rows: u64,
+}
+
+impl BucketSpill {
+    /// A spill into the existing directory `dir` for a run whose chunks hold `chunk_images`
+    /// images on average.
+    pub fn new(dir: PathBuf, chunk_images: usize) -> BucketSpill {
+        BucketSpill {
+            dir,
+            chunk_images,
+            buckets: BTreeMap::new(),
+        }
+    }
+
+    /// Appends one row of bucket `bucket`.
+    pub fn push(&mut self, bucket: usize, keyed: KeyedRow) -> Result<()> {
+        let table = keyed.row.table();
+        let files = self.buckets.entry(bucket).or_default();
+        let id = keyed.row.image_id();
+        if ends_chunk(id, self.chunk_images) && !files.chunk_ends.contains(id) {
+            files.chunk_ends.insert(id.to_string());
+        }
+        files.rows += 1;
+        let pending = files.pending.entry(table).or_default();
+        pending.push(keyed);
+        if pending.len() >= SPILL_BATCH_ROWS {
+            let rows = std::mem::take(pending);
+            self.write(bucket, table, rows)?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, bucket: usize, table: TableKind, rows: Vec<KeyedRow>) -> Result<()> {
+        let batch = encode(table, rows)?;
+        let dir = self.dir.clone();
+        let files = self.buckets.entry(bucket).or_default();
+        files.bytes += batch.get_array_memory_size() as u64;
+        let file = match files.open.entry(table) {
+            std::collections::btree_map::Entry::Occupied(file) => file.into_mut(),
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                let path = dir.join(format!("b{bucket:05}-{}.arrows", table.name()));
+                slot.insert(SpillFile::create(path, table)?)
+            }
+        };
+        file.write(&batch)
+    }
+
+    /// Writes what is pending and closes every spill file.
+    pub fn finish(&mut self) -> Result<()> {
+        let buckets: Vec<usize> = self.buckets.keys().copied().collect();
+        for bucket in buckets {
+            let pending = match self.buckets.get_mut(&bucket) {
+                Some(files) => std::mem::take(&mut files.pending),
+                None => continue,
+            };
+            for (table, rows) in pending {
+                if !rows.is_empty() {
+                    self.write(bucket, table, rows)?;
+                }
+            }
+            if let Some(files) = self.buckets.get_mut(&bucket) {
+                for (table, file) in std::mem::take(&mut files.open) {
+                    files.files.insert(table, file.finish()?);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Rows spilled in all.
+    pub fn rows(&self) -> u64 {
+        self.buckets.values().map(|b| b.rows).sum()
+    }
+
+    /// Cuts bucket `bucket` into parts of about `part_bytes` encoded bytes each, at chunk
+    /// boundaries, and writes each part's spill files. A bucket that fits is one part and keeps
+    /// its files. Call after [`BucketSpill::finish`].
+    pub fn parts(&mut self, bucket: usize, part_bytes: u64) -> Result<Vec<BucketPart>> {
+        let Some(files) = self.buckets.remove(&bucket) else {
+            return Ok(Vec::new());
+        };
+        let wanted = files.bytes.div_ceil(part_bytes.max(1)).max(1) as usize;
+        let ends: Vec<String> = files.chunk_ends.into_iter().collect();
+        // Split points are chunk ends spread evenly over the bucket's chunks: chunks hold about
+        // the same number of images, so parts hold about the same number of rows.
+        let count = wanted.min(ends.len() + 1);
+        if count <= 1 {
+            return Ok(vec![BucketPart {
+                bucket,
+                index: 0,
+                count: 1,
+                files: files.files,
+                rows: files.rows,
+            }]);
+        }
+        let splits: Vec<String> = (1..count)
+            .map(|i| {
+                ends[(i * ends.len() / count)
+                    .saturating_sub(1)
+                    .min(ends.len() - 1)]
+                .clone()
+            })
+            .collect::<BTreeSet<String>>()
+            .into_iter()
+            .collect();
+        let count = splits.len() + 1;
+        let mut parts: Vec<BucketPart> = (0..count)
+            .map(|index| BucketPart {
+                bucket,
+                index,
+                count,
+                files: BTreeMap::new(),
+                rows: 0,
+            })
+            .collect();
+        for (table, path) in &files.files {
+            let mut writers: Vec<Option<SpillFile>> = (0..count).map(|_| None).collect();
+            for batch in read_batches(path)? {
+                let batch = batch?;
+                let part_of = part_indices(&batch, &splits)?;
+                for (part, writer) in writers.iter_mut().enumerate() {
+                    let mask = BooleanArray::from_iter(part_of.iter().map(|p| Some(*p == part)));
+                    let rows = mask.true_count();
+                    if rows == 0 {
+                        continue;
+                    }
+                    let selected = arrow::compute::filter_record_batch(&batch, &mask)
+                        .map_err(|e| Error::arrow(format!("cutting {}", path.display()), e))?;
+                    if writer.is_none() {
+                        let name = format!("b{bucket:05}-p{part:05}-{}.arrows", table.name());
+                        *writer = Some(SpillFile::create(self.dir.join(name), *table)?);
+                    }
+                    if let Some(file) = writer.as_mut() {
+                        file.write(&selected)?;
+                    }
+                    parts[part].rows += rows as u64;
+                }
+            }
+            for (part, writer) in writers.into_iter().enumerate() {
+                if let Some(file) = writer {
+                    parts[part].files.insert(*table, file.finish()?);
+                }
+            }
+            std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+        }
+        Ok(parts)
+    }
+}
+
+/// The part of every row of a spilled batch: the number of split points below its image id.
+fn part_indices(batch: &RecordBatch, splits: &[String]) -> Result<Vec<usize>> {
+    let ids = batch
+        .column_by_name("image_id")
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| Error::invalid("spilled batch", "it has no image_id column"))?;
+    Ok((0..ids.len())
+        .map(|i| splits.partition_point(|split| split.as_str() < ids.value(i)))
+        .collect())
+}
+
+impl BucketPart {
+    /// The part's rows, every image's rows in read order, images by id; removes its files.
+    pub fn read(self) -> Result<Vec<KeyedRow>> {
+        let mut rows = Vec::with_capacity(self.rows as usize);
+        for (table, path) in &self.files {
+            for batch in read_batches(path)? {
+                rows.extend(decode(*table, &batch?)?);
+            }
+            std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+        }
+        rows.sort_by(|a, b| {
+            (a.row.image_id(), a.unit, a.ordinal).cmp(&(b.row.image_id(), b.unit, b.ordinal))
+        });
+        Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::CaptionRow;
+
+    fn caption(image: &str, n: u64) -> KeyedRow {
+        KeyedRow {
+            unit: (n % 3) as u32,
+            ordinal: n,
+            row: Row::Caption(CaptionRow {
+                caption_id: format!("{image}#{n}"),
+                image_id: image.to_string(),
+                dataset: "test".into(),
+                split: "train".into(),
+                caption_index: n as i32,
+                text: format!("caption {n} of {image}"),
+            }),
+        }
+    }
+
+    #[test]
+    fn parts_hold_whole_chunks_and_every_row_once() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("spill")).unwrap();
+        let mut spill = BucketSpill::new(dir.path().join("spill"), 4);
+        let mut pushed = Vec::new();
+        for n in 0..6000u64 {
+            let image = format!("img{:05}", (n * 7919) % 1500);
+            let row = caption(&image, n);
+            pushed.push((image, row.unit, row.ordinal));
+            spill.push(3, row).unwrap();
+        }
+        spill.finish().unwrap();
+        let parts = spill.parts(3, 20_000).unwrap();
+        assert!(parts.len() > 4, "{} parts", parts.len());
+        let mut seen = Vec::new();
+        let mut last_id: Option<String> = None;
+        for part in parts {
+            let rows = part.read().unwrap();
+            // Parts are consecutive ranges of ids, and no chunk straddles two parts.
+            let first = rows.first().unwrap().row.image_id().to_string();
+            if let Some(last) = &last_id {
+                assert!(*last < first);
+                assert!(ends_chunk(last, 4), "{last} does not end a chunk");
+            }
+            last_id = Some(rows.last().unwrap().row.image_id().to_string());
+            for pair in rows.windows(2) {
+                let key = |r: &KeyedRow| (r.row.image_id().to_string(), r.unit, r.ordinal);
+                assert!(key(&pair[0]) < key(&pair[1]));
+            }
+            seen.extend(
+                rows.iter()
+                    .map(|r| (r.row.image_id().to_string(), r.unit, r.ordinal)),
+            );
+        }
+        pushed.sort();
+        assert_eq!(seen, pushed);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("spill")).unwrap().count(),
+            0
+        );
+    }
+}

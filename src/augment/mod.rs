@@ -10,6 +10,7 @@ pub mod control;
 pub mod cutswap;
 pub mod detections;
 pub mod gbc;
+pub mod method;
 pub mod original;
 pub mod relatedness;
 pub mod ssa;

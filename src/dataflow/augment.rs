@@ -31,14 +31,16 @@ use super::runtime::{CollectedRun, KeyedRow};
 use super::ssa::STAGES as SSA_STAGES;
 use super::stages::{
     amr_align::amr_align, clid::clid, control_signals::control_signals, cutswap::cutswap,
-    event_sample::event_sample, gather::gather, gbc::gbc, merge::merge, originals::originals,
-    quality_filter::quality_filter, realize::realize, relatedness::relatedness, Failure, Images,
-    MethodContext, SsaImage, StageContext, StageMeter,
+    event_sample::event_sample, gather::gather, gbc::gbc, merge::merge,
+    method::method as registered_method, originals::originals, quality_filter::quality_filter,
+    realize::realize, relatedness::relatedness, Failure, Images, MethodContext, SsaImage,
+    StageContext, StageMeter,
 };
 use super::ClusterOptions;
 use crate::augment::clid::ClidConfig;
 use crate::augment::cutswap::Model as CutswapModel;
 use crate::augment::gbc::GbcSampleConfig;
+use crate::augment::method::Method;
 use crate::augment::relatedness::RelatednessModel;
 use crate::augment::ssa::{Drop, SsaConfig, SsaModels};
 use crate::augment::ImageAnnotations;
@@ -57,11 +59,13 @@ pub struct Methods {
     pub gbc: Option<GbcSampleConfig>,
     pub relatedness: Option<RelatednessModel>,
     pub cutswap: Option<CutswapModel>,
+    /// Registered methods ([`crate::augment::method`]), after the built-in ones.
+    pub registered: Vec<Arc<dyn Method>>,
 }
 
 impl Methods {
     /// The stages these methods run, in dataflow order, as named in the manifest.
-    pub fn stage_names(&self) -> Vec<&'static str> {
+    pub fn stage_names(&self) -> Vec<String> {
         let mut names = vec!["gather"];
         if self.originals {
             names.push("originals");
@@ -79,6 +83,8 @@ impl Methods {
                 names.push(name);
             }
         }
+        let mut names: Vec<String> = names.into_iter().map(str::to_string).collect();
+        names.extend(self.registered.iter().map(|m| m.stage().to_string()));
         names
     }
 }
@@ -271,6 +277,7 @@ pub struct StageContexts {
     gbc: Option<Arc<MethodContext<GbcSampleConfig>>>,
     relatedness: Option<Arc<MethodContext<RelatednessModel>>>,
     cutswap: Option<Arc<MethodContext<CutswapModel>>>,
+    registered: Vec<Arc<MethodContext<Arc<dyn Method>>>>,
 }
 
 impl StageContexts {
@@ -291,6 +298,11 @@ impl StageContexts {
                 .relatedness
                 .map(|m| method_context(seed, m, failure)),
             cutswap: methods.cutswap.map(|m| method_context(seed, m, failure)),
+            registered: methods
+                .registered
+                .into_iter()
+                .map(|m| method_context(seed, m, failure))
+                .collect(),
         }
     }
 
@@ -323,6 +335,9 @@ impl StageContexts {
         }
         if let Some(ctx) = &self.cutswap {
             images = cutswap(images, Arc::clone(ctx), next());
+        }
+        for ctx in &self.registered {
+            images = registered_method(images, Arc::clone(ctx), next());
         }
         images
     }

@@ -306,7 +306,7 @@ fn read_file_as_rows(dir: &Path, file: &FileEntry) -> Result<Vec<Row>> {
 
 /// Per image, in image id order: the retracted samples that are not added back unchanged (−1),
 /// then the added samples that were not there before (+1).
-fn changelog(
+pub(crate) fn changelog(
     mut retracted: BTreeMap<String, Vec<SampleRow>>,
     mut added: BTreeMap<String, Vec<SampleRow>>,
 ) -> Vec<(SampleRow, i8)> {

@@ -42,7 +42,7 @@ use timely::dataflow::operators::{Exchange, Input, Probe};
 use timely::dataflow::InputHandle;
 
 use super::augment::{ImageOutput, StageContexts};
-use super::buckets::chunks;
+use super::buckets::{changelog as image_changes, chunks};
 use super::models::{fit_methods, model_rows};
 use super::record::Staged;
 use super::runtime::{CollectedRun, KeyedRow, RecordNumbering};
@@ -53,7 +53,10 @@ use super::{ClusterOptions, DataflowSpec};
 use crate::augment::ssa::Drop as SsaDrop;
 use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
-use crate::export::{ChangelogWriter, DatasetSink, DatasetWriter, StageMetrics};
+use crate::export::{
+    read_file_rows, shard_index, ChangelogWriter, DatasetSink, DatasetWriter, FileEntry, Manifest,
+    StageMetrics,
+};
 use crate::ingest::{read_input, Format, IngestCounts, RecordSink, Row};
 use crate::schema::{batch_to_rows, rows_to_batch, RejectedRow, SampleRow, TableKind};
 
@@ -90,6 +93,9 @@ struct InputUnit {
 /// A part's results, sent by the worker that ran its stages to the writing thread.
 struct PartOutput {
     bucket: usize,
+    /// The image ids the part covers ([`super::spill::BucketPart::covers`]).
+    after: Option<String>,
+    through: Option<String>,
     /// The part's rows, images by id, every image's rows in read order.
     rows: Vec<KeyedRow>,
     /// The stages' outputs, by image id.
@@ -98,18 +104,31 @@ struct PartOutput {
 
 enum Message {
     Rejected(u32, u64, RejectedRow),
-    UnitDone { counts: IngestCounts, rows: u64 },
+    UnitDone {
+        counts: IngestCounts,
+        rows: u64,
+    },
     ModelRow(KeyedRow),
     ReadDone,
-    Part(Box<PartOutput>),
+    /// Images of a part just written, for the progress display.
+    Progress(u64),
+    /// What one worker wrote, once all its parts are written.
+    Written(Box<WrittenParts>),
     Meters(Vec<StageMetrics>),
     Failed(Error),
 }
 
-/// Whether the streaming engine runs `spec`: a single process without `--state`, writing a
-/// new dataset, whose samples are all kept (`[mix]` selects over all samples at once).
-pub fn streams(spec: &DataflowSpec, cluster: &ClusterOptions, previous: bool) -> bool {
-    cluster.processes <= 1 && !previous && spec.mix == crate::select::mix::MixConfig::All
+/// Whether the streaming engine runs `spec`: a single process without `--state`, whose
+/// samples are all kept (`[mix]` selects over all samples at once), writing a new dataset or a
+/// new version of one whose samples are in bucket chunks of the same bucket count.
+pub fn streams(spec: &DataflowSpec, cluster: &ClusterOptions, previous: Option<&Manifest>) -> bool {
+    let buckets = spec.output.buckets;
+    let bucketed = previous.is_none_or(|manifest| {
+        manifest.table_files(TableKind::Samples).all(|file| {
+            file.chunk.is_some() && shard_index(&file.path).is_some_and(|(_, n)| n == buckets)
+        })
+    });
+    cluster.processes <= 1 && bucketed && spec.mix == crate::select::mix::MixConfig::All
 }
 
 /// Runs `spec` with the streaming engine, writing its buckets into `writer`; returns what the
@@ -127,9 +146,12 @@ pub fn run_streaming(
     let local_workers = cluster.workers.max(1);
     let units = input_units(spec)?;
     let scratch = writer.scratch_dir("spill")?;
+    let runs_dir = writer.scratch_dir("changes")?;
+    let out = writer.dir().to_path_buf();
+    let config_hash = spec.config_hash();
     // A part's rows are decoded into typed rows and per-image state several times their encoded
     // size; each worker holds one part at a time, and the writer one more.
-    let part_bytes = (memory_limit / (4 * (local_workers as u64 + 1))).max(1 << 20);
+    let part_bytes = (memory_limit / (4 * (local_workers as u64 + 1))).max(4 << 10);
     let keep = match &corpus {
         Some(_) => None,
         None => model_rows(spec),
@@ -248,6 +270,16 @@ pub fn run_streaming(
             (input, probe)
         });
         let gather_meter = stage_meters.first().cloned();
+        // This worker's parts go to shards of its own, which the commit adopts.
+        let mut part_writer = match DatasetWriter::part(&out, &config_hash, index) {
+            Ok(writer) => PartWriter::new(
+                writer,
+                buckets,
+                chunk_images,
+                runs_dir.join(format!("w{index:03}")),
+            ),
+            Err(err) => return fail(err),
+        };
         let mut round = 0u64;
         let mut owned = spill.borrow_mut();
         for bucket in (0..buckets).filter(|b| b % peers == index) {
@@ -255,7 +287,12 @@ pub fn run_streaming(
                 Ok(parts) => parts,
                 Err(err) => return fail(err),
             };
+            tracing::debug!(
+                "worker {index}: bucket {bucket} in {} parts of at most {part_bytes} bytes",
+                parts.len()
+            );
             for part in parts {
+                let (after, through) = (part.after.clone(), part.through.clone());
                 let rows = match part.read() {
                     Ok(rows) => rows,
                     Err(err) => return fail(err),
@@ -275,13 +312,22 @@ pub fn run_streaming(
                 part_outputs.sort_by(|a, b| a.image_id.cmp(&b.image_id));
                 let output = PartOutput {
                     bucket,
+                    after,
+                    through,
                     rows,
                     outputs: part_outputs,
                 };
-                if messages.send(Message::Part(Box::new(output))).is_err() {
-                    return;
+                if let Err(err) = part_writer.write(output) {
+                    return fail(err);
                 }
+                let _ = messages.send(Message::Progress(expected as u64));
             }
+        }
+        match part_writer.finish() {
+            Ok(written) => {
+                let _ = messages.send(Message::Written(Box::new(written)));
+            }
+            Err(err) => return fail(err),
         }
         drop(owned);
         drop(images_in);
@@ -303,7 +349,8 @@ pub fn run_streaming(
     let mut stage_totals: Vec<StageMetrics> = Vec::new();
     let mut models_metrics = None;
     let mut augment_started = None;
-    let mut part_writer = PartWriter::new(spec, writer)?;
+    let mut written = WrittenParts::default();
+    let mut images_done = 0u64;
     let progress = crate::cli::progress::records("capflow run");
     for message in receiver.iter() {
         match message {
@@ -349,14 +396,11 @@ pub fn run_streaming(
                     let _ = models_out.send(contexts.clone());
                 }
             }
-            Message::Part(part) => {
-                if first_error.is_none() {
-                    if let Err(err) = part_writer.write(*part, &mut run) {
-                        first_error.get_or_insert(err);
-                    }
-                }
-                progress.set_position(run.images);
+            Message::Progress(images) => {
+                images_done += images;
+                progress.set_position(images_done);
             }
+            Message::Written(part) => written.add(*part),
             Message::Meters(meters) => {
                 for meter in meters {
                     match stage_totals.iter_mut().find(|s| s.name == meter.name) {
@@ -389,6 +433,11 @@ pub fn run_streaming(
         return Err(err);
     }
     run.wall = augment_started.map_or(Duration::ZERO, |s| s.elapsed());
+    writer.adopt(std::mem::take(&mut written.files))?;
+    run.images = written.stage_images;
+    run.samples = std::mem::take(&mut written.samples);
+    run.dropped = std::mem::take(&mut written.dropped);
+    run.image_rejected = std::mem::take(&mut written.image_rejected);
     run.read_rejected.sort_by_key(|r| (r.0, r.1));
     run.image_rejected.sort_by(|a, b| a.0.cmp(&b.0));
     let read_ms = started.elapsed().as_millis() as u64;
@@ -401,8 +450,8 @@ pub fn run_streaming(
     });
     run.stages.push(StageMetrics {
         name: "plan".into(),
-        rows_in: part_writer.images,
-        rows_out: part_writer.images,
+        rows_in: written.images,
+        rows_out: written.images,
         rejected: 0,
         elapsed_ms: 0,
     });
@@ -419,9 +468,9 @@ pub fn run_streaming(
         });
     }
     let export_started = Instant::now();
-    let rows_written = part_writer.rows_written;
-    let writing = part_writer.elapsed;
-    run.changelog = Some(part_writer.changelog()?);
+    let rows_written = written.rows_written;
+    let writing = written.elapsed;
+    run.changelog = Some(changelog(writer, &written.runs)?);
     run.stages.push(StageMetrics {
         name: "export".into(),
         rows_in: rows_written,
@@ -470,7 +519,7 @@ fn fitted_contexts(
     if !augments {
         let fitted = FittedStages {
             contexts: StageContexts::default(),
-            names: vec!["gather"],
+            names: vec!["gather".to_string()],
         };
         return Ok((fitted, None));
     }
@@ -488,7 +537,7 @@ fn fitted_contexts(
 struct FittedStages {
     contexts: StageContexts,
     /// The stages' names in dataflow order, `gather` first.
-    names: Vec<&'static str>,
+    names: Vec<String>,
 }
 
 /// The spill directory of worker `index`.
@@ -583,56 +632,158 @@ impl RecordSink for SpillingSink<'_> {
     }
 }
 
-/// Writes parts as they arrive: each part's chunks into the dataset (closed at once), its
-/// changes into a sorted run in the scratch directory.
-struct PartWriter<'w> {
-    writer: &'w mut DatasetWriter,
-    buckets: usize,
-    chunk_images: usize,
-    runs_dir: PathBuf,
+/// What one worker wrote: its shards, its changes as runs sorted by image id, and what it
+/// counted on the way.
+#[derive(Default)]
+struct WrittenParts {
+    files: Vec<FileEntry>,
     runs: Vec<PathBuf>,
+    /// Images written, and images that went through the stages.
     images: u64,
+    stage_images: u64,
     rows_written: u64,
+    samples: BTreeMap<String, u64>,
+    dropped: BTreeMap<SsaDrop, u64>,
+    image_rejected: Vec<(String, Vec<RejectedRow>)>,
     elapsed: Duration,
 }
 
-impl<'w> PartWriter<'w> {
-    fn new(spec: &DataflowSpec, writer: &'w mut DatasetWriter) -> Result<PartWriter<'w>> {
-        let runs_dir = writer.scratch_dir("changes")?;
-        Ok(PartWriter {
+impl WrittenParts {
+    fn add(&mut self, other: WrittenParts) {
+        self.files.extend(other.files);
+        self.runs.extend(other.runs);
+        self.images += other.images;
+        self.stage_images += other.stage_images;
+        self.rows_written += other.rows_written;
+        for (method, n) in other.samples {
+            *self.samples.entry(method).or_insert(0) += n;
+        }
+        for (reason, n) in other.dropped {
+            *self.dropped.entry(reason).or_insert(0) += n;
+        }
+        self.image_rejected.extend(other.image_rejected);
+        self.elapsed = self.elapsed.max(other.elapsed);
+    }
+}
+
+/// Writes one worker's parts as they are done: each part's chunks into the worker's part of
+/// the dataset (closed at once), its changes into a run sorted by image id.
+struct PartWriter {
+    writer: DatasetWriter,
+    buckets: usize,
+    chunk_images: usize,
+    runs_dir: PathBuf,
+    /// The previous version's sample files, by bucket, in chunk order: each with the image ids
+    /// it covers, `(after, through]`.
+    previous: BTreeMap<usize, Vec<PreviousChunk>>,
+    written: WrittenParts,
+}
+
+/// A sample file of the previous version and the image ids of its chunk.
+struct PreviousChunk {
+    file: FileEntry,
+    after: Option<String>,
+    through: Option<String>,
+}
+
+impl PartWriter {
+    fn new(writer: DatasetWriter, buckets: usize, chunk_images: usize, runs_dir: PathBuf) -> Self {
+        let mut previous: BTreeMap<usize, Vec<(String, FileEntry)>> = BTreeMap::new();
+        if let Some((manifest, _)) = writer.previous() {
+            for file in manifest.table_files(TableKind::Samples) {
+                if let (Some((bucket, _)), Some(chunk)) = (shard_index(&file.path), &file.chunk) {
+                    previous
+                        .entry(bucket)
+                        .or_default()
+                        .push((chunk.clone(), file.clone()));
+                }
+            }
+        }
+        let previous = previous
+            .into_iter()
+            .map(|(bucket, mut files)| {
+                // Closed chunks by their last id, the open last chunk (key "") after them.
+                files.sort_by(|a, b| (a.0.is_empty(), &a.0).cmp(&(b.0.is_empty(), &b.0)));
+                let mut after: Option<String> = None;
+                let mut chunks = Vec::new();
+                for (key, file) in files {
+                    let through = (!key.is_empty()).then(|| key.clone());
+                    chunks.push(PreviousChunk {
+                        file,
+                        after: after.clone(),
+                        through: through.clone(),
+                    });
+                    if through.is_some() {
+                        after = through;
+                    }
+                }
+                (bucket, chunks)
+            })
+            .collect();
+        PartWriter {
             writer,
-            buckets: spec.output.buckets,
-            chunk_images: spec.output.chunk_images,
+            buckets,
+            chunk_images,
             runs_dir,
-            runs: Vec::new(),
-            images: 0,
-            rows_written: 0,
-            elapsed: Duration::ZERO,
-        })
+            previous,
+            written: WrittenParts::default(),
+        }
     }
 
-    fn write(&mut self, part: PartOutput, run: &mut StreamedRun) -> Result<()> {
+    /// The previous version's samples of the images in `(after, through]` of `bucket`, by image.
+    fn previous_samples(
+        &self,
+        bucket: usize,
+        after: Option<&str>,
+        through: Option<&str>,
+    ) -> Result<BTreeMap<String, Vec<SampleRow>>> {
+        let mut samples: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
+        let in_range = |id: &str| after.is_none_or(|a| id > a) && through.is_none_or(|t| id <= t);
+        for chunk in self.previous.get(&bucket).into_iter().flatten() {
+            let below = through.is_some_and(|t| chunk.after.as_deref().is_some_and(|a| a >= t));
+            let above = after.is_some_and(|a| chunk.through.as_deref().is_some_and(|t| t <= a));
+            if below || above {
+                continue;
+            }
+            for sample in read_file_rows::<SampleRow>(self.writer.dir(), &chunk.file)? {
+                if in_range(&sample.image_id) {
+                    samples
+                        .entry(sample.image_id.clone())
+                        .or_default()
+                        .push(sample);
+                }
+            }
+        }
+        Ok(samples)
+    }
+
+    fn write(&mut self, part: PartOutput) -> Result<()> {
         let started = Instant::now();
         let PartOutput {
             bucket,
+            after,
+            through,
             rows,
             outputs,
         } = part;
+        let retracted = self.previous_samples(bucket, after.as_deref(), through.as_deref())?;
+        let written = &mut self.written;
         let mut samples: BTreeMap<&str, &[SampleRow]> = BTreeMap::new();
         for output in &outputs {
             samples.insert(&output.image_id, &output.samples);
             for sample in &output.samples {
-                *run.samples.entry(sample.method.clone()).or_insert(0) += 1;
+                *written.samples.entry(sample.method.clone()).or_insert(0) += 1;
             }
             for (reason, n) in &output.dropped {
-                *run.dropped.entry(*reason).or_insert(0) += n;
+                *written.dropped.entry(*reason).or_insert(0) += n;
             }
             if !output.rejected.is_empty() {
-                run.image_rejected
+                written
+                    .image_rejected
                     .push((output.image_id.clone(), output.rejected.clone()));
             }
         }
-        run.images += outputs.len() as u64;
+        written.stage_images += outputs.len() as u64;
         // The part's images and the range of rows of each.
         let mut ids: Vec<&str> = Vec::new();
         let mut ranges: Vec<(usize, usize)> = Vec::new();
@@ -644,69 +795,83 @@ impl<'w> PartWriter<'w> {
             ranges.push((start, end));
             start = end;
         }
-        self.images += ids.len() as u64;
-        let mut changes: Vec<(&SampleRow, i8)> = Vec::new();
+        written.images += ids.len() as u64;
+        let mut added: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
         let mut position = 0;
         for chunk in chunks(&ids, self.chunk_images) {
             let first = position;
             position += chunk.ids.len();
-            let mut sink = DatasetSink::bucket(self.writer, (bucket, self.buckets), chunk.key);
+            let mut sink = DatasetSink::bucket(&mut self.writer, (bucket, self.buckets), chunk.key);
             for &(from, to) in &ranges[first..position] {
                 for keyed in &rows[from..to] {
                     sink.row(keyed.row.clone())?;
                 }
             }
             for id in chunk.ids {
-                for sample in samples.get(id).copied().unwrap_or_default() {
+                let new = samples.get(id).copied().unwrap_or_default();
+                for sample in new {
                     sink.row(Row::Sample(sample.clone()))?;
-                    changes.push((sample, 1));
+                }
+                if !new.is_empty() {
+                    added.insert(id.to_string(), new.to_vec());
                 }
             }
-            self.rows_written += sink.rows_out();
+            written.rows_written += sink.rows_out();
             sink.finish()?;
             self.writer.finish_chunk(bucket, chunk.key)?;
         }
+        let changes = image_changes(retracted, added);
         if !changes.is_empty() {
+            if written.runs.is_empty() {
+                std::fs::create_dir_all(&self.runs_dir)
+                    .map_err(|e| Error::io(&self.runs_dir, e))?;
+            }
             let path = self
                 .runs_dir
-                .join(format!("run-{:06}.arrows", self.runs.len()));
+                .join(format!("run-{:06}.arrows", written.runs.len()));
             write_run(&path, &changes)?;
-            self.runs.push(path);
+            written.runs.push(path);
         }
-        self.elapsed += started.elapsed();
+        written.elapsed += started.elapsed();
         Ok(())
     }
 
-    /// The changelog: every part's run merged by image id.
-    fn changelog(self) -> Result<ChangelogWriter> {
-        let mut changelog = self.writer.changelog_writer()?;
-        let mut readers: Vec<RunReader> = self
-            .runs
-            .iter()
-            .map(|path| RunReader::open(path))
-            .collect::<Result<_>>()?;
-        // Every image's changes are in one run, so ordering heads by (image id, run) keeps each
-        // image's changes together and in their run's order.
-        let mut heads: BinaryHeap<std::cmp::Reverse<(String, usize)>> = BinaryHeap::new();
-        for (i, reader) in readers.iter_mut().enumerate() {
-            if let Some(id) = reader.peek_id()? {
-                heads.push(std::cmp::Reverse((id, i)));
-            }
-        }
-        while let Some(std::cmp::Reverse((_, i))) = heads.pop() {
-            let reader = &mut readers[i];
-            if let Some((sample, diff)) = reader.next_change()? {
-                changelog.push(sample, diff)?;
-            }
-            if let Some(id) = reader.peek_id()? {
-                heads.push(std::cmp::Reverse((id, i)));
-            }
-        }
-        for path in &self.runs {
-            std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
-        }
-        Ok(changelog)
+    /// Moves the worker's shards into the dataset's `data/` for the commit to adopt.
+    fn finish(self) -> Result<WrittenParts> {
+        let mut written = self.written;
+        written.files = self.writer.finish_part()?;
+        Ok(written)
     }
+}
+
+/// The changelog: the runs merged by image id.
+fn changelog(writer: &DatasetWriter, runs: &[PathBuf]) -> Result<ChangelogWriter> {
+    let mut changelog = writer.changelog_writer()?;
+    let mut readers: Vec<RunReader> = runs
+        .iter()
+        .map(|path| RunReader::open(path))
+        .collect::<Result<_>>()?;
+    // Every image's changes are in one run, so ordering heads by (image id, run) keeps each
+    // image's changes together and in their run's order.
+    let mut heads: BinaryHeap<std::cmp::Reverse<(String, usize)>> = BinaryHeap::new();
+    for (i, reader) in readers.iter_mut().enumerate() {
+        if let Some(id) = reader.peek_id()? {
+            heads.push(std::cmp::Reverse((id, i)));
+        }
+    }
+    while let Some(std::cmp::Reverse((_, i))) = heads.pop() {
+        let reader = &mut readers[i];
+        if let Some((sample, diff)) = reader.next_change()? {
+            changelog.push(sample, diff)?;
+        }
+        if let Some(id) = reader.peek_id()? {
+            heads.push(std::cmp::Reverse((id, i)));
+        }
+    }
+    for path in runs {
+        std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+    }
+    Ok(changelog)
 }
 
 /// Rows of a run written as one batch.
@@ -714,12 +879,12 @@ const RUN_BATCH_ROWS: usize = 4096;
 
 /// Writes `changes` (sorted by image id) as an Arrow IPC stream: the samples' columns and
 /// `diff`.
-fn write_run(path: &Path, changes: &[(&SampleRow, i8)]) -> Result<()> {
+fn write_run(path: &Path, changes: &[(SampleRow, i8)]) -> Result<()> {
     let file = File::create(path).map_err(|e| Error::io(path, e))?;
     let mut writer: Option<StreamWriter<BufWriter<File>>> = None;
     let mut file = Some(BufWriter::new(file));
     for batch in changes.chunks(RUN_BATCH_ROWS) {
-        let rows: Vec<SampleRow> = batch.iter().map(|(s, _)| (*s).clone()).collect();
+        let rows: Vec<SampleRow> = batch.iter().map(|(s, _)| s.clone()).collect();
         let samples = rows_to_batch(&rows)?;
         let diffs: ArrayRef = Arc::new(Int8Array::from_iter_values(batch.iter().map(|c| c.1)));
         let mut columns = samples.columns().to_vec();

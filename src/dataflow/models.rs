@@ -71,6 +71,11 @@ pub fn fit_methods(spec: &DataflowSpec, fit: &CollectedRun) -> Result<(Methods, 
             fitted += 1;
         }
     }
+    for (name, config) in &spec.methods {
+        methods
+            .registered
+            .push(crate::augment::method::build(name, config)?);
+    }
     let captions = fit
         .rows
         .iter()

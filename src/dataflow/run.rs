@@ -101,7 +101,7 @@ pub fn run(spec: &DataflowSpec, options: &RunOptions) -> Result<RunOutcome> {
         (None, Some(_)) => None,
     };
     if let Some(writer) = created {
-        if state.is_none() && streams(spec, cluster, writer.previous().is_some()) {
+        if state.is_none() && streams(spec, cluster, writer.previous().map(|(m, _)| m)) {
             return run_streamed(spec, cluster, writer, corpus, options.memory_limit, &out);
         }
         created = Some(writer);

@@ -19,6 +19,7 @@
 //! `capflow run SPEC --input DIR` replaces every input's paths by the matching subdirectory of
 //! `DIR` (see [`DataflowSpec::with_input_root`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -146,6 +147,10 @@ pub struct DataflowSpec {
     /// External models, one table per kind (`[models.amr_to_text]`, see docs/adapters.md).
     #[serde(default)]
     pub models: ModelsSpec,
+    /// Registered methods to run, each with its configuration table (`[methods.<name>]`,
+    /// [`crate::augment::method`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub methods: BTreeMap<String, toml::Value>,
 }
 
 /// External models of a spec; each is optional and replaces the built-in method of its kind.
@@ -300,6 +305,7 @@ impl DataflowSpec {
             || self.gbc.is_some()
             || self.relatedness.is_some()
             || self.cutswap.is_some()
+            || !self.methods.is_empty()
     }
 
     /// SHA-256 over everything in the spec that changes the output (not where it is written).

@@ -207,8 +207,22 @@ pub struct BucketPart {
     /// The part's index within its bucket, and how many parts the bucket has.
     pub index: usize,
     pub count: usize,
+    /// The image ids the part covers: above `after`, up to and including `through`.
+    pub after: Option<String>,
+    pub through: Option<String>,
     files: BTreeMap<TableKind, PathBuf>,
     pub rows: u64,
+}
+
+impl BucketPart {
+    /// Whether `image_id` falls in the part's range.
+    pub fn covers(&self, image_id: &str) -> bool {
+        self.after.as_deref().is_none_or(|after| image_id > after)
+            && self
+                .through
+                .as_deref()
+                .is_none_or(|through| image_id <= through)
+    }
 }
 
 impl BucketSpill {
@@ -284,11 +298,9 @@ impl BucketSpill {
 
     /// Cuts bucket `bucket` into parts of about `part_bytes` encoded bytes each, at chunk
     /// boundaries, and writes each part's spill files. A bucket that fits is one part and keeps
-    /// its files. Call after [`BucketSpill::finish`].
+    /// its files; a bucket with no rows is one empty part. Call after [`BucketSpill::finish`].
     pub fn parts(&mut self, bucket: usize, part_bytes: u64) -> Result<Vec<BucketPart>> {
-        let Some(files) = self.buckets.remove(&bucket) else {
-            return Ok(Vec::new());
-        };
+        let files = self.buckets.remove(&bucket).unwrap_or_default();
         let wanted = files.bytes.div_ceil(part_bytes.max(1)).max(1) as usize;
         let ends: Vec<String> = files.chunk_ends.into_iter().collect();
         // Split points are chunk ends spread evenly over the bucket's chunks: chunks hold about
@@ -299,6 +311,8 @@ impl BucketSpill {
                 bucket,
                 index: 0,
                 count: 1,
+                after: None,
+                through: None,
                 files: files.files,
                 rows: files.rows,
             }]);
@@ -319,6 +333,8 @@ impl BucketSpill {
                 bucket,
                 index,
                 count,
+                after: index.checked_sub(1).map(|i| splits[i].clone()),
+                through: splits.get(index).cloned(),
                 files: BTreeMap::new(),
                 rows: 0,
             })
@@ -423,7 +439,13 @@ mod tests {
         let mut seen = Vec::new();
         let mut last_id: Option<String> = None;
         for part in parts {
+            let (after, through) = (part.after.clone(), part.through.clone());
+            let covered = |id: &str| {
+                after.as_deref().is_none_or(|a| id > a)
+                    && through.as_deref().is_none_or(|t| id <= t)
+            };
             let rows = part.read().unwrap();
+            assert!(rows.iter().all(|r| covered(r.row.image_id())));
             // Parts are consecutive ranges of ids, and no chunk straddles two parts.
             let first = rows.first().unwrap().row.image_id().to_string();
             if let Some(last) = &last_id {

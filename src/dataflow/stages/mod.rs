@@ -15,6 +15,7 @@ pub mod event_sample;
 pub mod gather;
 pub mod gbc;
 pub mod merge;
+pub mod method;
 pub mod originals;
 pub mod quality_filter;
 pub mod realize;

@@ -1,0 +1,34 @@
+//! The stage of a registered method ([`crate::augment::method`]): its samples for one image.
+
+use std::sync::Arc;
+
+use super::{per_image, Images, MethodContext, StageCount, StageMeter};
+use crate::augment::method::Method;
+use crate::error::Error;
+
+pub fn method<'scope>(
+    images: Images<'scope>,
+    ctx: Arc<MethodContext<Arc<dyn Method>>>,
+    meter: StageMeter,
+) -> Images<'scope> {
+    per_image(
+        images,
+        ctx.failure.clone(),
+        meter,
+        move |image_id, state| {
+            let rows_in = state.image.captions.len();
+            match ctx.method.samples(&state.image, ctx.seed) {
+                Ok(new) => {
+                    let count = StageCount::new(rows_in, new.len(), 0);
+                    state.samples.extend(new);
+                    count
+                }
+                Err(e) => {
+                    ctx.failure
+                        .set(Error::in_stage(ctx.method.stage(), image_id, e));
+                    StageCount::new(rows_in, 0, 0)
+                }
+            }
+        },
+    )
+}

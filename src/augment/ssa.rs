@@ -13,6 +13,10 @@
 //!    fully grounded, duplicates).
 //! 6. [`ssa_sample`]: the control signals (boxes, coverage, length level, word count, verbs).
 
+mod stats;
+
+pub use stats::SsaCorpusStats;
+
 use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -22,8 +22,12 @@
 //! # Ok::<(), capflow::Error>(())
 //! ```
 
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
 use crate::error::{Error, Result};
-use crate::text::lm::{LmConfig, NgramLm};
+use crate::text::lm::{LmConfig, NgramCounts, NgramLm};
 use crate::text::tokenize::is_punctuation;
 
 /// Scores how acceptable a caption is as fluent, well-formed caption text.
@@ -108,6 +112,136 @@ impl Default for QualityConfig {
     }
 }
 
+impl QualityConfig {
+    /// Whether the caption numbered `index` (counting non-empty captions only, from 0) is held
+    /// out of the calibration model: every `calibration_every`-th one, `index %
+    /// calibration_every == calibration_every - 1`, the rule of [`BuiltinQualityScorer::train`].
+    ///
+    /// A streaming reader numbers the captions of each input unit (file) from 0 and flags
+    /// them for [`QualityStats::add_caption`] with this. With one input unit that is exactly
+    /// `train`'s rule over the captions in read order; with several, the held-out captions are
+    /// chosen per unit while `train` numbers all captions together, so the two can hold out
+    /// different captions and fit (slightly) different calibrations.
+    pub fn holds_out(&self, index: u64) -> bool {
+        let every = self.calibration_every as u64;
+        every != 0 && index % every == every - 1
+    }
+
+    fn lm_config(&self) -> LmConfig {
+        LmConfig {
+            order: self.order,
+            ..LmConfig::default()
+        }
+    }
+}
+
+/// Mergeable statistics of a caption corpus from which
+/// [`BuiltinQualityScorer::from_stats`] fits the scorer that [`BuiltinQualityScorer::train`]
+/// would train on the same captions.
+///
+/// # Execution model
+///
+/// Accumulate per worker, merge, fit once: each worker adds the captions it reads with
+/// [`add_caption`](Self::add_caption), flagging the held-out ones
+/// ([`QualityConfig::holds_out`]); the workers' statistics are combined with
+/// [`merge`](Self::merge) in any order (serde carries them between processes); the total is
+/// fitted once. Nothing fitted depends on the order captions were added or merged in: the
+/// counts are integers, the length quantiles come from a histogram, and the calibrations sort
+/// the held-out captions' scores before reading quantiles off them.
+///
+/// # What is kept, and memory
+///
+/// - The n-gram counts of all captions ([`NgramCounts`]): grows with the distinct n-grams.
+///   The calibration model's counts (the captions that are not held out) are these minus the
+///   held-out captions' n-grams, taken away at fit time (exact: integer counts).
+/// - The held-out captions themselves (one in `calibration_every`), as word ids of the
+///   counts' word table (4 bytes a token plus 16 a caption): they are scored by the
+///   calibration model, which exists only once every caption has been seen.
+/// - A histogram of the captions' word counts (one entry per distinct length).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QualityStats {
+    counts: NgramCounts,
+    /// Tokens of the held-out captions, as ids of `counts`' word table.
+    held_out: Vec<Box<[u32]>>,
+    /// Number of captions with each word count.
+    lengths: BTreeMap<u64, u64>,
+}
+
+impl QualityStats {
+    /// Empty statistics for a scorer of language-model order up to `order`
+    /// ([`QualityConfig::order`]).
+    pub fn new(order: usize) -> QualityStats {
+        QualityStats {
+            counts: NgramCounts::new(order),
+            held_out: Vec::new(),
+            lengths: BTreeMap::new(),
+        }
+    }
+
+    /// Adds one tokenized caption; `held_out` says whether it is held out of the calibration
+    /// model. An empty caption is skipped, as `train` skips it, so it must not take a number
+    /// in the caller's [`QualityConfig::holds_out`] count either.
+    pub fn add_caption(&mut self, held_out: bool, tokens: &[String]) {
+        if tokens.is_empty() {
+            return;
+        }
+        let ids = self.counts.add_sentence_ids(tokens);
+        if held_out {
+            self.held_out.push(ids.into_boxed_slice());
+        }
+        *self.lengths.entry(word_count(tokens) as u64).or_default() += 1;
+    }
+
+    /// Adds `other`'s statistics to these.
+    ///
+    /// # Panics
+    ///
+    /// When the two were made for different orders.
+    pub fn merge(&mut self, mut other: QualityStats) {
+        if other.counts.distinct_ngrams() > self.counts.distinct_ngrams() {
+            std::mem::swap(self, &mut other);
+        }
+        let remap = self.counts.absorb(other.counts);
+        self.held_out.extend(
+            other
+                .held_out
+                .into_iter()
+                .map(|caption| caption.iter().map(|&id| remap[id as usize]).collect()),
+        );
+        for (length, count) in other.lengths {
+            *self.lengths.entry(length).or_default() += count;
+        }
+    }
+
+    /// The number of (non-empty) captions added.
+    pub fn captions(&self) -> u64 {
+        self.lengths.values().sum()
+    }
+
+    /// The number of held-out captions added.
+    pub fn held_out_captions(&self) -> usize {
+        self.held_out.len()
+    }
+
+    /// The highest language-model order these statistics can fit.
+    pub fn order(&self) -> usize {
+        self.counts.order()
+    }
+
+    /// Heap bytes held, roughly.
+    pub fn approx_bytes(&self) -> usize {
+        let held_out: usize = self
+            .held_out
+            .iter()
+            .map(|c| (4 * c.len()).div_ceil(8).max(2) * 8)
+            .sum();
+        self.counts.approx_bytes()
+            + held_out
+            + self.held_out.capacity() * std::mem::size_of::<Box<[u32]>>()
+            + self.lengths.len() * 48
+    }
+}
+
 /// Captions of at least this many words are never judged too short.
 const SHORTEST_PLAUSIBLE_WORDS: f64 = 4.0;
 
@@ -160,10 +294,7 @@ impl BuiltinQualityScorer {
                 ),
             ));
         }
-        let lm_config = LmConfig {
-            order: config.order,
-            ..LmConfig::default()
-        };
+        let lm_config = config.lm_config();
         let is_held_out = |i: usize| i % config.calibration_every == config.calibration_every - 1;
         let calibration_lm = NgramLm::train_with(
             captions
@@ -179,13 +310,7 @@ impl BuiltinQualityScorer {
             .filter(|&(i, _)| is_held_out(i))
             .map(|(_, c)| *c)
             .collect();
-        let word_order = Calibration::fit(held_out.iter().map(|c| slor(&calibration_lm, c)));
-        let ending = Calibration::fit(held_out.iter().map(|c| calibration_lm.end_log_prob(c)));
-        let fluency = Calibration::fit(
-            held_out
-                .iter()
-                .map(|c| fluency_evidence(&calibration_lm, word_order, ending, c)),
-        );
+        let (word_order, ending, fluency) = calibrations(&calibration_lm, &held_out);
 
         let mut lengths: Vec<f64> = captions.iter().map(|c| word_count(c) as f64).collect();
         lengths.sort_by(f64::total_cmp);
@@ -195,6 +320,68 @@ impl BuiltinQualityScorer {
         let long_length = quantile(&lengths, 0.99) * 1.5;
 
         let lm = NgramLm::train_with(captions.iter().copied(), &lm_config);
+        Ok(BuiltinQualityScorer {
+            lm,
+            config: config.clone(),
+            word_order,
+            ending,
+            fluency,
+            short_length,
+            long_length,
+        })
+    }
+
+    /// Fits the scorer from statistics gathered caption by caption (and merged): the same
+    /// scorer, bit for bit, as [`train`](Self::train) on the added captions when exactly the
+    /// captions `train` holds out were flagged as held out (see [`QualityConfig::holds_out`]).
+    ///
+    /// Fails as `train` does (fewer than [`MIN_TRAINING_CAPTIONS`] captions, a configuration
+    /// out of range), when `config.order` is above the order the statistics were gathered for,
+    /// or when the statistics are inconsistent (corrupt ones from elsewhere).
+    pub fn from_stats(stats: QualityStats, config: &QualityConfig) -> Result<Self> {
+        validate(config)?;
+        let captions = stats.captions();
+        if captions < MIN_TRAINING_CAPTIONS as u64 {
+            return Err(Error::invalid(
+                "quality scorer training captions",
+                format!(
+                    "{captions} non-empty captions given, at least {MIN_TRAINING_CAPTIONS} are \
+                     needed to calibrate the built-in scorer; give more captions or an external \
+                     scorer"
+                ),
+            ));
+        }
+        let invalid = |reason: String| Error::invalid("quality scorer statistics", reason);
+        if config.order > stats.order() {
+            return Err(invalid(format!(
+                "gathered for language-model order {}, cannot fit order {}",
+                stats.order(),
+                config.order
+            )));
+        }
+        let lm_config = config.lm_config();
+        let lm = NgramLm::from_counts(&stats.counts, &lm_config);
+        let QualityStats {
+            mut counts,
+            held_out,
+            lengths,
+        } = stats;
+        // The calibration model's counts: every caption's but the held-out ones'.
+        for caption in &held_out {
+            counts
+                .remove_sentence_ids(caption)
+                .map_err(|e| invalid(format!("a held-out caption: {e}")))?;
+        }
+        let calibration_lm = NgramLm::from_counts(&counts, &lm_config);
+        let held_out: Vec<Vec<String>> = held_out
+            .iter()
+            .map(|c| c.iter().map(|&id| counts.word(id).to_string()).collect())
+            .collect();
+        drop(counts);
+        let held_out: Vec<&[String]> = held_out.iter().map(Vec::as_slice).collect();
+        let (word_order, ending, fluency) = calibrations(&calibration_lm, &held_out);
+        let short_length = histogram_quantile(&lengths, 0.02).clamp(1.0, SHORTEST_PLAUSIBLE_WORDS);
+        let long_length = histogram_quantile(&lengths, 0.99) * 1.5;
         Ok(BuiltinQualityScorer {
             lm,
             config: config.clone(),
@@ -302,6 +489,23 @@ fn slor(lm: &NgramLm, tokens: &[String]) -> f64 {
     (lm.log_prob(tokens) - lm.unigram_log_prob(tokens)) / (tokens.len() + 1) as f64
 }
 
+/// The word-order, ending and fluency calibrations from the held-out captions' scores under the
+/// calibration model. The order of the captions does not matter: each calibration sorts the
+/// scores.
+fn calibrations(
+    calibration_lm: &NgramLm,
+    held_out: &[&[String]],
+) -> (Calibration, Calibration, Calibration) {
+    let word_order = Calibration::fit(held_out.iter().map(|c| slor(calibration_lm, c)));
+    let ending = Calibration::fit(held_out.iter().map(|c| calibration_lm.end_log_prob(c)));
+    let fluency = Calibration::fit(
+        held_out
+            .iter()
+            .map(|c| fluency_evidence(calibration_lm, word_order, ending, c)),
+    );
+    (word_order, ending, fluency)
+}
+
 /// Word order and ending judged together: the log of the product of their calibrated scores,
 /// so a caption must do well on both.
 fn fluency_evidence(
@@ -360,6 +564,33 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
             let lo = pos.floor() as usize;
             let hi = (lo + 1).min(n - 1);
             sorted[lo] + (pos - lo as f64) * (sorted[hi] - sorted[lo])
+        }
+    }
+}
+
+/// [`quantile`] of the sorted list of values that `histogram` counts (value → how many times),
+/// reading the same two values and doing the same arithmetic, so the result is the same bits.
+fn histogram_quantile(histogram: &BTreeMap<u64, u64>, q: f64) -> f64 {
+    let n: u64 = histogram.values().sum();
+    // The value at `rank` (from 0) of the sorted list.
+    let at = |rank: u64| -> f64 {
+        let mut seen = 0;
+        for (&value, &count) in histogram {
+            seen += count;
+            if rank < seen {
+                return value as f64;
+            }
+        }
+        unreachable!("rank {rank} is below the total {n}")
+    };
+    match n {
+        0 => 0.0,
+        1 => at(0),
+        n => {
+            let pos = q * (n - 1) as f64;
+            let lo = pos.floor() as u64;
+            let hi = (lo + 1).min(n - 1);
+            at(lo) + (pos - lo as f64) * (at(hi) - at(lo))
         }
     }
 }
@@ -467,6 +698,154 @@ mod tests {
             ..QualityConfig::default()
         };
         assert!(BuiltinQualityScorer::train(&corpus(), &config).is_err());
+    }
+
+    /// Asserts that the two scorers are the same, floats bit for bit.
+    fn assert_same_scorer(a: &BuiltinQualityScorer, b: &BuiltinQualityScorer) {
+        crate::text::lm::assert_same_model(&a.lm, &b.lm);
+        assert_eq!(a.config, b.config);
+        let bits = |s: &BuiltinQualityScorer| {
+            [
+                s.word_order.centre,
+                s.word_order.scale,
+                s.ending.centre,
+                s.ending.scale,
+                s.fluency.centre,
+                s.fluency.scale,
+                s.short_length,
+                s.long_length,
+            ]
+            .map(f64::to_bits)
+        };
+        assert_eq!(bits(a), bits(b));
+    }
+
+    /// Statistics of `captions` numbered as one unit, split into parts by `part_of` and merged in
+    /// `merge_order`.
+    fn merged_stats(
+        captions: &[Vec<String>],
+        config: &QualityConfig,
+        part_of: impl Fn(usize) -> usize,
+        merge_order: &[usize],
+    ) -> QualityStats {
+        let mut parts: Vec<Option<QualityStats>> = (0..merge_order.len())
+            .map(|_| Some(QualityStats::new(config.order)))
+            .collect();
+        let mut index = 0;
+        for (i, caption) in captions.iter().enumerate() {
+            let part = parts[part_of(i) % merge_order.len()].as_mut().unwrap();
+            part.add_caption(config.holds_out(index), caption);
+            if !caption.is_empty() {
+                index += 1;
+            }
+        }
+        let mut total = parts[merge_order[0]].take().unwrap();
+        for &p in &merge_order[1..] {
+            total.merge(parts[p].take().unwrap());
+        }
+        total
+    }
+
+    #[test]
+    fn stats_fit_the_trained_scorer() {
+        let mut captions = corpus();
+        captions.insert(3, Vec::new());
+        captions.insert(40, Vec::new());
+        captions.push(tokenize(
+            "a dog ( runs ) on the beach with a ball and a stick .",
+        ));
+        for calibration_every in [2, 3, 5, 7] {
+            for order in 1..=4 {
+                let config = QualityConfig {
+                    order,
+                    calibration_every,
+                    ..QualityConfig::default()
+                };
+                let trained = BuiltinQualityScorer::train(&captions, &config).unwrap();
+                for (part_of, merge_order) in [
+                    (Box::new(|_| 0usize) as Box<dyn Fn(usize) -> usize>, vec![0]),
+                    (Box::new(|i| i % 2), vec![1, 0]),
+                    (Box::new(|i| i * 7 % 4), vec![2, 0, 3, 1]),
+                    (Box::new(|i| usize::from(i > 50)), vec![0, 1]),
+                ] {
+                    let stats = merged_stats(&captions, &config, part_of, &merge_order);
+                    assert_eq!(stats.captions(), captions.len() as u64 - 2);
+                    let fitted = BuiltinQualityScorer::from_stats(stats, &config).unwrap();
+                    assert_same_scorer(&trained, &fitted);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn stats_fail_as_training_does() {
+        let config = QualityConfig::default();
+        let few: Vec<Vec<String>> = corpus().into_iter().take(9).collect();
+        let stats = merged_stats(&few, &config, |_| 0, &[0]);
+        let error = BuiltinQualityScorer::from_stats(stats, &config).unwrap_err();
+        let trained = BuiltinQualityScorer::train(&few, &config).unwrap_err();
+        assert_eq!(error.to_string(), trained.to_string());
+        let stats = merged_stats(&corpus(), &config, |_| 0, &[0]);
+        let higher = QualityConfig {
+            order: 4,
+            ..QualityConfig::default()
+        };
+        assert!(BuiltinQualityScorer::from_stats(stats, &higher).is_err());
+    }
+
+    #[test]
+    fn holds_out_is_the_training_rule() {
+        let config = QualityConfig::default();
+        let held: Vec<u64> = (0..12).filter(|&i| config.holds_out(i)).collect();
+        assert_eq!(held, [4, 9]);
+    }
+
+    #[test]
+    fn calibration_does_not_depend_on_sample_order() {
+        let samples: Vec<f64> = (0..40)
+            .map(|i| ((i * 37 % 11) as f64).sin() * 3.0 - (i % 7) as f64)
+            .chain([f64::NAN, f64::NEG_INFINITY, -0.0, 0.0])
+            .collect();
+        let forward = Calibration::fit(samples.iter().copied());
+        let backward = Calibration::fit(samples.iter().rev().copied());
+        assert_eq!(forward.centre.to_bits(), backward.centre.to_bits());
+        assert_eq!(forward.scale.to_bits(), backward.scale.to_bits());
+    }
+
+    proptest::proptest! {
+        /// The quantiles of a histogram are those of the sorted values, bit for bit.
+        #[test]
+        fn histogram_quantiles_are_the_sorted_quantiles(
+            values in proptest::collection::vec(0u64..40, 0..60),
+            q in 0.0f64..=1.0,
+        ) {
+            let mut sorted: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+            sorted.sort_by(f64::total_cmp);
+            let mut histogram = BTreeMap::new();
+            for &v in &values {
+                *histogram.entry(v).or_insert(0u64) += 1;
+            }
+            for q in [q, 0.0, 0.02, 0.5, 0.99, 1.0] {
+                proptest::prop_assert_eq!(
+                    quantile(&sorted, q).to_bits(),
+                    histogram_quantile(&histogram, q).to_bits()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn stats_round_trip_through_serde() {
+        let config = QualityConfig::default();
+        let stats = merged_stats(&corpus(), &config, |i| i % 3, &[0, 2, 1]);
+        let json = serde_json::to_string(&stats).unwrap();
+        let back: QualityStats = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.held_out_captions(), stats.held_out_captions());
+        assert!(stats.approx_bytes() > 0);
+        assert_same_scorer(
+            &BuiltinQualityScorer::from_stats(stats, &config).unwrap(),
+            &BuiltinQualityScorer::from_stats(back, &config).unwrap(),
+        );
     }
 
     #[test]

@@ -13,8 +13,21 @@
 //! Words seen at most `unk_max_count` times in training are replaced by `<unk>`, so the model
 //! has learned how often rare words occur; at query time every word outside the vocabulary
 //! reads as `<unk>`.
+//!
+//! # Training from merged counts
+//!
+//! [`NgramLm::train_with`] needs every sentence at once. [`NgramCounts`] gathers what it needs
+//! one sentence at a time, over the raw tokens (the vocabulary, and so the `<unk>` mapping, is
+//! only known once every sentence has been seen): each worker of a streaming pass fills its own
+//! `NgramCounts`, the workers' counts are [merged](NgramCounts::merge) (in any order, any
+//! grouping), and [`NgramLm::from_counts`] fits the model once from the total, identical to
+//! `train_with` on the same sentences in any order.
 
 use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::interner::{map_bytes, Interner};
 
 /// Sentence-start padding token (never predicted).
 pub const BOS: &str = "<s>";
@@ -77,7 +90,7 @@ pub fn modified_kn_discounts(count_of_counts: [u64; 4]) -> [f64; 3] {
 }
 
 /// What the model keeps about one context at one order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct ContextStats {
     /// Sum of the (adjusted) counts of the words seen after the context.
     total: u64,
@@ -96,6 +109,25 @@ struct OrderTable {
 }
 
 impl OrderTable {
+    /// The table of order `k` with these (adjusted) counts; discounts still to set.
+    fn of_counts(counts: HashMap<Vec<u32>, u64>, k: usize) -> OrderTable {
+        let mut contexts: HashMap<Vec<u32>, ContextStats> = HashMap::new();
+        for (gram, &count) in &counts {
+            let stats = contexts.entry(gram[..k - 1].to_vec()).or_default();
+            stats.total += count;
+            match count {
+                1 => stats.n1 += 1,
+                2 => stats.n2 += 1,
+                _ => stats.n3_plus += 1,
+            }
+        }
+        OrderTable {
+            counts,
+            contexts,
+            discounts: [0.0; 3],
+        }
+    }
+
     fn discount(&self, count: u64) -> f64 {
         match count {
             0 => 0.0,
@@ -169,6 +201,94 @@ impl NgramLm {
             lm.unigram_counts[*id as usize] += 1;
         }
         lm.count(&encoded);
+        for table in &mut lm.tables {
+            table.discounts = match config.fixed_discounts {
+                Some(fixed) => fixed,
+                None => modified_kn_discounts(count_of_counts(&table.counts)),
+            };
+        }
+        lm
+    }
+
+    /// Fits the model from counts gathered sentence by sentence (and merged): the same model,
+    /// bit for bit, as [`train_with`](Self::train_with) on the counted sentences, whatever
+    /// order they were counted and merged in.
+    ///
+    /// # Panics
+    ///
+    /// When `counts` were gathered for a lower order than `config.order` (a higher one is
+    /// fine: a model of order n only reads the counts of n-grams up to n).
+    pub fn from_counts(counts: &NgramCounts, config: &LmConfig) -> NgramLm {
+        let order = config.order.max(1);
+        assert!(
+            counts.order >= order,
+            "n-gram counts of order {} cannot fit a model of order {order}",
+            counts.order
+        );
+        // A raw word's unigram count is its number of occurrences as a token (the padding
+        // `</s>` is counted too, but reserved words never enter the vocabulary).
+        let mut kept: Vec<&str> = counts.grams[0]
+            .iter()
+            .map(|(gram, &count)| (counts.words.word(gram[0]), count))
+            .filter(|&(word, count)| count > config.unk_max_count && !is_reserved(word))
+            .map(|(word, _)| word)
+            .collect();
+        kept.sort_unstable();
+        let mut words: Vec<String> = vec![BOS.into(), EOS.into(), UNK.into()];
+        words.extend(kept.iter().map(|w| w.to_string()));
+        let ids: HashMap<String, u32> = words
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.clone(), i as u32))
+            .collect();
+        let mut lm = NgramLm {
+            order,
+            ids,
+            words,
+            tables: vec![OrderTable::default(); order],
+            unigram_counts: Vec::new(),
+        };
+        // The padding has local ids of `<s>` and `</s>`, which map to BOS_ID and EOS_ID as
+        // literal `<s>` and `</s>` tokens do in `train_with`'s encoding.
+        let to_model: Vec<u32> = counts.words.words().map(|w| lm.id(w)).collect();
+        lm.unigram_counts = vec![0; lm.words.len()];
+        for (gram, &count) in &counts.grams[0] {
+            lm.unigram_counts[to_model[gram[0] as usize] as usize] += count;
+        }
+        let mut key: Vec<u32> = Vec::with_capacity(order);
+        let add = |table: &mut HashMap<Vec<u32>, u64>, key: &[u32], count: u64| match table
+            .get_mut(key)
+        {
+            Some(total) => *total += count,
+            None => {
+                table.insert(key.to_vec(), count);
+            }
+        };
+        // From the highest order down: order k < n reads the (k+1)-grams of the table above,
+        // whose keys are exactly the distinct (k+1)-grams of the encoded sentences.
+        for k in (1..=order).rev() {
+            let mut table: HashMap<Vec<u32>, u64> = HashMap::new();
+            for (gram, &count) in &counts.grams[k - 1] {
+                // The highest order keeps raw counts, and so does a lower-order `<s>`-initial
+                // k-gram; only those are needed from the raw k-grams below the top.
+                if k == order || to_model[gram[0] as usize] == BOS_ID {
+                    key.clear();
+                    key.extend(gram.iter().map(|&id| to_model[id as usize]));
+                    add(&mut table, &key, count);
+                }
+            }
+            if k < order {
+                // A k-gram not starting with `<s>` always has a word on its left (position 0
+                // is `<s>`): its continuation count is the number of distinct encoded
+                // (k+1)-grams it ends.
+                for gram in lm.tables[k].counts.keys() {
+                    if gram[1] != BOS_ID {
+                        add(&mut table, &gram[1..], 1);
+                    }
+                }
+            }
+            lm.tables[k - 1] = OrderTable::of_counts(table, k);
+        }
         for table in &mut lm.tables {
             table.discounts = match config.fixed_discounts {
                 Some(fixed) => fixed,
@@ -288,21 +408,7 @@ impl NgramLm {
                 }
                 counts
             };
-            let mut contexts: HashMap<Vec<u32>, ContextStats> = HashMap::new();
-            for (gram, &count) in &counts {
-                let stats = contexts.entry(gram[..k - 1].to_vec()).or_default();
-                stats.total += count;
-                match count {
-                    1 => stats.n1 += 1,
-                    2 => stats.n2 += 1,
-                    _ => stats.n3_plus += 1,
-                }
-            }
-            self.tables[k - 1] = OrderTable {
-                counts,
-                contexts,
-                discounts: [0.0; 3],
-            };
+            self.tables[k - 1] = OrderTable::of_counts(counts, k);
         }
     }
 
@@ -334,6 +440,274 @@ impl NgramLm {
     }
 }
 
+/// Local ids of the padding in [`NgramCounts`] (interned first).
+const PAD_BOS: u32 = 0;
+const PAD_EOS: u32 = 1;
+
+/// Mergeable n-gram statistics of a corpus, from which [`NgramLm::from_counts`] fits the model
+/// that [`NgramLm::train_with`] would train on the same sentences.
+///
+/// # Execution model
+///
+/// Accumulate per worker, merge, fit once: each worker counts the sentences it reads with
+/// [`add_sentence`](Self::add_sentence); the workers' counts are combined with
+/// [`merge`](Self::merge) (serialized between processes with serde if need be) in any order;
+/// the total fits one model. Counting, merging and fitting are exact (integer counts), so the
+/// model does not depend on how the sentences were split or in which order they came.
+///
+/// # What is counted
+///
+/// Each sentence is padded as the model pads it, `<s> w1 … wn </s>`, and every m-gram of it
+/// for m = 1 ..= order that ends after `<s>` is counted, over the raw tokens: which words
+/// become `<unk>` is only known from the total, and the model's counts are sums (raw counts)
+/// and distinct-left-word counts (continuation counts) of the raw n-grams' images under that
+/// mapping. Words are interned in a local table, n-grams are keyed by local ids.
+///
+/// # Memory
+///
+/// Grows with the number of distinct m-grams (m ≤ order) of the counted sentences, plus the
+/// distinct words: about `16 + 4m` bytes of key, 8 of count and hash-table overhead per
+/// distinct m-gram (roughly what training needs anyway). [`approx_bytes`](Self::approx_bytes)
+/// estimates it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "NgramCountsWire")]
+pub struct NgramCounts {
+    order: usize,
+    sentences: u64,
+    words: Interner,
+    /// `grams[m - 1]`: count of each m-gram of the padded sentences (local ids).
+    grams: Vec<HashMap<Box<[u32]>, u64>>,
+}
+
+impl NgramCounts {
+    /// Empty counts for models of order up to `order` (at least 1).
+    pub fn new(order: usize) -> NgramCounts {
+        let order = order.max(1);
+        let mut words = Interner::default();
+        let bos = words.intern(BOS);
+        let eos = words.intern(EOS);
+        debug_assert_eq!((bos, eos), (PAD_BOS, PAD_EOS));
+        NgramCounts {
+            order,
+            sentences: 0,
+            words,
+            grams: vec![HashMap::new(); order],
+        }
+    }
+
+    /// The highest n counted.
+    pub fn order(&self) -> usize {
+        self.order
+    }
+
+    /// The number of sentences counted.
+    pub fn sentences(&self) -> u64 {
+        self.sentences
+    }
+
+    /// The number of distinct m-grams counted, all m together.
+    pub fn distinct_ngrams(&self) -> usize {
+        self.grams.iter().map(HashMap::len).sum()
+    }
+
+    /// Counts one sentence (its tokens, without padding).
+    pub fn add_sentence<S: AsRef<str>>(&mut self, tokens: &[S]) {
+        self.add_sentence_ids(tokens);
+    }
+
+    /// Counts one sentence and returns its tokens' local ids.
+    pub(crate) fn add_sentence_ids<S: AsRef<str>>(&mut self, tokens: &[S]) -> Vec<u32> {
+        let mut padded = Vec::with_capacity(tokens.len() + 2);
+        padded.push(PAD_BOS);
+        padded.extend(tokens.iter().map(|t| self.words.intern(t.as_ref())));
+        padded.push(PAD_EOS);
+        self.sentences += 1;
+        for_each_gram(&padded, self.order, |m, gram| {
+            add_count(&mut self.grams[m - 1], gram, 1)
+        });
+        padded.pop();
+        padded.remove(0);
+        padded
+    }
+
+    /// Takes back one counted sentence given by its tokens' local ids (as
+    /// [`add_sentence_ids`](Self::add_sentence_ids) returned them, or mapped through a merge).
+    /// Fails, leaving the counts partly changed, when the sentence was not counted.
+    pub(crate) fn remove_sentence_ids(&mut self, tokens: &[u32]) -> Result<(), String> {
+        if tokens.iter().any(|&id| id as usize >= self.words.len()) {
+            return Err("a word id is out of range".into());
+        }
+        let mut padded = Vec::with_capacity(tokens.len() + 2);
+        padded.push(PAD_BOS);
+        padded.extend_from_slice(tokens);
+        padded.push(PAD_EOS);
+        self.sentences = self
+            .sentences
+            .checked_sub(1)
+            .ok_or("no sentence left to remove")?;
+        let mut missing = false;
+        for_each_gram(&padded, self.order, |m, gram| {
+            let table = &mut self.grams[m - 1];
+            match table.get_mut(gram) {
+                Some(count) if *count > 1 => *count -= 1,
+                Some(_) => {
+                    table.remove(gram);
+                }
+                None => missing = true,
+            }
+        });
+        if missing {
+            return Err("the sentence was not counted".into());
+        }
+        Ok(())
+    }
+
+    /// The word of a local id.
+    pub(crate) fn word(&self, id: u32) -> &str {
+        self.words.word(id)
+    }
+
+    /// Adds `other`'s counts to these.
+    ///
+    /// # Panics
+    ///
+    /// When the two were made for different orders.
+    pub fn merge(&mut self, mut other: NgramCounts) {
+        if other.distinct_ngrams() > self.distinct_ngrams() {
+            std::mem::swap(self, &mut other);
+        }
+        self.absorb(other);
+    }
+
+    /// Adds `other`'s counts to these (in this one's ids) and returns the map of `other`'s local
+    /// ids to these.
+    pub(crate) fn absorb(&mut self, other: NgramCounts) -> Vec<u32> {
+        assert_eq!(
+            self.order, other.order,
+            "n-gram counts of different orders cannot be merged"
+        );
+        let remap = self.words.absorb(&other.words);
+        self.sentences += other.sentences;
+        let mut key: Vec<u32> = Vec::with_capacity(self.order);
+        for (mine, theirs) in self.grams.iter_mut().zip(other.grams) {
+            for (gram, count) in theirs {
+                key.clear();
+                key.extend(gram.iter().map(|&id| remap[id as usize]));
+                add_count(mine, &key, count);
+            }
+        }
+        remap
+    }
+
+    /// Heap bytes held, roughly.
+    pub fn approx_bytes(&self) -> usize {
+        let mut bytes = self.words.approx_bytes();
+        for (m, table) in (1usize..).zip(&self.grams) {
+            let key = (4 * m).div_ceil(8) * 8;
+            bytes += map_bytes(table.capacity(), std::mem::size_of::<(Box<[u32]>, u64)>())
+                + table.len() * key.max(16);
+        }
+        bytes
+    }
+
+    fn to_wire(&self) -> NgramCountsWire {
+        let mut grams = Vec::with_capacity(self.order);
+        let mut counts = Vec::with_capacity(self.order);
+        for table in &self.grams {
+            let mut entries: Vec<(&[u32], u64)> = table.iter().map(|(g, &c)| (&**g, c)).collect();
+            // Sorted, so that the same counts always serialize to the same bytes.
+            entries.sort_unstable();
+            grams.push(
+                entries
+                    .iter()
+                    .flat_map(|(g, _)| g.iter().copied())
+                    .collect(),
+            );
+            counts.push(entries.iter().map(|&(_, c)| c).collect());
+        }
+        NgramCountsWire {
+            order: self.order,
+            sentences: self.sentences,
+            words: self.words.to_words(),
+            grams,
+            counts,
+        }
+    }
+}
+
+/// Calls `f(m, gram)` for every m-gram (m ≤ `order`) of a padded sentence that ends after the
+/// leading `<s>`: the n-grams the model counts.
+fn for_each_gram(padded: &[u32], order: usize, mut f: impl FnMut(usize, &[u32])) {
+    for end in 1..padded.len() {
+        for m in 1..=order.min(end + 1) {
+            f(m, &padded[end + 1 - m..=end]);
+        }
+    }
+}
+
+fn add_count(table: &mut HashMap<Box<[u32]>, u64>, gram: &[u32], count: u64) {
+    match table.get_mut(gram) {
+        Some(total) => *total += count,
+        None => {
+            table.insert(gram.into(), count);
+        }
+    }
+}
+
+/// [`NgramCounts`] as serialized: its word table, and per m the m-grams' local ids
+/// concatenated (m per gram, sorted) beside their counts.
+#[derive(Serialize, Deserialize)]
+struct NgramCountsWire {
+    order: usize,
+    sentences: u64,
+    words: Vec<String>,
+    grams: Vec<Vec<u32>>,
+    counts: Vec<Vec<u64>>,
+}
+
+impl Serialize for NgramCounts {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_wire().serialize(serializer)
+    }
+}
+
+impl TryFrom<NgramCountsWire> for NgramCounts {
+    type Error = String;
+
+    fn try_from(wire: NgramCountsWire) -> Result<NgramCounts, String> {
+        let bad = |reason: &str| Err(format!("n-gram counts: {reason}"));
+        if wire.order == 0 || wire.grams.len() != wire.order || wire.counts.len() != wire.order {
+            return bad("the order and the number of tables disagree");
+        }
+        let words = Interner::from_words(wire.words).map_err(|e| format!("n-gram counts: {e}"))?;
+        if words.len() < 2 || words.word(PAD_BOS) != BOS || words.word(PAD_EOS) != EOS {
+            return bad("the word table does not start with the padding");
+        }
+        let mut grams = Vec::with_capacity(wire.order);
+        for (m, (ids, counts)) in (1..).zip(wire.grams.into_iter().zip(wire.counts)) {
+            if ids.len() != m * counts.len() {
+                return bad("a table's ids and counts disagree");
+            }
+            if ids.iter().any(|&id| id as usize >= words.len()) {
+                return bad("a word id is out of range");
+            }
+            let mut table: HashMap<Box<[u32]>, u64> = HashMap::with_capacity(counts.len());
+            for (gram, count) in ids.chunks_exact(m).zip(counts) {
+                if count == 0 || table.insert(gram.into(), count).is_some() {
+                    return bad("an n-gram is listed twice or with count 0");
+                }
+            }
+            grams.push(table);
+        }
+        Ok(NgramCounts {
+            order: wire.order,
+            sentences: wire.sentences,
+            words,
+            grams,
+        })
+    }
+}
+
 fn is_reserved(word: &str) -> bool {
     word == BOS || word == EOS || word == UNK
 }
@@ -347,6 +721,26 @@ fn count_of_counts(counts: &HashMap<Vec<u32>, u64>) -> [u64; 4] {
         }
     }
     n
+}
+
+/// Asserts that every part of the two models is the same, floats bit for bit.
+#[cfg(test)]
+pub(crate) fn assert_same_model(a: &NgramLm, b: &NgramLm) {
+    assert_eq!(a.order, b.order);
+    assert_eq!(a.words, b.words);
+    assert_eq!(a.ids, b.ids);
+    assert_eq!(a.unigram_counts, b.unigram_counts);
+    assert_eq!(a.tables.len(), b.tables.len());
+    for (k, (x, y)) in a.tables.iter().zip(&b.tables).enumerate() {
+        assert_eq!(x.counts, y.counts, "counts of order {}", k + 1);
+        assert_eq!(x.contexts, y.contexts, "contexts of order {}", k + 1);
+        assert_eq!(
+            x.discounts.map(f64::to_bits),
+            y.discounts.map(f64::to_bits),
+            "discounts of order {}",
+            k + 1
+        );
+    }
 }
 
 #[cfg(test)]
@@ -497,6 +891,179 @@ mod tests {
         let scrambled = lm.log_prob(&toks("runs dog a"));
         assert!(fluent > scrambled);
         assert!(lm.log_prob(&[]).is_finite());
+    }
+
+    /// The public outputs of the two models on `probes` are the same bits.
+    fn assert_same_outputs(a: &NgramLm, b: &NgramLm, probes: &[Vec<String>]) {
+        assert!(a.vocabulary().eq(b.vocabulary()));
+        assert_eq!(a.vocabulary_size(), b.vocabulary_size());
+        for probe in probes {
+            let bits = |lm: &NgramLm| {
+                [
+                    lm.log_prob(probe),
+                    lm.perplexity(probe),
+                    lm.unigram_log_prob(probe),
+                    lm.end_log_prob(probe),
+                ]
+                .map(f64::to_bits)
+            };
+            assert_eq!(bits(a), bits(b), "{probe:?}");
+            let words: Vec<&str> = std::iter::once(BOS)
+                .chain(probe.iter().map(String::as_str))
+                .collect();
+            for end in 0..words.len() {
+                for word in [EOS, UNK, "zebra", words[end]] {
+                    let context = &words[end.saturating_sub(a.order)..end];
+                    assert_eq!(
+                        a.prob(context, word).to_bits(),
+                        b.prob(context, word).to_bits()
+                    );
+                }
+            }
+        }
+    }
+
+    /// Counts of `corpus` split into the parts that `part_of` assigns (sentence index → part),
+    /// merged in `merge_order`.
+    fn merged_counts(
+        corpus: &[Vec<String>],
+        order: usize,
+        part_of: impl Fn(usize) -> usize,
+        merge_order: &[usize],
+    ) -> NgramCounts {
+        let mut parts: Vec<NgramCounts> = (0..merge_order.len())
+            .map(|_| NgramCounts::new(order))
+            .collect();
+        for (i, sentence) in corpus.iter().enumerate() {
+            parts[part_of(i) % merge_order.len()].add_sentence(sentence);
+        }
+        let mut parts: Vec<Option<NgramCounts>> = parts.into_iter().map(Some).collect();
+        let mut total = parts[merge_order[0]].take().unwrap();
+        for &p in &merge_order[1..] {
+            total.merge(parts[p].take().unwrap());
+        }
+        total
+    }
+
+    #[test]
+    fn counts_fit_the_trained_model() {
+        let corpus = sentences(&[
+            "a man rides a horse on the beach",
+            "a man rides a bike on the street",
+            "a woman rides a horse in a field",
+            "",
+            "two dogs play on the beach",
+            "a dog plays with a ball on the grass",
+            "the man is riding a red bike",
+            "a horse stands in a field <s> </s> <unk>",
+            "<s> a man walks a dog on the beach </s>",
+        ]);
+        let probes = sentences(&[
+            "a man rides a horse",
+            "a zebra rides the beach",
+            "",
+            "<s> the </s> dog <unk>",
+            "field a in stands horse",
+        ]);
+        for order in 1..=5 {
+            for unk_max_count in 0..3 {
+                let config = LmConfig {
+                    order,
+                    unk_max_count,
+                    fixed_discounts: None,
+                };
+                let trained = NgramLm::train_with(corpus.iter().map(Vec::as_slice), &config);
+                let counts = merged_counts(&corpus, order, |i| i * 7 % 3, &[2, 0, 1]);
+                assert_eq!(counts.sentences(), corpus.len() as u64);
+                let fitted = NgramLm::from_counts(&counts, &config);
+                assert_same_model(&trained, &fitted);
+                assert_same_outputs(&trained, &fitted, &probes);
+                // Counts of a higher order fit a lower-order model too.
+                let higher = merged_counts(&corpus, order + 2, |i| i, &[0]);
+                assert_same_model(&trained, &NgramLm::from_counts(&higher, &config));
+            }
+        }
+    }
+
+    #[test]
+    fn removing_a_sentence_undoes_adding_it() {
+        let corpus = sentences(&["a b c", "a b", "c b a", "a b c"]);
+        let config = LmConfig::default();
+        let mut counts = NgramCounts::new(3);
+        let mut ids = Vec::new();
+        for sentence in &corpus {
+            ids.push(counts.add_sentence_ids(sentence));
+        }
+        counts.remove_sentence_ids(&ids[1]).unwrap();
+        counts.remove_sentence_ids(&ids[3]).unwrap();
+        let kept = [&corpus[0], &corpus[2]];
+        let trained = NgramLm::train_with(kept.iter().map(|s| s.as_slice()), &config);
+        assert_same_model(&trained, &NgramLm::from_counts(&counts, &config));
+        assert_eq!(counts.sentences(), 2);
+        // "a b" is no longer counted (its bigram "b </s>" is gone).
+        assert!(counts.remove_sentence_ids(&ids[1]).is_err());
+    }
+
+    #[test]
+    fn counts_round_trip_through_serde() {
+        let corpus = sentences(&["a dog runs", "a dog sits", "a cat runs", ""]);
+        let mut counts = NgramCounts::new(3);
+        for sentence in &corpus {
+            counts.add_sentence(sentence);
+        }
+        let json = serde_json::to_string(&counts).unwrap();
+        let back: NgramCounts = serde_json::from_str(&json).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), json);
+        let config = LmConfig::default();
+        assert_same_model(
+            &NgramLm::from_counts(&counts, &config),
+            &NgramLm::from_counts(&back, &config),
+        );
+        assert!(counts.approx_bytes() > 0);
+        // A corrupt table is refused.
+        let corrupt = json.replace("\"order\":3", "\"order\":2");
+        assert!(serde_json::from_str::<NgramCounts>(&corrupt).is_err());
+    }
+
+    #[test]
+    fn empty_counts_give_the_empty_model() {
+        let config = LmConfig::default();
+        let trained = NgramLm::train_with(std::iter::empty(), &config);
+        let fitted = NgramLm::from_counts(&NgramCounts::new(3), &config);
+        assert_same_model(&trained, &fitted);
+    }
+
+    proptest::proptest! {
+        /// Any corpus split over 1 to 4 counts merged in any order fits the trained model.
+        #[test]
+        fn merged_counts_fit_the_trained_model(
+            corpus in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::sample::select(vec!["a", "b", "c", "d", "e", "f", "<s>", "</s>"]),
+                    0..9,
+                ),
+                0..14,
+            ),
+            order in 1usize..5,
+            unk_max_count in 0u64..3,
+            parts in proptest::collection::vec(0usize..4, 14),
+            merge_order in proptest::sample::select(vec![
+                vec![0], vec![1, 0], vec![0, 2, 1], vec![3, 1, 0, 2], vec![2, 3, 0, 1],
+            ]),
+        ) {
+            let corpus: Vec<Vec<String>> = corpus
+                .iter()
+                .map(|s| s.iter().map(|w| w.to_string()).collect())
+                .collect();
+            let config = LmConfig { order, unk_max_count, fixed_discounts: None };
+            let trained = NgramLm::train_with(corpus.iter().map(Vec::as_slice), &config);
+            let counts = merged_counts(&corpus, order, |i| parts[i], &merge_order);
+            let fitted = NgramLm::from_counts(&counts, &config);
+            assert_same_model(&trained, &fitted);
+            let mut probes = corpus.clone();
+            probes.push(toks("a z b q"));
+            assert_same_outputs(&trained, &fitted, &probes);
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Text: tokenization, lexicons, inflection, n-gram language models, word vectors.
 
 pub mod inflect;
+pub(crate) mod interner;
 pub mod lm;
 pub mod ppmi;
 pub mod tokenize;

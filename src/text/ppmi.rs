@@ -7,11 +7,24 @@
 //! is deterministic. The SVD is a randomized range finder with power iterations (Halko,
 //! Martinsson & Tropp, 2011) over the sparse matrix, finished by a Jacobi eigensolver on a small
 //! dense matrix; everything is seeded, so the same captions and seed give the same vectors.
+//!
+//! # Training from merged counts
+//!
+//! [`train_ppmi_vectors`] needs every sentence at once. [`PpmiStats`] gathers the token counts
+//! and windowed co-occurrence counts one sentence at a time; workers each fill their own, the
+//! totals are [merged](PpmiStats::merge) in any order, and [`PpmiStats::fit`] gives the same
+//! vectors, bit for bit, as `train_ppmi_vectors` on the same sentences.
 
 use std::collections::HashMap;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use super::interner::{map_bytes, Interner};
+
+/// `(word, vector)` pairs, as [`train_ppmi_vectors`] and [`PpmiStats::fit`] give them.
+pub type VectorPairs = Vec<(String, Vec<f32>)>;
 
 /// Settings of [`train_ppmi_vectors`].
 #[derive(Debug, Clone, PartialEq)]
@@ -72,8 +85,17 @@ pub fn train_ppmi_vectors<'a>(
         return Vec::new();
     }
     let matrix = ppmi_matrix(&sentences, &vocabulary, config);
+    vectors_of(vocabulary, &matrix, config)
+}
+
+/// The vectors of the vocabulary's words (the matrix's rows, in order).
+fn vectors_of(
+    vocabulary: Vec<String>,
+    matrix: &SparseMatrix,
+    config: &PpmiConfig,
+) -> Vec<(String, Vec<f32>)> {
     let dims = config.dims.max(1).min(vocabulary.len());
-    let (left, singular_values) = truncated_svd(&matrix, dims, config);
+    let (left, singular_values) = truncated_svd(matrix, dims, config);
     let weights: Vec<f64> = singular_values
         .iter()
         .map(|s| s.powf(config.singular_value_power))
@@ -98,6 +120,14 @@ fn vocabulary(sentences: &[&[String]], config: &PpmiConfig) -> Vec<String> {
     for token in sentences.iter().flat_map(|s| s.iter()) {
         *counts.entry(token.as_str()).or_default() += 1;
     }
+    ranked_vocabulary(counts, config)
+}
+
+/// The vocabulary from each seen word's count (in any order).
+fn ranked_vocabulary<'a>(
+    counts: impl IntoIterator<Item = (&'a str, u64)>,
+    config: &PpmiConfig,
+) -> Vec<String> {
     let mut words: Vec<(&str, u64)> = counts
         .into_iter()
         .filter(|&(_, c)| c >= config.min_count)
@@ -107,6 +137,234 @@ fn vocabulary(sentences: &[&[String]], config: &PpmiConfig) -> Vec<String> {
         words.truncate(max);
     }
     words.into_iter().map(|(w, _)| w.to_string()).collect()
+}
+
+/// Mergeable co-occurrence statistics of a corpus, from which [`PpmiStats::fit`] gives the
+/// vectors [`train_ppmi_vectors`] would train on the same sentences.
+///
+/// # Execution model
+///
+/// Accumulate per worker, merge, fit once: each worker counts the sentences it reads with
+/// [`add_sentence`](Self::add_sentence); the workers' statistics are combined with
+/// [`merge`](Self::merge) (serialized with serde between processes if need be) in any order;
+/// the total is fitted once. Everything counted is an integer, so the vectors do not depend on
+/// how the sentences were split or ordered.
+///
+/// # What is counted
+///
+/// Every token's count, and for every two positions at most `window` apart in a sentence the
+/// pair of their raw tokens (unordered). The vocabulary (`min_count`, `max_vocabulary`) is
+/// only known from the total; since out-of-vocabulary words keep their positions in
+/// [`train_ppmi_vectors`]'s windows, its counts are the raw pairs' counts restricted to the
+/// vocabulary.
+///
+/// # Memory
+///
+/// Grows with the distinct words (their text, a count each) and the distinct co-occurring
+/// word pairs (about 20 bytes each with the hash table's overhead).
+/// [`approx_bytes`](Self::approx_bytes) estimates it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "PpmiStatsWire")]
+pub struct PpmiStats {
+    window: usize,
+    words: Interner,
+    /// By local id.
+    token_counts: Vec<u64>,
+    /// Co-occurrences of two local ids, either order, keyed by [`pair_key`].
+    pairs: HashMap<u64, u64>,
+}
+
+/// The key of the unordered pair of local ids `a`, `b`: the smaller in the high half.
+fn pair_key(a: u32, b: u32) -> u64 {
+    let (low, high) = if a <= b { (a, b) } else { (b, a) };
+    (u64::from(low) << 32) | u64::from(high)
+}
+
+fn pair_of_key(key: u64) -> (u32, u32) {
+    ((key >> 32) as u32, key as u32)
+}
+
+impl PpmiStats {
+    /// Empty statistics for a context window of `window` positions on either side (at least 1;
+    /// [`PpmiConfig::window`]).
+    pub fn new(window: usize) -> PpmiStats {
+        PpmiStats {
+            window: window.max(1),
+            words: Interner::default(),
+            token_counts: Vec::new(),
+            pairs: HashMap::new(),
+        }
+    }
+
+    /// The context window counted.
+    pub fn window(&self) -> usize {
+        self.window
+    }
+
+    /// The number of tokens counted.
+    pub fn tokens(&self) -> u64 {
+        self.token_counts.iter().sum()
+    }
+
+    /// The number of distinct co-occurring word pairs counted.
+    pub fn distinct_pairs(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// Counts one tokenized sentence.
+    pub fn add_sentence<S: AsRef<str>>(&mut self, tokens: &[S]) {
+        let ids: Vec<u32> = tokens
+            .iter()
+            .map(|t| self.words.intern(t.as_ref()))
+            .collect();
+        self.token_counts.resize(self.words.len(), 0);
+        for (i, &word) in ids.iter().enumerate() {
+            self.token_counts[word as usize] += 1;
+            let end = (i + self.window + 1).min(ids.len());
+            for &context in &ids[i + 1..end] {
+                *self.pairs.entry(pair_key(word, context)).or_default() += 1;
+            }
+        }
+    }
+
+    /// Adds `other`'s counts to these.
+    ///
+    /// # Panics
+    ///
+    /// When the two count different windows.
+    pub fn merge(&mut self, mut other: PpmiStats) {
+        assert_eq!(
+            self.window, other.window,
+            "co-occurrence counts of different windows cannot be merged"
+        );
+        if other.pairs.len() > self.pairs.len() {
+            std::mem::swap(self, &mut other);
+        }
+        let remap = self.words.absorb(&other.words);
+        self.token_counts.resize(self.words.len(), 0);
+        for (&id, &count) in remap.iter().zip(&other.token_counts) {
+            self.token_counts[id as usize] += count;
+        }
+        for (key, count) in other.pairs {
+            let (a, b) = pair_of_key(key);
+            let key = pair_key(remap[a as usize], remap[b as usize]);
+            *self.pairs.entry(key).or_default() += count;
+        }
+    }
+
+    /// The word vectors, identical to [`train_ppmi_vectors`] with `config` on the counted
+    /// sentences.
+    ///
+    /// # Panics
+    ///
+    /// When `config.window` is not the window counted.
+    pub fn fit(&self, config: &PpmiConfig) -> Vec<(String, Vec<f32>)> {
+        assert_eq!(
+            config.window.max(1),
+            self.window,
+            "co-occurrences counted within {} positions cannot fit vectors of window {}",
+            self.window,
+            config.window
+        );
+        let counts = self
+            .words
+            .words()
+            .zip(self.token_counts.iter().copied())
+            .filter(|&(_, count)| count > 0);
+        let vocabulary = ranked_vocabulary(counts, config);
+        if vocabulary.is_empty() {
+            return Vec::new();
+        }
+        let ids: HashMap<&str, u32> = vocabulary
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.as_str(), i as u32))
+            .collect();
+        let to_vocabulary: Vec<Option<u32>> =
+            self.words.words().map(|w| ids.get(w).copied()).collect();
+        let mut pairs: HashMap<(u32, u32), f64> = HashMap::new();
+        for (&key, &count) in &self.pairs {
+            let (a, b) = pair_of_key(key);
+            if let (Some(a), Some(b)) = (to_vocabulary[a as usize], to_vocabulary[b as usize]) {
+                // Whole numbers below 2^53: exact in any order of addition.
+                let count = count as f64;
+                *pairs.entry((a, b)).or_default() += count;
+                *pairs.entry((b, a)).or_default() += count;
+            }
+        }
+        let matrix = ppmi_of_pairs(&pairs, vocabulary.len(), config);
+        vectors_of(vocabulary, &matrix, config)
+    }
+
+    /// Heap bytes held, roughly.
+    pub fn approx_bytes(&self) -> usize {
+        self.words.approx_bytes()
+            + self.token_counts.capacity() * 8
+            + map_bytes(self.pairs.capacity(), 16)
+    }
+}
+
+/// [`PpmiStats`] as serialized: the word table, token counts by local id, and the pairs' ids
+/// (two per pair, sorted) beside their counts.
+#[derive(Serialize, Deserialize)]
+struct PpmiStatsWire {
+    window: usize,
+    words: Vec<String>,
+    token_counts: Vec<u64>,
+    pairs: Vec<u32>,
+    pair_counts: Vec<u64>,
+}
+
+impl Serialize for PpmiStats {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut pairs: Vec<(u64, u64)> = self.pairs.iter().map(|(&k, &c)| (k, c)).collect();
+        pairs.sort_unstable();
+        PpmiStatsWire {
+            window: self.window,
+            words: self.words.to_words(),
+            token_counts: self.token_counts.clone(),
+            pairs: pairs
+                .iter()
+                .flat_map(|&(key, _)| {
+                    let (a, b) = pair_of_key(key);
+                    [a, b]
+                })
+                .collect(),
+            pair_counts: pairs.iter().map(|&(_, c)| c).collect(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl TryFrom<PpmiStatsWire> for PpmiStats {
+    type Error = String;
+
+    fn try_from(wire: PpmiStatsWire) -> Result<PpmiStats, String> {
+        let bad = |reason: &str| Err(format!("co-occurrence counts: {reason}"));
+        let words =
+            Interner::from_words(wire.words).map_err(|e| format!("co-occurrence counts: {e}"))?;
+        if wire.window == 0 || wire.token_counts.len() != words.len() {
+            return bad("the window or the number of token counts is wrong");
+        }
+        if wire.pairs.len() != 2 * wire.pair_counts.len() {
+            return bad("the pairs and their counts disagree");
+        }
+        let mut pairs = HashMap::with_capacity(wire.pair_counts.len());
+        for (pair, count) in wire.pairs.chunks_exact(2).zip(wire.pair_counts) {
+            if pair.iter().any(|&id| id as usize >= words.len()) {
+                return bad("a word id is out of range");
+            }
+            if count == 0 || pairs.insert(pair_key(pair[0], pair[1]), count).is_some() {
+                return bad("a pair is listed twice or with count 0");
+            }
+        }
+        Ok(PpmiStats {
+            window: wire.window,
+            words,
+            token_counts: wire.token_counts,
+            pairs,
+        })
+    }
 }
 
 /// A sparse matrix in compressed rows: `rows[i]` lists `(column, value)` sorted by column.
@@ -167,10 +425,15 @@ fn ppmi_matrix(
             }
         }
     }
-    let n = vocabulary.len();
+    ppmi_of_pairs(&pairs, vocabulary.len(), config)
+}
+
+/// The PPMI matrix of `n` words from their co-occurrence counts `#(w,c)` (integers, so that
+/// their sums are exact and do not depend on the map's order).
+fn ppmi_of_pairs(pairs: &HashMap<(u32, u32), f64>, n: usize, config: &PpmiConfig) -> SparseMatrix {
     let mut word_totals = vec![0.0; n];
     let mut context_totals = vec![0.0; n];
-    for (&(w, c), &count) in &pairs {
+    for (&(w, c), &count) in pairs {
         word_totals[w as usize] += count;
         context_totals[c as usize] += count;
     }
@@ -180,7 +443,7 @@ fn ppmi_matrix(
         .collect();
     let smoothed_total: f64 = smoothed.iter().sum();
     let mut rows: Vec<Vec<(u32, f64)>> = vec![Vec::new(); n];
-    for (&(w, c), &count) in &pairs {
+    for (&(w, c), &count) in pairs {
         let context_probability = smoothed[c as usize] / smoothed_total;
         let pmi = (count / (word_totals[w as usize] * context_probability)).ln();
         if pmi > 0.0 {
@@ -461,6 +724,118 @@ mod tests {
         assert_eq!(vocabulary(&refs, &config), ["b"]);
         let vectors = train_ppmi_vectors(refs.iter().copied(), &config);
         assert_eq!(vectors.len(), 1);
+    }
+
+    /// Vectors as bits, so that the comparison is exact (and NaN-safe).
+    fn bits(vectors: &[(String, Vec<f32>)]) -> Vec<(String, Vec<u32>)> {
+        vectors
+            .iter()
+            .map(|(w, v)| (w.clone(), v.iter().map(|x| x.to_bits()).collect()))
+            .collect()
+    }
+
+    /// Statistics of `corpus` split into the parts `part_of` assigns, merged in `merge_order`.
+    fn merged_stats(
+        corpus: &[Vec<String>],
+        window: usize,
+        part_of: impl Fn(usize) -> usize,
+        merge_order: &[usize],
+    ) -> PpmiStats {
+        let mut parts: Vec<Option<PpmiStats>> = (0..merge_order.len())
+            .map(|_| Some(PpmiStats::new(window)))
+            .collect();
+        for (i, sentence) in corpus.iter().enumerate() {
+            let part = part_of(i) % merge_order.len();
+            parts[part].as_mut().unwrap().add_sentence(sentence);
+        }
+        let mut total = parts[merge_order[0]].take().unwrap();
+        for &p in &merge_order[1..] {
+            total.merge(parts[p].take().unwrap());
+        }
+        total
+    }
+
+    #[test]
+    fn merged_stats_fit_the_trained_vectors() {
+        let corpus = sentences(&[
+            "the cat eats its food in the kitchen",
+            "the dog eats its food in the kitchen",
+            "",
+            "a small cat sleeps on the warm sofa",
+            "a small dog sleeps on the warm sofa",
+            "the cat chases a ball the cat",
+            "the dog chases a ball",
+            "a red car drives down the busy road",
+            "the car parks near the busy road",
+            "a fast car drives on the highway",
+        ]);
+        for window in 1..5 {
+            for (min_count, max_vocabulary) in [(1, None), (2, None), (1, Some(7)), (3, Some(4))] {
+                let config = PpmiConfig {
+                    window,
+                    dims: 6,
+                    min_count,
+                    max_vocabulary,
+                    ..PpmiConfig::default()
+                };
+                let trained = train_ppmi_vectors(corpus.iter().map(Vec::as_slice), &config);
+                let stats = merged_stats(&corpus, window, |i| i * 5 % 3, &[1, 2, 0]);
+                assert_eq!(
+                    stats.tokens(),
+                    corpus.iter().map(Vec::len).sum::<usize>() as u64
+                );
+                assert_eq!(bits(&trained), bits(&stats.fit(&config)));
+            }
+        }
+    }
+
+    #[test]
+    fn stats_round_trip_through_serde() {
+        let corpus = sentences(&["b a b c a b", "d", "a c d b"]);
+        let stats = merged_stats(&corpus, 2, |i| i, &[0, 1]);
+        let json = serde_json::to_string(&stats).unwrap();
+        let back: PpmiStats = serde_json::from_str(&json).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), json);
+        let config = PpmiConfig::default();
+        assert_eq!(bits(&stats.fit(&config)), bits(&back.fit(&config)));
+        assert!(stats.approx_bytes() > 0);
+        assert!(PpmiStats::new(2).fit(&config).is_empty());
+    }
+
+    proptest::proptest! {
+        /// Any corpus split over 1 to 4 statistics merged in any order gives the same vectors.
+        #[test]
+        fn random_corpora_fit_the_trained_vectors(
+            corpus in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::sample::select(vec!["a", "b", "c", "d", "e", "f", "g"]),
+                    0..10,
+                ),
+                0..12,
+            ),
+            window in 1usize..4,
+            min_count in 1u64..3,
+            max_vocabulary in proptest::option::of(1usize..6),
+            parts in proptest::collection::vec(0usize..4, 12),
+            merge_order in proptest::sample::select(vec![
+                vec![0], vec![1, 0], vec![0, 2, 1], vec![3, 1, 0, 2], vec![2, 3, 0, 1],
+            ]),
+        ) {
+            let corpus: Vec<Vec<String>> = corpus
+                .iter()
+                .map(|s| s.iter().map(|w| w.to_string()).collect())
+                .collect();
+            let config = PpmiConfig {
+                window,
+                dims: 4,
+                min_count,
+                max_vocabulary,
+                ..PpmiConfig::default()
+            };
+            let trained = train_ppmi_vectors(corpus.iter().map(Vec::as_slice), &config);
+            let stats = merged_stats(&corpus, window, |i| parts[i], &merge_order);
+            proptest::prop_assert_eq!(bits(&trained), bits(&stats.fit(&config)));
+        }
     }
 
     #[test]

@@ -1,0 +1,140 @@
+//! SSA's corpus-level models (the built-in quality scorer, the PPMI word vectors) fitted from
+//! statistics gathered in a streaming pass over the run's captions.
+//!
+//! # Execution model
+//!
+//! Accumulate per worker, merge, fit once:
+//!
+//! 1. Each worker makes an [`SsaCorpusStats`] with the run's settings and adds every caption it
+//!    reads with [`SsaCorpusStats::add_caption`], numbering the non-empty captions of each input
+//!    unit (file) from 0 in read order.
+//! 2. The workers' statistics are combined with [`SsaCorpusStats::merge`], in any order and
+//!    grouping; they serialize with serde to cross process boundaries.
+//! 3. [`SsaCorpusStats::fit`] fits both models once from the total.
+//!
+//! Everything gathered is exact (integer counts, a length histogram, the held-out captions
+//! themselves), so the models do not depend on how the captions were split between workers
+//! or on the merge order. With a single input unit they are the models that training on all
+//! captions in read order gives ([`BuiltinQualityScorer::train`] and
+//! [`train_ppmi_vectors`](crate::text::ppmi::train_ppmi_vectors)), bit for bit; with several
+//! units the vectors still are, but the quality scorer's held-out captions are chosen per unit
+//! (see [`QualityConfig::holds_out`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::select::quality::{BuiltinQualityScorer, QualityConfig, QualityStats};
+use crate::text::ppmi::{PpmiConfig, PpmiStats, VectorPairs};
+use crate::text::tokenize::tokenize;
+
+/// Mergeable statistics of a run's captions for SSA's corpus-level models: the quality scorer's
+/// ([`QualityStats`]) and the word vectors' ([`PpmiStats`]).
+///
+/// Memory grows with the distinct n-grams of the captions (up to the scorer's order), the
+/// distinct word pairs co-occurring within the vectors' window, the distinct words, and the
+/// held-out captions' tokens (one caption in `calibration_every`, 4 bytes a token);
+/// [`approx_bytes`](Self::approx_bytes) estimates it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SsaCorpusStats {
+    /// [`QualityConfig::calibration_every`] the held-out captions were chosen with.
+    calibration_every: usize,
+    quality: QualityStats,
+    vectors: PpmiStats,
+}
+
+impl SsaCorpusStats {
+    /// Empty statistics for models fitted with these settings (the ones later given to
+    /// [`fit`](Self::fit)).
+    pub fn new(quality: &QualityConfig, ppmi: &PpmiConfig) -> SsaCorpusStats {
+        SsaCorpusStats {
+            calibration_every: quality.calibration_every,
+            quality: QualityStats::new(quality.order),
+            vectors: PpmiStats::new(ppmi.window),
+        }
+    }
+
+    /// Adds one caption's text, tokenized with [`tokenize`] as the models see it.
+    ///
+    /// `index_in_unit` numbers the non-empty captions of the caption's input unit from 0 in
+    /// read order; it decides whether the caption is held out of the quality scorer's
+    /// calibration model ([`QualityConfig::holds_out`]). Returns whether the caption was
+    /// non-empty, that is whether it took the number: the caller advances its count when it
+    /// returns true. A caption is empty when its text is only whitespace
+    /// (`text.trim().is_empty()`); it then counts for nothing (the quality scorer skips it, and
+    /// the vectors see no token).
+    pub fn add_caption(&mut self, index_in_unit: u64, text: &str) -> bool {
+        let tokens = tokenize(text);
+        if tokens.is_empty() {
+            return false;
+        }
+        let every = self.calibration_every as u64;
+        // `QualityConfig::holds_out`'s rule (a zero `calibration_every` fails at fit).
+        let held_out = every != 0 && index_in_unit % every == every - 1;
+        self.quality.add_caption(held_out, &tokens);
+        self.vectors.add_sentence(&tokens);
+        true
+    }
+
+    /// Adds `other`'s statistics to these. Fails when the two were made with different
+    /// settings.
+    pub fn merge(&mut self, other: SsaCorpusStats) -> Result<()> {
+        if (
+            self.calibration_every,
+            self.quality.order(),
+            self.vectors.window(),
+        ) != (
+            other.calibration_every,
+            other.quality.order(),
+            other.vectors.window(),
+        ) {
+            return Err(Error::invalid(
+                "ssa corpus statistics",
+                "statistics gathered with different settings cannot be merged",
+            ));
+        }
+        self.quality.merge(other.quality);
+        self.vectors.merge(other.vectors);
+        Ok(())
+    }
+
+    /// The number of non-empty captions added.
+    pub fn captions(&self) -> u64 {
+        self.quality.captions()
+    }
+
+    /// Heap bytes held, roughly (for memory accounting).
+    pub fn approx_bytes(&self) -> usize {
+        self.quality.approx_bytes() + self.vectors.approx_bytes()
+    }
+
+    /// Fits the quality scorer and the word vectors (`(word, vector)` pairs for
+    /// [`WordVectors::from_pairs`](crate::text::WordVectors::from_pairs)).
+    ///
+    /// Fails as [`BuiltinQualityScorer::train`] does (too few captions, settings out of
+    /// range), or when `quality` or `ppmi` differ from the settings the statistics were
+    /// gathered with in what the gathering depends on (`calibration_every`, the vectors'
+    /// window, an `order` above the gathered one).
+    pub fn fit(
+        self,
+        quality: &QualityConfig,
+        ppmi: &PpmiConfig,
+    ) -> Result<(BuiltinQualityScorer, VectorPairs)> {
+        let mismatch = |what: String| Err(Error::invalid("ssa corpus statistics", what));
+        if quality.calibration_every != self.calibration_every {
+            return mismatch(format!(
+                "gathered with calibration_every {}, cannot fit calibration_every {}",
+                self.calibration_every, quality.calibration_every
+            ));
+        }
+        if ppmi.window.max(1) != self.vectors.window() {
+            return mismatch(format!(
+                "co-occurrences gathered within {} positions, cannot fit window {}",
+                self.vectors.window(),
+                ppmi.window
+            ));
+        }
+        let scorer = BuiltinQualityScorer::from_stats(self.quality, quality)?;
+        let vectors = self.vectors.fit(ppmi);
+        Ok((scorer, vectors))
+    }
+}

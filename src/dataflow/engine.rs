@@ -43,14 +43,15 @@ use timely::dataflow::InputHandle;
 
 use super::augment::{ImageOutput, StageContexts};
 use super::buckets::{changelog as image_changes, chunks};
-use super::models::{fit_methods, model_rows};
+use super::models::{fit_methods_with, fits_from_stats, model_rows};
 use super::record::Staged;
 use super::runtime::{CollectedRun, KeyedRow, RecordNumbering};
 use super::spill::BucketSpill;
+use super::ssa::corpus_stats;
 use super::stages::{Failure, SsaImage, StageMeter};
 use super::state::bucket_of;
 use super::{ClusterOptions, DataflowSpec};
-use crate::augment::ssa::Drop as SsaDrop;
+use crate::augment::ssa::{Drop as SsaDrop, SsaCorpusStats};
 use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
 use crate::export::{
@@ -109,6 +110,8 @@ enum Message {
         rows: u64,
     },
     ModelRow(KeyedRow),
+    /// What one worker gathered for SSA's corpus-level models.
+    SsaStats(Box<SsaCorpusStats>),
     ReadDone,
     /// Images of a part just written, for the progress display.
     Progress(u64),
@@ -152,8 +155,14 @@ pub fn run_streaming(
     // A part's rows are decoded into typed rows and per-image state several times their encoded
     // size; each worker holds one part at a time, and the writer one more.
     let part_bytes = (memory_limit / (4 * (local_workers as u64 + 1))).max(4 << 10);
+    // SSA's models are fitted from statistics the readers gather; other models from rows.
+    let ssa_stats = match (&corpus, &spec.ssa) {
+        (None, Some(config)) if fits_from_stats(spec) => Some(corpus_stats(config)),
+        _ => None,
+    };
     let keep = match &corpus {
         Some(_) => None,
+        None if ssa_stats.is_some() => None,
         None => model_rows(spec),
     };
     let augments = spec.augments() || spec.keeps_originals();
@@ -201,11 +210,14 @@ pub fn run_streaming(
                     .probe_with(&probe);
             });
         }
+        let mut stats = ssa_stats.clone();
         for (i, unit) in units.iter().enumerate() {
             if i % peers != index {
                 continue;
             }
             let mut sink = SpillingSink {
+                stats: stats.as_mut(),
+                captions: 0,
                 input: &mut input,
                 worker: &mut *worker,
                 messages: &messages,
@@ -232,6 +244,9 @@ pub fn run_streaming(
         }
         if let Err(err) = spill.borrow_mut().finish() {
             fail(err);
+        }
+        if let Some(stats) = stats.take() {
+            let _ = messages.send(Message::SsaStats(Box::new(stats)));
         }
         let _ = messages.send(Message::ReadDone);
         // The models, fitted by the main thread once every worker has read its inputs.
@@ -344,6 +359,7 @@ pub fn run_streaming(
     let failure = Failure::default();
     let mut first_error: Option<Error> = None;
     let mut model_rows_read: Vec<Arc<KeyedRow>> = Vec::new();
+    let mut gathered: Option<SsaCorpusStats> = None;
     let mut reads_done = 0;
     let mut rows_read = 0u64;
     let mut stage_totals: Vec<StageMetrics> = Vec::new();
@@ -360,6 +376,18 @@ pub fn run_streaming(
                 rows_read += rows;
             }
             Message::ModelRow(row) => model_rows_read.push(Arc::new(row)),
+            Message::SsaStats(stats) => {
+                let merged = match gathered.take() {
+                    Some(mut total) => total.merge(*stats).map(|()| total),
+                    None => Ok(*stats),
+                };
+                match merged {
+                    Ok(total) => gathered = Some(total),
+                    Err(err) => {
+                        first_error.get_or_insert(err);
+                    }
+                }
+            }
             Message::ReadDone => {
                 reads_done += 1;
                 if reads_done < local_workers {
@@ -380,7 +408,7 @@ pub fn run_streaming(
                                 }
                             }
                         };
-                        match fitted_contexts(spec, &fit, augments, &failure) {
+                        match fitted_contexts(spec, &fit, gathered.take(), augments, &failure) {
                             Ok((fitted, metrics)) => {
                                 models_metrics = metrics;
                                 Some(fitted)
@@ -513,6 +541,7 @@ fn input_units(spec: &DataflowSpec) -> Result<Vec<InputUnit>> {
 fn fitted_contexts(
     spec: &DataflowSpec,
     fit: &CollectedRun,
+    ssa_stats: Option<SsaCorpusStats>,
     augments: bool,
     failure: &Failure,
 ) -> Result<(FittedStages, Option<StageMetrics>)> {
@@ -523,7 +552,7 @@ fn fitted_contexts(
         };
         return Ok((fitted, None));
     }
-    let (methods, metrics) = fit_methods(spec, fit)?;
+    let (methods, metrics) = fit_methods_with(spec, fit, ssa_stats)?;
     let names = methods.stage_names();
     let fitted = FittedStages {
         contexts: StageContexts::new(methods, spec.seed, failure),
@@ -593,6 +622,10 @@ struct SpillingSink<'a> {
     numbering: RecordNumbering<'a>,
     rows: u64,
     keep: Option<fn(&Row) -> bool>,
+    /// SSA's corpus statistics, when its models are fitted from them, and the number of
+    /// non-empty captions of this unit so far.
+    stats: Option<&'a mut SsaCorpusStats>,
+    captions: u64,
 }
 
 impl RecordSink for SpillingSink<'_> {
@@ -605,6 +638,11 @@ impl RecordSink for SpillingSink<'_> {
             ordinal,
             row,
         };
+        if let (Some(stats), Row::Caption(caption)) = (self.stats.as_deref_mut(), &keyed.row) {
+            if stats.add_caption(self.captions, &caption.text) {
+                self.captions += 1;
+            }
+        }
         if self.keep.is_some_and(|keep| keep(&keyed.row)) {
             self.messages
                 .send(Message::ModelRow(keyed.clone()))

@@ -11,9 +11,10 @@ use crate::ingest::Row;
 
 use super::augment::{group_images, Methods};
 use super::runtime::CollectedRun;
-use super::ssa::build_models;
+use super::ssa::{build_models, build_models_from_stats};
 use super::state::rows_digest;
 use super::DataflowSpec;
+use crate::augment::ssa::SsaCorpusStats;
 
 /// The rows the spec's corpus-level models learn from, if it has such models: SSA's scorer and
 /// vectors learn from the captions; the relatedness encoder and the CutSwap vocabulary from every
@@ -38,6 +39,22 @@ pub fn models_digest(spec: &DataflowSpec, fit: &CollectedRun) -> Result<Option<S
 /// Fits the spec's methods' models on `fit` (rows in read order) and returns the methods with
 /// the `models` stage's metrics.
 pub fn fit_methods(spec: &DataflowSpec, fit: &CollectedRun) -> Result<(Methods, StageMetrics)> {
+    fit_methods_with(spec, fit, None)
+}
+
+/// Whether the spec's corpus-level models can be fitted from statistics gathered while reading
+/// ([`fit_methods_with`]) instead of rows: SSA's can; the relatedness encoder and the CutSwap
+/// vocabulary still learn from rows.
+pub fn fits_from_stats(spec: &DataflowSpec) -> bool {
+    spec.ssa.is_some() && spec.relatedness.is_none() && spec.cutswap.is_none()
+}
+
+/// [`fit_methods`], with SSA's models fitted from `ssa_stats` when given.
+pub fn fit_methods_with(
+    spec: &DataflowSpec,
+    fit: &CollectedRun,
+    ssa_stats: Option<SsaCorpusStats>,
+) -> Result<(Methods, StageMetrics)> {
     let started = std::time::Instant::now();
     let mut methods = Methods {
         originals: spec.keeps_originals(),
@@ -46,13 +63,20 @@ pub fn fit_methods(spec: &DataflowSpec, fit: &CollectedRun) -> Result<(Methods, 
         ..Methods::default()
     };
     let mut fitted = 0;
+    let mut captions = fit
+        .rows
+        .iter()
+        .filter(|r| matches!(r.row, Row::Caption(_)))
+        .count() as u64;
     if let Some(config) = &spec.ssa {
-        let models = build_models(
-            config,
-            &fit.rows,
-            spec.models.amr_to_text.as_ref(),
-            builtin_realizer(),
-        )?;
+        let adapter = spec.models.amr_to_text.as_ref();
+        let models = match ssa_stats {
+            Some(stats) => {
+                captions = stats.captions();
+                build_models_from_stats(config, stats, adapter, builtin_realizer())?
+            }
+            None => build_models(config, &fit.rows, adapter, builtin_realizer())?,
+        };
         methods.ssa = Some((config.clone(), models));
         fitted += 2;
     }
@@ -76,11 +100,6 @@ pub fn fit_methods(spec: &DataflowSpec, fit: &CollectedRun) -> Result<(Methods, 
             .registered
             .push(crate::augment::method::build(name, config)?);
     }
-    let captions = fit
-        .rows
-        .iter()
-        .filter(|r| matches!(r.row, Row::Caption(_)))
-        .count() as u64;
     let metrics = StageMetrics {
         name: "models".into(),
         rows_in: captions,

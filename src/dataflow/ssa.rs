@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use crate::amr::align::ModifierLexicon;
-use crate::augment::ssa::{EventRealizer, ExternalRealizer, SsaConfig, SsaModels};
+use crate::augment::ssa::{EventRealizer, ExternalRealizer, SsaConfig, SsaCorpusStats, SsaModels};
 use crate::error::{Error, Result};
 use crate::ingest::Row;
 use crate::models::{AdapterConfig, ModelKind, SubprocessAdapter};
@@ -32,6 +32,27 @@ pub const STAGES: [&str; 6] = [
     "control-signals",
 ];
 
+/// The quality scorer's settings for `config`.
+fn quality_config(config: &SsaConfig) -> QualityConfig {
+    QualityConfig {
+        threshold: config.quality_threshold,
+        ..QualityConfig::default()
+    }
+}
+
+/// Too few captions for the built-in scorer is a property of the input data (exit code 3).
+fn training_error(e: Error) -> Error {
+    Error::invalid(
+        "input for ssa",
+        format!("the built-in quality scorer is trained on the run's captions: {e}"),
+    )
+}
+
+/// Empty statistics for SSA's corpus-level models ([`build_models_from_stats`]).
+pub fn corpus_stats(config: &SsaConfig) -> SsaCorpusStats {
+    SsaCorpusStats::new(&quality_config(config), &PpmiConfig::default())
+}
+
 /// Trains or loads the corpus-level models SSA needs, from the run's rows in read order.
 pub fn build_models(
     config: &SsaConfig,
@@ -46,20 +67,8 @@ pub fn build_models(
             _ => None,
         })
         .collect();
-    let quality = BuiltinQualityScorer::train(
-        &captions,
-        &QualityConfig {
-            threshold: config.quality_threshold,
-            ..QualityConfig::default()
-        },
-    )
-    .map_err(|e| {
-        // Too few captions is a property of the input data (exit code 3).
-        Error::invalid(
-            "input for ssa",
-            format!("the built-in quality scorer is trained on the run's captions: {e}"),
-        )
-    })?;
+    let quality =
+        BuiltinQualityScorer::train(&captions, &quality_config(config)).map_err(training_error)?;
     let vectors = match &config.vectors {
         Some(path) => WordVectors::read(path, VectorFormat::Detect)?,
         None => {
@@ -68,6 +77,35 @@ pub fn build_models(
             WordVectors::from_pairs(pairs)?
         }
     };
+    assemble(config, quality, vectors, amr_to_text, realizer)
+}
+
+/// [`build_models`] from statistics the workers gathered while reading
+/// ([`crate::augment::ssa::SsaCorpusStats`]): the same models when the captions come from one
+/// input file (with several, the scorer's held-out captions are chosen per file).
+pub fn build_models_from_stats(
+    config: &SsaConfig,
+    stats: SsaCorpusStats,
+    amr_to_text: Option<&AdapterConfig>,
+    realizer: Arc<dyn EventRealizer>,
+) -> Result<SsaModels> {
+    let (quality, pairs) = stats
+        .fit(&quality_config(config), &PpmiConfig::default())
+        .map_err(training_error)?;
+    let vectors = match &config.vectors {
+        Some(path) => WordVectors::read(path, VectorFormat::Detect)?,
+        None => WordVectors::from_pairs(pairs)?,
+    };
+    assemble(config, quality, vectors, amr_to_text, realizer)
+}
+
+fn assemble(
+    config: &SsaConfig,
+    quality: BuiltinQualityScorer,
+    vectors: WordVectors,
+    amr_to_text: Option<&AdapterConfig>,
+    realizer: Arc<dyn EventRealizer>,
+) -> Result<SsaModels> {
     let frames = match &config.frames {
         Some(path) => Some(crate::amr::sample::read_frames(path)?),
         None => None,

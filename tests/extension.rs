@@ -149,7 +149,7 @@ fn a_failing_registered_method_stops_the_run_with_its_error() {
     let tmp = tempfile::tempdir().unwrap();
     // A copy of the sample data with one caption asking the method to fail.
     let flickr = tmp.path().join("flickr");
-    copy_dir(
+    common::copy_dir(
         &common::repo_root().join("examples/data/flickr30k_entities"),
         &flickr,
     );
@@ -175,17 +175,4 @@ fn a_failing_registered_method_stops_the_run_with_its_error() {
     let err = run(&unknown, &options(tmp.path().join("unknown"), 1)).unwrap_err();
     assert_eq!(err.exit_code(), 2, "{err}");
     assert!(err.to_string().contains("whisper"), "{err}");
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }

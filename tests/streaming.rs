@@ -27,7 +27,7 @@ fn capflow(args: &[&str]) {
 /// that a bucket can be cut into several parts.
 fn recipe(dir: &Path) -> PathBuf {
     let data = dir.join("data");
-    copy_dir(&common::repo_root().join("examples/data"), &data);
+    common::copy_dir(&common::repo_root().join("examples/data"), &data);
     let text = std::fs::read_to_string(common::repo_root().join("dataflows/ssa-flickr30k.toml"))
         .unwrap()
         .replace("../examples/data", "data")
@@ -35,19 +35,6 @@ fn recipe(dir: &Path) -> PathBuf {
     let spec = dir.join("ssa.toml");
     std::fs::write(&spec, text).unwrap();
     spec
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// The current version's data files by name, with their bytes.

@@ -45,7 +45,7 @@ use super::augment::{ImageOutput, StageContexts};
 use super::buckets::{changelog as image_changes, chunks};
 use super::models::{fit_methods_with, fits_from_stats, model_rows};
 use super::record::Staged;
-use super::runtime::{CollectedRun, KeyedRow, RecordNumbering};
+use super::runtime::{input_units, CollectedRun, KeyedRow, RecordNumbering};
 use super::spill::BucketSpill;
 use super::ssa::corpus_stats;
 use super::stages::{Failure, SsaImage, StageMeter};
@@ -58,7 +58,7 @@ use crate::export::{
     read_file_rows, shard_index, ChangelogWriter, DatasetSink, DatasetWriter, FileEntry, Manifest,
     StageMetrics,
 };
-use crate::ingest::{read_input, Format, IngestCounts, RecordSink, Row};
+use crate::ingest::{read_input, IngestCounts, RecordSink, Row};
 use crate::schema::{batch_to_rows, rows_to_batch, RejectedRow, SampleRow, TableKind};
 
 /// The default memory budget of a run.
@@ -81,14 +81,6 @@ pub struct StreamedRun {
     pub dropped: BTreeMap<SsaDrop, u64>,
     /// Wall-clock time of the method stages.
     pub wall: Duration,
-}
-
-/// One path of one input, read whole by one worker.
-#[derive(Clone, Debug)]
-struct InputUnit {
-    format: Format,
-    path: PathBuf,
-    tables: Option<Vec<TableKind>>,
 }
 
 /// A part's results, sent by the worker that ran its stages to the writing thread.
@@ -507,33 +499,6 @@ pub fn run_streaming(
         elapsed_ms: writing.as_millis() as u64 + export_started.elapsed().as_millis() as u64,
     });
     Ok(run)
-}
-
-/// The spec's input units, each checked to exist.
-fn input_units(spec: &DataflowSpec) -> Result<Vec<InputUnit>> {
-    let units: Vec<InputUnit> = spec
-        .inputs
-        .iter()
-        .flat_map(|input| {
-            input.paths.iter().map(|path| InputUnit {
-                format: input.format,
-                path: path.clone(),
-                tables: input.tables.clone(),
-            })
-        })
-        .collect();
-    for unit in &units {
-        if !unit.path.exists() {
-            return Err(Error::io(
-                &unit.path,
-                std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!("the {} input does not exist", unit.format.name()),
-                ),
-            ));
-        }
-    }
-    Ok(units)
 }
 
 /// The stage contexts of the spec's methods with their models fitted on `fit`, the names of

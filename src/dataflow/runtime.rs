@@ -61,11 +61,39 @@ enum WorkerMessage {
 
 /// One path of one input, read whole by one worker.
 #[derive(Clone, Debug)]
-struct InputUnit {
-    format: Format,
-    path: PathBuf,
+pub(super) struct InputUnit {
+    pub format: Format,
+    pub path: PathBuf,
     /// Tables whose rows are kept (`None`: all).
-    tables: Option<Vec<TableKind>>,
+    pub tables: Option<Vec<TableKind>>,
+}
+
+/// The spec's input units in order (unit `i` is read by worker `i % peers`), each checked to
+/// exist.
+pub(super) fn input_units(spec: &DataflowSpec) -> Result<Vec<InputUnit>> {
+    let units: Vec<InputUnit> = spec
+        .inputs
+        .iter()
+        .flat_map(|input| {
+            input.paths.iter().map(|path| InputUnit {
+                format: input.format,
+                path: path.clone(),
+                tables: input.tables.clone(),
+            })
+        })
+        .collect();
+    for unit in &units {
+        if !unit.path.exists() {
+            return Err(Error::io(
+                &unit.path,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("the {} input does not exist", unit.format.name()),
+                ),
+            ));
+        }
+    }
+    Ok(units)
 }
 
 /// How a reader's records are numbered and counted, by the dataflow's reader and by the piece
@@ -171,28 +199,7 @@ pub fn run_collect_sharing(
     let buckets = spec.output.buckets;
     let share = share.filter(|_| cluster.processes > 1);
     let local_workers = cluster.workers;
-    let units: Vec<InputUnit> = spec
-        .inputs
-        .iter()
-        .flat_map(|input| {
-            input.paths.iter().map(|path| InputUnit {
-                format: input.format,
-                path: path.clone(),
-                tables: input.tables.clone(),
-            })
-        })
-        .collect();
-    for unit in &units {
-        if !unit.path.exists() {
-            return Err(Error::io(
-                &unit.path,
-                std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!("the {} input does not exist", unit.format.name()),
-                ),
-            ));
-        }
-    }
+    let units = input_units(spec)?;
     let (sender, receiver) = crossbeam_channel::bounded::<WorkerMessage>(16 * 1024);
     let started = Instant::now();
     let connecting = super::cluster::Connecting::start(cluster, "read phase");

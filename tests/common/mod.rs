@@ -79,3 +79,17 @@ pub fn data_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         .map(|f| (f.path.clone(), std::fs::read(dir.join(&f.path)).unwrap()))
         .collect()
 }
+
+/// Copies the directory tree `from` to `to` (created if missing).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}

@@ -614,6 +614,20 @@ pub fn samples(image: &ImageAnnotations, config: &ClidConfig, seed: u64) -> Vec<
     out
 }
 
+impl super::method::Method for ClidConfig {
+    fn stage(&self) -> &str {
+        "clid"
+    }
+
+    fn rows_in(&self, image: &ImageAnnotations) -> usize {
+        image.scene_graphs.len()
+    }
+
+    fn samples(&self, image: &ImageAnnotations, seed: u64) -> crate::error::Result<Vec<SampleRow>> {
+        Ok(samples(image, self, seed))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -216,6 +216,20 @@ pub fn samples(image: &ImageAnnotations, config: &GbcSampleConfig, seed: u64) ->
     out
 }
 
+impl super::method::Method for GbcSampleConfig {
+    fn stage(&self) -> &str {
+        "gbc"
+    }
+
+    fn rows_in(&self, image: &ImageAnnotations) -> usize {
+        image.gbc_graphs.len()
+    }
+
+    fn samples(&self, image: &ImageAnnotations, seed: u64) -> crate::error::Result<Vec<SampleRow>> {
+        Ok(samples(image, self, seed))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

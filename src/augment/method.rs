@@ -26,9 +26,17 @@ use crate::error::{Error, Result};
 use crate::schema::SampleRow;
 
 /// An augmentation method: one image's annotations in, samples out.
+///
+/// The single-stage built-in methods (the original captions, CLID, GBC, relatedness, CutSwap)
+/// implement it too and run through the same stage; SSA, whose work is split over six stages,
+/// does not.
 pub trait Method: Send + Sync {
     /// The stage's name in the manifest and the progress display.
     fn stage(&self) -> &str;
+    /// What the stage counts as its rows in for one image (default: its captions).
+    fn rows_in(&self, image: &ImageAnnotations) -> usize {
+        image.captions.len()
+    }
     /// The image's samples; `seed` is the run's seed.
     fn samples(&self, image: &ImageAnnotations, seed: u64) -> Result<Vec<SampleRow>>;
 }

@@ -463,6 +463,20 @@ pub fn original_samples(image: &ImageAnnotations, seed: u64) -> Vec<SampleRow> {
     samples
 }
 
+/// The dataset's own captions as `original` samples, first in each image's samples (the `D` of
+/// `D ∪ SSA`; `include_originals`).
+pub struct OriginalCaptions;
+
+impl crate::augment::method::Method for OriginalCaptions {
+    fn stage(&self) -> &str {
+        "originals"
+    }
+
+    fn samples(&self, image: &ImageAnnotations, seed: u64) -> Result<Vec<SampleRow>> {
+        Ok(original_samples(image, seed))
+    }
+}
+
 /// What the quality filter kept of an image's sentences, and what it dropped, by reason.
 #[derive(Clone, Debug, Default)]
 pub struct Filtered {

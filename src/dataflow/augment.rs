@@ -30,18 +30,12 @@ use super::record::{ImageRecord, Staged};
 use super::runtime::{CollectedRun, KeyedRow};
 use super::ssa::STAGES as SSA_STAGES;
 use super::stages::{
-    amr_align::amr_align, clid::clid, control_signals::control_signals, cutswap::cutswap,
-    event_sample::event_sample, gather::gather, gbc::gbc, merge::merge,
-    method::method as registered_method, originals::originals, quality_filter::quality_filter,
-    realize::realize, relatedness::relatedness, Failure, Images, MethodContext, SsaImage,
-    StageContext, StageMeter,
+    amr_align::amr_align, control_signals::control_signals, event_sample::event_sample,
+    gather::gather, merge::merge, method::method, quality_filter::quality_filter, realize::realize,
+    Failure, Images, MethodContext, SsaImage, StageContext, StageMeter,
 };
 use super::ClusterOptions;
-use crate::augment::clid::ClidConfig;
-use crate::augment::cutswap::Model as CutswapModel;
-use crate::augment::gbc::GbcSampleConfig;
 use crate::augment::method::Method;
-use crate::augment::relatedness::RelatednessModel;
 use crate::augment::ssa::{Drop, SsaConfig, SsaModels};
 use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
@@ -52,39 +46,23 @@ use crate::schema::{RejectedRow, SampleRow};
 /// The methods of a run, with their configurations and fitted corpus-level models.
 #[derive(Default)]
 pub struct Methods {
-    /// Keep the original captions as `original` samples.
-    pub originals: bool,
+    /// The original captions as `original` samples, before every other method's.
+    pub originals: Option<Arc<dyn Method>>,
     pub ssa: Option<(SsaConfig, SsaModels)>,
-    pub clid: Option<ClidConfig>,
-    pub gbc: Option<GbcSampleConfig>,
-    pub relatedness: Option<RelatednessModel>,
-    pub cutswap: Option<CutswapModel>,
-    /// Registered methods ([`crate::augment::method`]), after the built-in ones.
-    pub registered: Vec<Arc<dyn Method>>,
+    /// The single-stage methods after SSA, in dataflow order: CLID, GBC, relatedness, CutSwap,
+    /// then the registered ones ([`crate::augment::method`]).
+    pub after_ssa: Vec<Arc<dyn Method>>,
 }
 
 impl Methods {
     /// The stages these methods run, in dataflow order, as named in the manifest.
     pub fn stage_names(&self) -> Vec<String> {
-        let mut names = vec!["gather"];
-        if self.originals {
-            names.push("originals");
-        }
+        let mut names = vec!["gather".to_string()];
+        names.extend(self.originals.iter().map(|m| m.stage().to_string()));
         if self.ssa.is_some() {
-            names.extend(SSA_STAGES);
+            names.extend(SSA_STAGES.map(str::to_string));
         }
-        for (on, name) in [
-            (self.clid.is_some(), "clid"),
-            (self.gbc.is_some(), "gbc"),
-            (self.relatedness.is_some(), "relatedness"),
-            (self.cutswap.is_some(), "cutswap"),
-        ] {
-            if on {
-                names.push(name);
-            }
-        }
-        let mut names: Vec<String> = names.into_iter().map(str::to_string).collect();
-        names.extend(self.registered.iter().map(|m| m.stage().to_string()));
+        names.extend(self.after_ssa.iter().map(|m| m.stage().to_string()));
         names
     }
 }
@@ -271,19 +249,15 @@ pub fn run_augment(
 /// method's configuration and fitted models, with the run's seed and failure slot.
 #[derive(Clone, Default)]
 pub struct StageContexts {
-    originals: Option<Arc<MethodContext<()>>>,
+    originals: Option<Arc<MethodContext<Arc<dyn Method>>>>,
     ssa: Option<Arc<StageContext>>,
-    clid: Option<Arc<MethodContext<ClidConfig>>>,
-    gbc: Option<Arc<MethodContext<GbcSampleConfig>>>,
-    relatedness: Option<Arc<MethodContext<RelatednessModel>>>,
-    cutswap: Option<Arc<MethodContext<CutswapModel>>>,
-    registered: Vec<Arc<MethodContext<Arc<dyn Method>>>>,
+    after_ssa: Vec<Arc<MethodContext<Arc<dyn Method>>>>,
 }
 
 impl StageContexts {
     pub fn new(methods: Methods, seed: u64, failure: &Failure) -> StageContexts {
         StageContexts {
-            originals: methods.originals.then(|| method_context(seed, (), failure)),
+            originals: methods.originals.map(|m| method_context(seed, m, failure)),
             ssa: methods.ssa.map(|(config, models)| {
                 Arc::new(StageContext {
                     seed,
@@ -292,14 +266,8 @@ impl StageContexts {
                     failure: failure.clone(),
                 })
             }),
-            clid: methods.clid.map(|c| method_context(seed, c, failure)),
-            gbc: methods.gbc.map(|c| method_context(seed, c, failure)),
-            relatedness: methods
-                .relatedness
-                .map(|m| method_context(seed, m, failure)),
-            cutswap: methods.cutswap.map(|m| method_context(seed, m, failure)),
-            registered: methods
-                .registered
+            after_ssa: methods
+                .after_ssa
                 .into_iter()
                 .map(|m| method_context(seed, m, failure))
                 .collect(),
@@ -314,7 +282,7 @@ impl StageContexts {
         next: &mut dyn FnMut() -> StageMeter,
     ) -> Images<'scope> {
         if let Some(ctx) = &self.originals {
-            images = originals(images, Arc::clone(ctx), next());
+            images = method(images, Arc::clone(ctx), next());
         }
         if let Some(ctx) = &self.ssa {
             images = amr_align(images, Arc::clone(ctx), next());
@@ -324,20 +292,8 @@ impl StageContexts {
             images = quality_filter(images, Arc::clone(ctx), next());
             images = control_signals(images, Arc::clone(ctx), next());
         }
-        if let Some(ctx) = &self.clid {
-            images = clid(images, Arc::clone(ctx), next());
-        }
-        if let Some(ctx) = &self.gbc {
-            images = gbc(images, Arc::clone(ctx), next());
-        }
-        if let Some(ctx) = &self.relatedness {
-            images = relatedness(images, Arc::clone(ctx), next());
-        }
-        if let Some(ctx) = &self.cutswap {
-            images = cutswap(images, Arc::clone(ctx), next());
-        }
-        for ctx in &self.registered {
-            images = registered_method(images, Arc::clone(ctx), next());
+        for ctx in &self.after_ssa {
+            images = method(images, Arc::clone(ctx), next());
         }
         images
     }

@@ -4,7 +4,10 @@
 
 use crate::augment::cutswap;
 use crate::augment::relatedness::RelatednessModel;
-use crate::augment::ssa::builtin_realizer;
+use std::sync::Arc;
+
+use crate::augment::method::{self, Method};
+use crate::augment::ssa::{builtin_realizer, OriginalCaptions};
 use crate::error::{Error, Result};
 use crate::export::StageMetrics;
 use crate::ingest::Row;
@@ -57,11 +60,17 @@ pub fn fit_methods_with(
 ) -> Result<(Methods, StageMetrics)> {
     let started = std::time::Instant::now();
     let mut methods = Methods {
-        originals: spec.keeps_originals(),
-        clid: spec.clid.clone(),
-        gbc: spec.gbc.clone(),
+        originals: spec
+            .keeps_originals()
+            .then(|| Arc::new(OriginalCaptions) as Arc<dyn Method>),
         ..Methods::default()
     };
+    if let Some(config) = &spec.clid {
+        methods.after_ssa.push(Arc::new(config.clone()));
+    }
+    if let Some(config) = &spec.gbc {
+        methods.after_ssa.push(Arc::new(config.clone()));
+    }
     let mut fitted = 0;
     let mut captions = fit
         .rows
@@ -85,20 +94,18 @@ pub fn fit_methods_with(
         if let Some(config) = &spec.relatedness {
             let model = RelatednessModel::fit(&images, config)
                 .map_err(|e| Error::Config(format!("relatedness: fitting the model: {e}")))?;
-            methods.relatedness = Some(model);
+            methods.after_ssa.push(Arc::new(model));
             fitted += 1;
         }
         if let Some(config) = &spec.cutswap {
             let model = cutswap::fit(&images, config)
                 .map_err(|e| Error::Config(format!("cutswap: fitting the model: {e}")))?;
-            methods.cutswap = Some(model);
+            methods.after_ssa.push(Arc::new(model));
             fitted += 1;
         }
     }
     for (name, config) in &spec.methods {
-        methods
-            .registered
-            .push(crate::augment::method::build(name, config)?);
+        methods.after_ssa.push(method::build(name, config)?);
     }
     let metrics = StageMetrics {
         name: "models".into(),

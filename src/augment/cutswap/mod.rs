@@ -544,3 +544,13 @@ pub fn sample_id(image_id: &str, source: &str) -> String {
     }
     format!("{METHOD}-{}", &hex::encode(h.finalize())[..16])
 }
+
+impl crate::augment::method::Method for Model {
+    fn stage(&self) -> &str {
+        "cutswap"
+    }
+
+    fn samples(&self, image: &ImageAnnotations, seed: u64) -> Result<Vec<SampleRow>> {
+        Ok(Model::samples(self, image, seed))
+    }
+}

@@ -470,3 +470,13 @@ impl RelatednessModel {
         })
     }
 }
+
+impl crate::augment::method::Method for RelatednessModel {
+    fn stage(&self) -> &str {
+        "relatedness"
+    }
+
+    fn samples(&self, image: &ImageAnnotations, seed: u64) -> Result<Vec<SampleRow>> {
+        RelatednessModel::samples(self, image, seed)
+    }
+}

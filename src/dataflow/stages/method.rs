@@ -1,4 +1,6 @@
-//! The stage of a registered method ([`crate::augment::method`]): its samples for one image.
+//! The stage of a single-stage method ([`crate::augment::method::Method`]: the original captions,
+//! CLID, GBC, relatedness, CutSwap, and registered methods): its samples for one image, appended
+//! to the image's samples.
 
 use std::sync::Arc;
 
@@ -16,7 +18,7 @@ pub fn method<'scope>(
         ctx.failure.clone(),
         meter,
         move |image_id, state| {
-            let rows_in = state.image.captions.len();
+            let rows_in = ctx.method.rows_in(&state.image);
             match ctx.method.samples(&state.image, ctx.seed) {
                 Ok(new) => {
                     let count = StageCount::new(rows_in, new.len(), 0);

@@ -3,23 +3,19 @@
 //!
 //! Per-image state ([`SsaImage`]) moves through the stages in a differential collection keyed by
 //! image: `gather` builds it from the image's records, every later stage fills in its part; the
-//! method stages (`originals`, SSA's `control-signals`, `clid`, `gbc`, `relatedness`, `cutswap`)
-//! append their samples in that order.
+//! method stages (`originals`, SSA's `control-signals`, `clid`, `gbc`, `relatedness`, `cutswap`,
+//! then registered methods) append their samples in that order. Every single-stage method is wired
+//! by [`method`] through [`crate::augment::method::Method`]; SSA has a file per stage.
 //! Every stage reports rows in / rows out / rejected / time to its [`StageMeter`].
 
 pub mod amr_align;
-pub mod clid;
 pub mod control_signals;
-pub mod cutswap;
 pub mod event_sample;
 pub mod gather;
-pub mod gbc;
 pub mod merge;
 pub mod method;
-pub mod originals;
 pub mod quality_filter;
 pub mod realize;
-pub mod relatedness;
 
 use std::cell::RefCell;
 use std::rc::Rc;

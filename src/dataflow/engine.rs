@@ -3,50 +3,45 @@
 //!
 //! ```text
 //! readers ─(bucket of image key)→ spill (Arrow IPC per bucket and table)      ┐ read
-//!         └─ rows the models learn from → main thread: fit once ─────────────┘
-//! spill ─ part by part (whole chunks, ≤ part budget) → gather → method stages → part outputs
-//!       → main thread: the part's chunks written and closed, its changes as a sorted run
+//!         └─ statistics / rows the models learn from → main thread: fit once ─┘
+//! spill ─ part by part (whole chunks, ≤ part budget) → gather → method stages
+//!       → the worker writes the part's chunks and closes them, its changes as a sorted run
 //! runs ─ merged by image id → changelog; ledger, manifest → commit
 //! ```
 //!
 //! Every worker reads its share of the inputs (input path `i` goes to worker `i % peers`) and
 //! sends each row to the worker owning its bucket (`bucket % peers`), which appends it to that
 //! bucket's spill files. Once every input is read, the main thread fits the corpus-level models
-//! from the rows they learn from (in read order, so they are the same for any number of
-//! workers) and hands them to the workers. Each worker then reads its buckets back in parts:
-//! consecutive ranges of image ids that end at bucket-chunk boundaries
-//! ([`super::spill::BucketSpill::parts`]), so a part holds whole images and whole chunks. A
-//! part's images go through the method stages on the worker that read it; the main thread
-//! writes the part's chunks and closes them at once, and keeps the part's changes as a run
-//! sorted by image id in the scratch directory. At the end the runs are merged into the
-//! changelog and the dataset is committed. The bytes are those of [`super::buckets`]'s export:
-//! each chunk holds its images' rows in read order, then their samples, images by id.
+//! from the statistics the readers gathered, or from the rows they learn from in read order, so
+//! the models are the same for any number of workers, and hands them to the workers. Each
+//! worker then reads its buckets back in parts: consecutive ranges of image ids that end at
+//! bucket-chunk boundaries ([`super::spill::BucketSpill::parts`]), so a part holds whole images
+//! and whole chunks. A part's images go through the method stages on the worker that read it,
+//! and the same worker writes the part's chunks into shards of its own, closes them at once,
+//! and keeps the part's changes as a run sorted by image id in the scratch directory. At the
+//! end the commit adopts every worker's shards, the runs are merged into the changelog and the
+//! dataset is committed. The bytes are those of [`super::buckets`]'s export: each chunk holds
+//! its images' rows in read order, then their samples, images by id.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BinaryHeap};
-use std::fs::File;
-use std::io::{BufReader, BufWriter};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, Int8Array, RecordBatch};
-use arrow::ipc::reader::StreamReader;
-use arrow::ipc::writer::StreamWriter;
 use differential_dataflow::input::Input as _;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::probe::Handle as ProbeHandle;
 use timely::dataflow::operators::vec::Map;
 use timely::dataflow::operators::{Exchange, Input, Probe};
-use timely::dataflow::InputHandle;
 
 use super::augment::{ImageOutput, StageContexts};
 use super::buckets::{changelog as image_changes, chunks};
 use super::models::{fit_methods_with, fits_from_stats, model_rows};
 use super::record::Staged;
-use super::runtime::{input_units, CollectedRun, KeyedRow, RecordNumbering};
-use super::spill::BucketSpill;
+use super::runtime::{input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowInput};
+use super::spill::{write_changes, BucketSpill};
 use super::ssa::corpus_stats;
 use super::stages::{Failure, SsaImage, StageMeter};
 use super::state::bucket_of;
@@ -55,11 +50,10 @@ use crate::augment::ssa::{Drop as SsaDrop, SsaCorpusStats};
 use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
 use crate::export::{
-    read_file_rows, shard_index, ChangelogWriter, DatasetSink, DatasetWriter, FileEntry, Manifest,
-    StageMetrics,
+    read_file_rows, shard_index, DatasetSink, DatasetWriter, FileEntry, Manifest, StageMetrics,
 };
-use crate::ingest::{read_input, IngestCounts, RecordSink, Row};
-use crate::schema::{batch_to_rows, rows_to_batch, RejectedRow, SampleRow, TableKind};
+use crate::ingest::{IngestCounts, RecordSink, Row};
+use crate::schema::{RejectedRow, SampleRow, TableKind};
 
 /// The default memory budget of a run.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
@@ -73,8 +67,10 @@ pub struct StreamedRun {
     pub image_rejected: Vec<(String, Vec<RejectedRow>)>,
     pub counts: IngestCounts,
     pub stages: Vec<StageMetrics>,
-    /// The changelog, written and ready to stage.
-    pub changelog: Option<ChangelogWriter>,
+    /// The shards the workers wrote, for the commit to adopt.
+    pub files: Vec<FileEntry>,
+    /// The changes, as runs sorted by image id ([`super::spill::merge_changes`]).
+    pub runs: Vec<PathBuf>,
     /// Images that went through the stages, samples by method, SSA's drops by reason.
     pub images: u64,
     pub samples: BTreeMap<String, u64>,
@@ -102,8 +98,8 @@ enum Message {
         rows: u64,
     },
     ModelRow(KeyedRow),
-    /// What one worker gathered for SSA's corpus-level models.
-    SsaStats(Box<SsaCorpusStats>),
+    /// What one worker (by its index) gathered for SSA's corpus-level models.
+    SsaStats(usize, Box<SsaCorpusStats>),
     ReadDone,
     /// Images of a part just written, for the progress display.
     Progress(u64),
@@ -113,21 +109,22 @@ enum Message {
     Failed(Error),
 }
 
-/// Whether the streaming engine runs `spec`: a single process without `--state`, whose
-/// samples are all kept (`[mix]` selects over all samples at once), writing a new dataset or a
+/// Whether the streaming engine runs `spec` (a run without `--state`): one whose samples are
+/// all kept (`[mix]` selects over all samples at once), writing a new dataset or a
 /// new version of one whose samples are in bucket chunks of the same bucket count.
-pub fn streams(spec: &DataflowSpec, cluster: &ClusterOptions, previous: Option<&Manifest>) -> bool {
+pub fn streams(spec: &DataflowSpec, previous: Option<&Manifest>) -> bool {
     let buckets = spec.output.buckets;
     let bucketed = previous.is_none_or(|manifest| {
         manifest.table_files(TableKind::Samples).all(|file| {
             file.chunk.is_some() && shard_index(&file.path).is_some_and(|(_, n)| n == buckets)
         })
     });
-    cluster.processes <= 1 && bucketed && spec.mix == crate::select::mix::MixConfig::All
+    bucketed && spec.mix == crate::select::mix::MixConfig::All
 }
 
-/// Runs `spec` with the streaming engine, writing its buckets into `writer`; returns what the
-/// commit needs. `corpus` holds the rows of the spec's fixed model corpus, when it has one.
+/// Runs this process's share of `spec` with the streaming engine: its workers write the shards
+/// of their buckets, and the changes go to runs in `writer`'s scratch directory. Returns what
+/// the commit needs. `corpus` holds the rows of the spec's fixed model corpus, when it has one.
 pub fn run_streaming(
     spec: &DataflowSpec,
     cluster: &ClusterOptions,
@@ -180,7 +177,7 @@ pub fn run_streaming(
         )));
         let spill_error: Rc<RefCell<Option<Error>>> = Rc::default();
         // Read: rows to the worker owning their bucket, which spills them.
-        let mut input = InputHandle::<u64, CapacityContainerBuilder<Vec<KeyedRow>>>::new();
+        let mut input = RowInput::new();
         let probe = ProbeHandle::new();
         {
             let spill = Rc::clone(&spill);
@@ -202,33 +199,49 @@ pub fn run_streaming(
                     .probe_with(&probe);
             });
         }
-        let mut stats = ssa_stats.clone();
-        for (i, unit) in units.iter().enumerate() {
-            if i % peers != index {
-                continue;
-            }
-            let mut sink = SpillingSink {
-                stats: stats.as_mut(),
-                captions: 0,
-                input: &mut input,
-                worker: &mut *worker,
-                messages: &messages,
-                unit: i as u32,
-                numbering: RecordNumbering::new(unit.tables.as_deref()),
-                rows: 0,
-                keep,
-            };
-            let outcome = read_input(unit.format, &unit.path, &mut sink);
-            let (counts, rows) = (sink.numbering.counts, sink.rows);
-            match outcome {
-                Ok(()) => {
-                    let _ = messages.send(Message::UnitDone { counts, rows });
-                }
-                Err(err) => fail(err),
+        // What the models learn from: to the first worker of every process, which hands it to
+        // its main thread, so that every process fits the same models.
+        let mut to_models = ModelInputs::new();
+        let models_probe = {
+            let messages = messages.clone();
+            worker.dataflow(|scope| {
+                scope
+                    .input_from(&mut to_models)
+                    .container::<Vec<(usize, ModelInput)>>()
+                    .exchange(|(to, _): &(usize, ModelInput)| *to as u64)
+                    .flat_map(move |(_, input): (usize, ModelInput)| {
+                        let message = match input {
+                            ModelInput::Row(row) => Message::ModelRow(*row),
+                            ModelInput::Stats(from, stats) => Message::SsaStats(from, stats),
+                        };
+                        let _ = messages.send(message);
+                        None::<()>
+                    })
+                    .probe()
+                    .0
+            })
+        };
+        let first_workers: Vec<usize> = (0..peers / local_workers)
+            .map(|process| process * local_workers)
+            .collect();
+        let mut observer = SpillObserver {
+            messages: &messages,
+            to_models: &mut to_models,
+            first_workers: &first_workers,
+            keep,
+            stats: ssa_stats.clone(),
+            unit: None,
+            captions: 0,
+        };
+        read_units(&units, worker, input, &mut observer);
+        if let Some(stats) = observer.stats.take() {
+            let stats = Box::new(stats);
+            for &to in &first_workers {
+                to_models.send((to, ModelInput::Stats(index, stats.clone())));
             }
         }
-        input.close();
-        while !probe.done() {
+        to_models.close();
+        while !probe.done() || !models_probe.done() {
             worker.step();
         }
         if let Some(err) = spill_error.borrow_mut().take() {
@@ -236,9 +249,6 @@ pub fn run_streaming(
         }
         if let Err(err) = spill.borrow_mut().finish() {
             fail(err);
-        }
-        if let Some(stats) = stats.take() {
-            let _ = messages.send(Message::SsaStats(Box::new(stats)));
         }
         let _ = messages.send(Message::ReadDone);
         // The models, fitted by the main thread once every worker has read its inputs.
@@ -351,7 +361,7 @@ pub fn run_streaming(
     let failure = Failure::default();
     let mut first_error: Option<Error> = None;
     let mut model_rows_read: Vec<Arc<KeyedRow>> = Vec::new();
-    let mut gathered: Option<SsaCorpusStats> = None;
+    let mut gathered: Vec<(usize, SsaCorpusStats)> = Vec::new();
     let mut reads_done = 0;
     let mut rows_read = 0u64;
     let mut stage_totals: Vec<StageMetrics> = Vec::new();
@@ -368,18 +378,7 @@ pub fn run_streaming(
                 rows_read += rows;
             }
             Message::ModelRow(row) => model_rows_read.push(Arc::new(row)),
-            Message::SsaStats(stats) => {
-                let merged = match gathered.take() {
-                    Some(mut total) => total.merge(*stats).map(|()| total),
-                    None => Ok(*stats),
-                };
-                match merged {
-                    Ok(total) => gathered = Some(total),
-                    Err(err) => {
-                        first_error.get_or_insert(err);
-                    }
-                }
-            }
+            Message::SsaStats(from, stats) => gathered.push((from, *stats)),
             Message::ReadDone => {
                 reads_done += 1;
                 if reads_done < local_workers {
@@ -400,7 +399,10 @@ pub fn run_streaming(
                                 }
                             }
                         };
-                        match fitted_contexts(spec, &fit, gathered.take(), augments, &failure) {
+                        let stats = merged_stats(std::mem::take(&mut gathered));
+                        match stats.and_then(|stats| {
+                            fitted_contexts(spec, &fit, stats, augments, &failure)
+                        }) {
                             Ok((fitted, metrics)) => {
                                 models_metrics = metrics;
                                 Some(fitted)
@@ -453,7 +455,8 @@ pub fn run_streaming(
         return Err(err);
     }
     run.wall = augment_started.map_or(Duration::ZERO, |s| s.elapsed());
-    writer.adopt(std::mem::take(&mut written.files))?;
+    run.files = std::mem::take(&mut written.files);
+    run.runs = std::mem::take(&mut written.runs);
     run.images = written.stage_images;
     run.samples = std::mem::take(&mut written.samples);
     run.dropped = std::mem::take(&mut written.dropped);
@@ -476,7 +479,10 @@ pub fn run_streaming(
         elapsed_ms: 0,
     });
     if augments {
-        run.stages.extend(models_metrics);
+        // Every process fits the same models; the first one reports the fit.
+        if cluster.process == 0 {
+            run.stages.extend(models_metrics);
+        }
         run.stages.extend(stage_totals);
         let samples: u64 = run.samples.values().sum();
         run.stages.push(StageMetrics {
@@ -487,16 +493,12 @@ pub fn run_streaming(
             elapsed_ms: 0,
         });
     }
-    let export_started = Instant::now();
-    let rows_written = written.rows_written;
-    let writing = written.elapsed;
-    run.changelog = Some(changelog(writer, &written.runs)?);
     run.stages.push(StageMetrics {
         name: "export".into(),
-        rows_in: rows_written,
-        rows_out: rows_written,
+        rows_in: written.rows_written,
+        rows_out: written.rows_written,
         rejected: 0,
-        elapsed_ms: writing.as_millis() as u64 + export_started.elapsed().as_millis() as u64,
+        elapsed_ms: written.elapsed.as_millis() as u64,
     });
     Ok(run)
 }
@@ -532,6 +534,32 @@ struct FittedStages {
     contexts: StageContexts,
     /// The stages' names in dataflow order, `gather` first.
     names: Vec<String>,
+}
+
+/// What a worker sends the models' fitting: a row they learn from, or the statistics it
+/// gathered (with its index).
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+enum ModelInput {
+    Row(Box<KeyedRow>),
+    Stats(usize, Box<SsaCorpusStats>),
+}
+
+/// The model inputs' dataflow input: `(worker to deliver to, input)`.
+type ModelInputs =
+    timely::dataflow::InputHandle<u64, CapacityContainerBuilder<Vec<(usize, ModelInput)>>>;
+
+/// Every worker's statistics merged in worker order, so that the models are the same on every
+/// process and in every run.
+fn merged_stats(mut gathered: Vec<(usize, SsaCorpusStats)>) -> Result<Option<SsaCorpusStats>> {
+    gathered.sort_by_key(|(from, _)| *from);
+    let mut merged: Option<SsaCorpusStats> = None;
+    for (_, stats) in gathered {
+        match &mut merged {
+            Some(total) => total.merge(stats)?,
+            None => merged = Some(stats),
+        }
+    }
+    Ok(merged)
 }
 
 /// The spill directory of worker `index`.
@@ -577,61 +605,58 @@ fn gather_part(rows: &[KeyedRow], meter: Option<&StageMeter>) -> Vec<Staged<SsaI
     images
 }
 
-/// Feeds one worker's input units into the read dataflow; rejections and the rows the models
-/// learn from go to the main thread.
-struct SpillingSink<'a> {
-    input: &'a mut InputHandle<u64, CapacityContainerBuilder<Vec<KeyedRow>>>,
-    worker: &'a mut timely::worker::Worker,
+/// What a worker's readers hand on besides the rows: rejections and unit counts to the main
+/// thread, the rows the models learn from and SSA's corpus statistics to the model inputs.
+struct SpillObserver<'a> {
     messages: &'a crossbeam_channel::Sender<Message>,
-    unit: u32,
-    numbering: RecordNumbering<'a>,
-    rows: u64,
+    /// Where the rows the models learn from go: the first worker of every process.
+    to_models: &'a mut ModelInputs,
+    first_workers: &'a [usize],
     keep: Option<fn(&Row) -> bool>,
-    /// SSA's corpus statistics, when its models are fitted from them, and the number of
-    /// non-empty captions of this unit so far.
-    stats: Option<&'a mut SsaCorpusStats>,
+    stats: Option<SsaCorpusStats>,
+    /// The unit being read and its number of non-empty captions so far.
+    unit: Option<u32>,
     captions: u64,
 }
 
-impl RecordSink for SpillingSink<'_> {
-    fn row(&mut self, row: Row) -> Result<()> {
-        let Some(ordinal) = self.numbering.row(&row) else {
-            return Ok(());
-        };
-        let keyed = KeyedRow {
-            unit: self.unit,
-            ordinal,
-            row,
-        };
-        if let (Some(stats), Row::Caption(caption)) = (self.stats.as_deref_mut(), &keyed.row) {
+impl SpillObserver<'_> {
+    fn send(&self, message: Message) -> Result<()> {
+        self.messages
+            .send(message)
+            .map_err(|_| Error::Usage("run was cancelled".into()))
+    }
+}
+
+impl ReadObserver for SpillObserver<'_> {
+    fn row(&mut self, keyed: &KeyedRow) -> Result<()> {
+        if let (Some(stats), Row::Caption(caption)) = (self.stats.as_mut(), &keyed.row) {
+            if self.unit != Some(keyed.unit) {
+                self.unit = Some(keyed.unit);
+                self.captions = 0;
+            }
             if stats.add_caption(self.captions, &caption.text) {
                 self.captions += 1;
             }
         }
         if self.keep.is_some_and(|keep| keep(&keyed.row)) {
-            self.messages
-                .send(Message::ModelRow(keyed.clone()))
-                .map_err(|_| Error::Usage("run was cancelled".into()))?;
-        }
-        self.input.send(keyed);
-        self.rows += 1;
-        // Let the dataflow drain now and then so memory stays bounded by the batch, not the file.
-        if self.rows.is_multiple_of(4096) {
-            self.worker.step();
+            for &to in self.first_workers {
+                self.to_models
+                    .send((to, ModelInput::Row(Box::new(keyed.clone()))));
+            }
         }
         Ok(())
     }
 
-    fn reject(&mut self, rejected: RejectedRow) -> Result<()> {
-        let message = Message::Rejected(self.unit, self.numbering.reject(), rejected);
-        self.messages
-            .send(message)
-            .map_err(|_| Error::Usage("run was cancelled".into()))
+    fn rejected(&mut self, unit: u32, ordinal: u64, row: RejectedRow) -> Result<()> {
+        self.send(Message::Rejected(unit, ordinal, row))
     }
 
-    fn accepted(&mut self) -> Result<()> {
-        self.numbering.accepted();
-        Ok(())
+    fn unit_read(&mut self, outcome: Result<(IngestCounts, u64)>) {
+        let message = match outcome {
+            Ok((counts, rows)) => Message::UnitDone { counts, rows },
+            Err(err) => Message::Failed(err),
+        };
+        let _ = self.messages.send(message);
     }
 }
 
@@ -832,7 +857,7 @@ impl PartWriter {
             let path = self
                 .runs_dir
                 .join(format!("run-{:06}.arrows", written.runs.len()));
-            write_run(&path, &changes)?;
+            write_changes(&path, &changes)?;
             written.runs.push(path);
         }
         written.elapsed += started.elapsed();
@@ -844,154 +869,5 @@ impl PartWriter {
         let mut written = self.written;
         written.files = self.writer.finish_part()?;
         Ok(written)
-    }
-}
-
-/// The changelog: the runs merged by image id.
-fn changelog(writer: &DatasetWriter, runs: &[PathBuf]) -> Result<ChangelogWriter> {
-    let mut changelog = writer.changelog_writer()?;
-    let mut readers: Vec<RunReader> = runs
-        .iter()
-        .map(|path| RunReader::open(path))
-        .collect::<Result<_>>()?;
-    // Every image's changes are in one run, so ordering heads by (image id, run) keeps each
-    // image's changes together and in their run's order.
-    let mut heads: BinaryHeap<std::cmp::Reverse<(String, usize)>> = BinaryHeap::new();
-    for (i, reader) in readers.iter_mut().enumerate() {
-        if let Some(id) = reader.peek_id()? {
-            heads.push(std::cmp::Reverse((id, i)));
-        }
-    }
-    while let Some(std::cmp::Reverse((_, i))) = heads.pop() {
-        let reader = &mut readers[i];
-        if let Some((sample, diff)) = reader.next_change()? {
-            changelog.push(sample, diff)?;
-        }
-        if let Some(id) = reader.peek_id()? {
-            heads.push(std::cmp::Reverse((id, i)));
-        }
-    }
-    for path in runs {
-        std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
-    }
-    Ok(changelog)
-}
-
-/// Rows of a run written as one batch.
-const RUN_BATCH_ROWS: usize = 4096;
-
-/// Writes `changes` (sorted by image id) as an Arrow IPC stream: the samples' columns and
-/// `diff`.
-fn write_run(path: &Path, changes: &[(SampleRow, i8)]) -> Result<()> {
-    let file = File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut writer: Option<StreamWriter<BufWriter<File>>> = None;
-    let mut file = Some(BufWriter::new(file));
-    for batch in changes.chunks(RUN_BATCH_ROWS) {
-        let rows: Vec<SampleRow> = batch.iter().map(|(s, _)| s.clone()).collect();
-        let samples = rows_to_batch(&rows)?;
-        let diffs: ArrayRef = Arc::new(Int8Array::from_iter_values(batch.iter().map(|c| c.1)));
-        let mut columns = samples.columns().to_vec();
-        columns.push(diffs);
-        let schema = run_schema();
-        let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
-            .map_err(|e| Error::arrow(format!("writing {}", path.display()), e))?;
-        if writer.is_none() {
-            if let Some(file) = file.take() {
-                writer = Some(
-                    StreamWriter::try_new(file, &schema)
-                        .map_err(|e| Error::arrow(format!("writing {}", path.display()), e))?,
-                );
-            }
-        }
-        if let Some(writer) = writer.as_mut() {
-            writer
-                .write(&batch)
-                .map_err(|e| Error::arrow(format!("writing {}", path.display()), e))?;
-        }
-    }
-    if let Some(mut writer) = writer {
-        writer
-            .finish()
-            .map_err(|e| Error::arrow(format!("writing {}", path.display()), e))?;
-    }
-    Ok(())
-}
-
-fn run_schema() -> arrow::datatypes::SchemaRef {
-    let samples = TableKind::Samples.schema();
-    let mut fields: Vec<Arc<arrow::datatypes::Field>> = samples.fields().iter().cloned().collect();
-    fields.push(Arc::new(arrow::datatypes::Field::new(
-        "diff",
-        arrow::datatypes::DataType::Int8,
-        false,
-    )));
-    Arc::new(arrow::datatypes::Schema::new(fields))
-}
-
-/// Reads a run back one batch at a time.
-struct RunReader {
-    path: PathBuf,
-    reader: Option<StreamReader<BufReader<File>>>,
-    batch: std::vec::IntoIter<(SampleRow, i8)>,
-    head: Option<(SampleRow, i8)>,
-}
-
-impl RunReader {
-    fn open(path: &Path) -> Result<RunReader> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let reader = StreamReader::try_new(BufReader::new(file), None)
-            .map_err(|e| Error::arrow(format!("reading {}", path.display()), e))?;
-        Ok(RunReader {
-            path: path.to_path_buf(),
-            reader: Some(reader),
-            batch: Vec::new().into_iter(),
-            head: None,
-        })
-    }
-
-    fn fill(&mut self) -> Result<()> {
-        while self.head.is_none() {
-            if let Some(change) = self.batch.next() {
-                self.head = Some(change);
-                return Ok(());
-            }
-            let Some(reader) = self.reader.as_mut() else {
-                return Ok(());
-            };
-            let Some(batch) = reader.next() else {
-                self.reader = None;
-                return Ok(());
-            };
-            let batch =
-                batch.map_err(|e| Error::arrow(format!("reading {}", self.path.display()), e))?;
-            let width = batch.num_columns();
-            let diffs = batch
-                .column(width - 1)
-                .as_any()
-                .downcast_ref::<Int8Array>()
-                .ok_or_else(|| Error::invalid(self.path.display().to_string(), "no diff column"))?
-                .values()
-                .to_vec();
-            let projection: Vec<usize> = (0..width - 1).collect();
-            let samples = batch
-                .project(&projection)
-                .map_err(|e| Error::arrow(format!("reading {}", self.path.display()), e))?;
-            let samples =
-                RecordBatch::try_new(TableKind::Samples.schema(), samples.columns().to_vec())
-                    .map_err(|e| Error::arrow(format!("reading {}", self.path.display()), e))?;
-            let rows = batch_to_rows::<SampleRow>(&samples)?;
-            self.batch = rows.into_iter().zip(diffs).collect::<Vec<_>>().into_iter();
-        }
-        Ok(())
-    }
-
-    fn peek_id(&mut self) -> Result<Option<String>> {
-        self.fill()?;
-        Ok(self.head.as_ref().map(|(s, _)| s.image_id.clone()))
-    }
-
-    fn next_change(&mut self) -> Result<Option<(SampleRow, i8)>> {
-        self.fill()?;
-        Ok(self.head.take())
     }
 }

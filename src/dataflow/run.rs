@@ -74,7 +74,7 @@ pub fn run(spec: &DataflowSpec, options: &RunOptions) -> Result<RunOutcome> {
     };
     // The first process locks the output directory before the read phase for the same reason:
     // the other processes stage their shards only after it.
-    let mut created = if first {
+    let created = if first {
         let mut writer = DatasetWriter::create(&out, &spec.config_hash(), spec.output.shard_bytes)?;
         writer.retain_versions(true);
         if !spec.description.is_empty() {
@@ -100,11 +100,8 @@ pub fn run(spec: &DataflowSpec, options: &RunOptions) -> Result<RunOutcome> {
         (None, None) => Some(None),
         (None, Some(_)) => None,
     };
-    if let Some(writer) = created {
-        if state.is_none() && streams(spec, cluster, writer.previous().map(|(m, _)| m)) {
-            return run_streamed(spec, cluster, writer, corpus, options.memory_limit, &out);
-        }
-        created = Some(writer);
+    if state.is_none() && streamed_run(cluster, created.as_ref(), spec)? {
+        return run_streamed(spec, cluster, created, corpus, options.memory_limit, &out);
     }
     let mut read_inputs = None;
     let mut collected = match (&state, &created) {
@@ -316,6 +313,7 @@ pub fn run(spec: &DataflowSpec, options: &RunOptions) -> Result<RunOutcome> {
     let mut part_of_this = Part {
         process,
         files: Vec::new(),
+        runs: Vec::new(),
         read_rejected: collected.rejected,
         image_rejected,
         changes: exported.changes,
@@ -326,21 +324,7 @@ pub fn run(spec: &DataflowSpec, options: &RunOptions) -> Result<RunOutcome> {
         // Hand this part to process 0 and wait for its commit: this process succeeds only if
         // the dataset was committed.
         part_of_this.files = writer.finish_part()?;
-        gather_parts(cluster, &part_of_this)?;
-        let confirmation = crate::dataflow::cluster::broadcast_from_first(cluster, None)?;
-        return match confirmation.strip_prefix("ok ") {
-            Some(version) => {
-                eprintln!(
-                    "capflow run {} process {process}: wrote its buckets; process 0 committed version {version}",
-                    spec.name
-                );
-                Ok(RunOutcome::Part)
-            }
-            None => Err(Error::Cluster {
-                process: 0,
-                reason: format!("did not commit the dataset: {confirmation}"),
-            }),
-        };
+        return hand_over(cluster, &spec.name, &part_of_this);
     }
     // With several processes, every part goes to the first process, which commits them all.
     let parts = if cluster.processes > 1 {
@@ -356,26 +340,81 @@ pub fn run(spec: &DataflowSpec, options: &RunOptions) -> Result<RunOutcome> {
         &out,
         &spec.name,
     );
+    confirm_commit(cluster, &committed)?;
+    committed.map(RunOutcome::Committed)
+}
+
+/// Whether the streaming engine runs `spec` (without `--state`). The first process decides
+/// from the dataset it writes; with several processes it tells the others, which stage their
+/// shards only once it holds the output's lock.
+fn streamed_run(
+    cluster: &ClusterOptions,
+    created: Option<&DatasetWriter>,
+    spec: &DataflowSpec,
+) -> Result<bool> {
+    let decision = created.map(|writer| streams(spec, writer.previous().map(|(m, _)| m)));
+    if cluster.processes <= 1 {
+        return Ok(decision.unwrap_or(false));
+    }
+    let message = decision.map(|streams| if streams { "stream" } else { "collect" }.to_string());
+    let decided = crate::dataflow::cluster::broadcast_from_first(cluster, message)?;
+    Ok(decided == "stream")
+}
+
+/// A process other than the first: hands its part to process 0 and waits for its commit.
+fn hand_over(cluster: &ClusterOptions, name: &str, part: &Part) -> Result<RunOutcome> {
+    gather_parts(cluster, part)?;
+    await_commit(cluster, name, part.process)
+}
+
+/// A process other than the first: waits for process 0's commit; it succeeds only if the
+/// dataset was committed.
+fn await_commit(cluster: &ClusterOptions, name: &str, process: usize) -> Result<RunOutcome> {
+    let confirmation = crate::dataflow::cluster::broadcast_from_first(cluster, None)?;
+    match confirmation.strip_prefix("ok ") {
+        Some(version) => {
+            eprintln!(
+                "capflow run {name} process {process}: wrote its buckets; process 0 committed version {version}"
+            );
+            Ok(RunOutcome::Part)
+        }
+        None => Err(Error::Cluster {
+            process: 0,
+            reason: format!("did not commit the dataset: {confirmation}"),
+        }),
+    }
+}
+
+/// The first process of a cluster run: tells the others how the commit went.
+fn confirm_commit(cluster: &ClusterOptions, committed: &Result<u64>) -> Result<()> {
     if cluster.processes > 1 {
-        let message = match &committed {
+        let message = match committed {
             Ok(version) => format!("ok {version}"),
             Err(e) => e.to_string(),
         };
         crate::dataflow::cluster::broadcast_from_first(cluster, Some(message))?;
     }
-    committed.map(RunOutcome::Committed)
+    Ok(())
 }
 
-/// A run on the streaming engine ([`crate::dataflow::engine`]): its buckets are written while
-/// it runs, then the ledger, the changelog and the manifest are committed.
+/// A run on the streaming engine ([`crate::dataflow::engine`]): every process writes the
+/// shards of its buckets while it runs and keeps its changes as sorted runs; then the first
+/// process merges every process's runs into the changelog and commits the ledger and the
+/// manifest. `created` is the first process's writer.
 fn run_streamed(
     spec: &DataflowSpec,
     cluster: &ClusterOptions,
-    mut writer: DatasetWriter,
+    created: Option<DatasetWriter>,
     corpus: Option<CollectedRun>,
     memory_limit: u64,
     out: &std::path::Path,
 ) -> Result<RunOutcome> {
+    let process = cluster.process;
+    // The other processes keep their spill files and change runs in a part of the dataset.
+    let mut writer = match created {
+        Some(writer) => writer,
+        None => DatasetWriter::part(out, &spec.config_hash(), process)?,
+    };
     let streamed = run_streaming(spec, cluster, &mut writer, corpus, memory_limit)?;
     if spec.augments() || spec.keeps_originals() {
         print_summary(
@@ -386,19 +425,128 @@ fn run_streamed(
             &streamed.dropped,
         );
     }
-    if let Some(changelog) = streamed.changelog {
-        writer.stage_changelog(changelog)?;
-    }
+    let runs = streamed
+        .runs
+        .iter()
+        .map(|run| {
+            run.strip_prefix(out)
+                .map(|relative| relative.to_string_lossy().into_owned())
+                .map_err(|_| {
+                    Error::Config(format!(
+                        "change run {} is outside the output directory",
+                        run.display()
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>>>()?;
     let part = Part {
-        process: 0,
-        files: Vec::new(),
+        process,
+        files: streamed.files,
+        runs,
         read_rejected: streamed.read_rejected,
         image_rejected: streamed.image_rejected,
         changes: Vec::new(),
         counts: streamed.counts,
         stages: streamed.stages,
     };
-    commit(writer, vec![part], 1, None, out, &spec.name).map(RunOutcome::Committed)
+    if process != 0 {
+        // The part's runs stay in its scratch directory until process 0 has committed.
+        gather_parts(cluster, &part)?;
+        send_unseen_runs(cluster, process, &streamed.runs)?;
+        let outcome = await_commit(cluster, &spec.name, process);
+        drop(writer);
+        return outcome;
+    }
+    let mut parts = if cluster.processes > 1 {
+        let mut parts = gather_parts(cluster, &part)?;
+        receive_unseen_runs(cluster, &writer, &mut parts, out)?;
+        parts
+    } else {
+        vec![part]
+    };
+    let committed = commit_streamed(&mut writer, &mut parts, out)
+        .and_then(|()| commit(writer, parts, cluster.processes, None, out, &spec.name));
+    confirm_commit(cluster, &committed)?;
+    committed.map(RunOutcome::Committed)
+}
+
+/// A process other than the first of a streamed run: sends the changes of its runs when process
+/// 0 cannot see them (each process writes into a directory of its own, without shared storage).
+fn send_unseen_runs(
+    cluster: &ClusterOptions,
+    process: usize,
+    runs: &[std::path::PathBuf],
+) -> Result<()> {
+    let unseen = crate::dataflow::cluster::broadcast_from_first(cluster, None)?;
+    let mut changes = Vec::new();
+    if unseen.split(',').any(|p| p == process.to_string()) {
+        for run in runs {
+            changes.extend(super::spill::read_changes(run)?);
+        }
+    }
+    let payload = serde_json::to_string(&changes)
+        .map_err(|e| Error::invalid("cluster changes", e.to_string()))?;
+    crate::dataflow::cluster::gather_to_first(cluster, payload)?;
+    Ok(())
+}
+
+/// The first process of a streamed run: asks the processes whose runs it cannot see for their
+/// changes and keeps them as runs of its own.
+fn receive_unseen_runs(
+    cluster: &ClusterOptions,
+    writer: &DatasetWriter,
+    parts: &mut [Part],
+    out: &std::path::Path,
+) -> Result<()> {
+    let unseen: Vec<usize> = parts
+        .iter()
+        .filter(|part| part.runs.iter().any(|run| !out.join(run).exists()))
+        .map(|part| part.process)
+        .collect();
+    let list: Vec<String> = unseen.iter().map(usize::to_string).collect();
+    crate::dataflow::cluster::broadcast_from_first(cluster, Some(list.join(",")))?;
+    let received = crate::dataflow::cluster::gather_to_first(cluster, "[]".into())?;
+    if unseen.is_empty() {
+        return Ok(());
+    }
+    let dir = writer.scratch_dir("received")?;
+    for (part, text) in parts.iter_mut().zip(received) {
+        if !unseen.contains(&part.process) {
+            continue;
+        }
+        let changes: Vec<(SampleRow, i8)> = serde_json::from_str(&text)
+            .map_err(|e| Error::invalid("cluster changes from a peer", e.to_string()))?;
+        let path = dir.join(format!("p{}.arrows", part.process));
+        super::spill::write_changes(&path, &changes)?;
+        let relative = path.strip_prefix(out).unwrap_or(&path);
+        part.runs = vec![relative.to_string_lossy().into_owned()];
+    }
+    Ok(())
+}
+
+/// Stages the changelog of a streamed run, every part's runs merged by image id, and counts its
+/// time in the `export` stage.
+fn commit_streamed(
+    writer: &mut DatasetWriter,
+    parts: &mut [Part],
+    out: &std::path::Path,
+) -> Result<()> {
+    let started = std::time::Instant::now();
+    let runs: Vec<std::path::PathBuf> = parts
+        .iter()
+        .flat_map(|part| part.runs.iter().map(|run| out.join(run)))
+        .collect();
+    let mut changelog = writer.changelog_writer()?;
+    super::spill::merge_changes(&runs, &mut changelog)?;
+    writer.stage_changelog(changelog)?;
+    let elapsed = started.elapsed().as_millis() as u64;
+    if let Some(export) = parts
+        .first_mut()
+        .and_then(|part| part.stages.iter_mut().find(|s| s.name == "export"))
+    {
+        export.elapsed_ms += elapsed;
+    }
+    Ok(())
 }
 
 /// Sends this process's part to process 0; returns every process's part there, none elsewhere.
@@ -479,6 +627,10 @@ struct Part {
     /// Bucket shards written or carried by a process other than the first (the first process's
     /// own shards are already in its writer).
     files: Vec<FileEntry>,
+    /// The process's changes as runs sorted by image id, relative to the output directory (a
+    /// streamed run; [`super::spill::merge_changes`]).
+    #[serde(default)]
+    runs: Vec<String>,
     /// Records the readers of this process rejected, with their read position.
     read_rejected: Vec<(u32, u64, RejectedRow)>,
     /// Records the method stages rejected, by image id (sorted).
@@ -503,6 +655,7 @@ impl Part {
         let mut merged = Part {
             process: 0,
             files: Vec::new(),
+            runs: Vec::new(),
             read_rejected: Vec::new(),
             image_rejected: Vec::new(),
             changes: Vec::new(),
@@ -512,6 +665,7 @@ impl Part {
         let mut stages: Vec<StageMetrics> = Vec::new();
         for part in parts {
             merged.files.extend(part.files);
+            merged.runs.extend(part.runs);
             merged.read_rejected.extend(part.read_rejected);
             merged.image_rejected.extend(part.image_rejected);
             merged.changes.extend(part.changes);

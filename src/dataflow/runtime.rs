@@ -26,7 +26,7 @@ use crate::ingest::{read_input, Format, IngestCounts, RecordSink, Row};
 use crate::schema::{RejectedRow, TableKind};
 
 /// The dataflow's input handle: rows with their read position, timestamped by a round number.
-type RowInput = InputHandle<u64, CapacityContainerBuilder<Vec<KeyedRow>>>;
+pub(super) type RowInput = InputHandle<u64, CapacityContainerBuilder<Vec<KeyedRow>>>;
 
 /// A row with the position it was read at: input unit, then record ordinal within the unit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -139,11 +139,51 @@ impl<'a> RecordNumbering<'a> {
     }
 }
 
-/// Feeds one unit's records into the dataflow input and reports rejections on the channel.
+/// What a worker's readers hand on besides the rows they feed into the dataflow.
+pub(super) trait ReadObserver {
+    /// A row of unit `keyed.unit`, just before it enters the dataflow.
+    fn row(&mut self, _keyed: &KeyedRow) -> Result<()> {
+        Ok(())
+    }
+    /// A record the reader rejected, with its read position.
+    fn rejected(&mut self, unit: u32, ordinal: u64, row: RejectedRow) -> Result<()>;
+    /// A unit read to its end (its counts and the rows it fed in), or the error that stopped it.
+    fn unit_read(&mut self, outcome: Result<(IngestCounts, u64)>);
+}
+
+/// Reads this worker's share of `units` (unit `i` on worker `i % peers`) into `input`, numbering
+/// records by [`RecordNumbering`], and closes the input.
+pub(super) fn read_units(
+    units: &[InputUnit],
+    worker: &mut timely::worker::Worker,
+    mut input: RowInput,
+    observer: &mut dyn ReadObserver,
+) {
+    let (index, peers) = (worker.index(), worker.peers());
+    for (i, unit) in units.iter().enumerate() {
+        if i % peers != index {
+            continue;
+        }
+        let mut sink = DataflowSink {
+            input: &mut input,
+            worker: &mut *worker,
+            observer: &mut *observer,
+            unit: i as u32,
+            numbering: RecordNumbering::new(unit.tables.as_deref()),
+            rows: 0,
+        };
+        let outcome = read_input(unit.format, &unit.path, &mut sink);
+        let read = (sink.numbering.counts, sink.rows);
+        observer.unit_read(outcome.map(|()| read));
+    }
+    input.close();
+}
+
+/// Feeds one unit's records into the dataflow input and shows them to the observer.
 struct DataflowSink<'a> {
     input: &'a mut RowInput,
     worker: &'a mut timely::worker::Worker,
-    messages: &'a crossbeam_channel::Sender<WorkerMessage>,
+    observer: &'a mut dyn ReadObserver,
     unit: u32,
     numbering: RecordNumbering<'a>,
     rows: u64,
@@ -154,11 +194,13 @@ impl RecordSink for DataflowSink<'_> {
         let Some(ordinal) = self.numbering.row(&row) else {
             return Ok(());
         };
-        self.input.send(KeyedRow {
+        let keyed = KeyedRow {
             unit: self.unit,
             ordinal,
             row,
-        });
+        };
+        self.observer.row(&keyed)?;
+        self.input.send(keyed);
         self.rows += 1;
         // Let the dataflow drain now and then so memory stays bounded by the batch, not the file.
         if self.rows.is_multiple_of(4096) {
@@ -168,15 +210,32 @@ impl RecordSink for DataflowSink<'_> {
     }
 
     fn reject(&mut self, rejected: RejectedRow) -> Result<()> {
-        let message = WorkerMessage::Rejected(self.unit, self.numbering.reject(), rejected);
-        self.messages
-            .send(message)
-            .map_err(|_| Error::Usage("run was cancelled".into()))
+        let ordinal = self.numbering.reject();
+        self.observer.rejected(self.unit, ordinal, rejected)
     }
 
     fn accepted(&mut self) -> Result<()> {
         self.numbering.accepted();
         Ok(())
+    }
+}
+
+/// The read phase's observer: rejections, unit counts and failures go to the calling thread.
+struct ChannelObserver<'a>(&'a crossbeam_channel::Sender<WorkerMessage>);
+
+impl ReadObserver for ChannelObserver<'_> {
+    fn rejected(&mut self, unit: u32, ordinal: u64, row: RejectedRow) -> Result<()> {
+        self.0
+            .send(WorkerMessage::Rejected(unit, ordinal, row))
+            .map_err(|_| Error::Usage("run was cancelled".into()))
+    }
+
+    fn unit_read(&mut self, outcome: Result<(IngestCounts, u64)>) {
+        let message = match outcome {
+            Ok((counts, rows)) => WorkerMessage::UnitDone { counts, rows },
+            Err(err) => WorkerMessage::Failed(err),
+        };
+        let _ = self.0.send(message);
     }
 }
 
@@ -205,7 +264,6 @@ pub fn run_collect_sharing(
     let connecting = super::cluster::Connecting::start(cluster, "read phase");
     let guards = timely::execute(config, move |worker| {
         let index = worker.index();
-        let peers = worker.peers();
         let messages = sender.clone();
         let mut input = RowInput::new();
         let out = messages.clone();
@@ -234,30 +292,7 @@ pub fn run_collect_sharing(
                 })
                 .probe_with(&probe);
         });
-        for (i, unit) in units.iter().enumerate() {
-            if i % peers != index {
-                continue;
-            }
-            let mut sink = DataflowSink {
-                input: &mut input,
-                worker: &mut *worker,
-                messages: &messages,
-                unit: i as u32,
-                numbering: RecordNumbering::new(unit.tables.as_deref()),
-                rows: 0,
-            };
-            let outcome = read_input(unit.format, &unit.path, &mut sink);
-            let (counts, rows) = (sink.numbering.counts, sink.rows);
-            match outcome {
-                Ok(()) => {
-                    let _ = messages.send(WorkerMessage::UnitDone { counts, rows });
-                }
-                Err(err) => {
-                    let _ = messages.send(WorkerMessage::Failed(err));
-                }
-            }
-        }
-        input.close();
+        read_units(&units, worker, input, &mut ChannelObserver(&messages));
         while !probe.done() {
             worker.step();
         }

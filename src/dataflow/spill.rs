@@ -7,8 +7,12 @@
 //! [`SPILL_BATCH_ROWS`] rows, each row with its read position), and the bucket is later read
 //! back in parts of bounded size ([`BucketSpill::parts`]): consecutive ranges of image ids that
 //! end at bucket-chunk boundaries, so every part holds whole images and whole chunks.
+//!
+//! A run's changes (samples retracted and added) are spilled the same way, as runs sorted by
+//! image id ([`write_changes`]), and merged into the changelog at the end ([`merge_changes`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
@@ -24,8 +28,10 @@ use arrow::ipc::writer::StreamWriter;
 use super::buckets::ends_chunk;
 use super::runtime::KeyedRow;
 use crate::error::{Error, Result};
+use crate::export::changelog::{changelog_schema, changes_from_batch, changes_to_batch};
+use crate::export::ChangelogWriter;
 use crate::ingest::Row;
-use crate::schema::{batch_to_rows, rows_to_batch, TableKind, TableRow};
+use crate::schema::{batch_to_rows, rows_to_batch, SampleRow, TableKind, TableRow};
 
 /// Rows of one table buffered per bucket before they are written as one batch.
 pub const SPILL_BATCH_ROWS: usize = 2048;
@@ -136,9 +142,9 @@ struct SpillFile {
 }
 
 impl SpillFile {
-    fn create(path: PathBuf, table: TableKind) -> Result<SpillFile> {
+    fn create(path: PathBuf, schema: &SchemaRef) -> Result<SpillFile> {
         let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
-        let writer = StreamWriter::try_new(BufWriter::new(file), &spill_schema(table))
+        let writer = StreamWriter::try_new(BufWriter::new(file), schema)
             .map_err(|e| Error::arrow(format!("creating {}", path.display()), e))?;
         Ok(SpillFile { path, writer })
     }
@@ -158,13 +164,12 @@ impl SpillFile {
 }
 
 /// Every batch of a spill file, one at a time.
-fn read_batches(path: &Path) -> Result<impl Iterator<Item = Result<RecordBatch>> + '_> {
+fn read_batches(path: &Path) -> Result<impl Iterator<Item = Result<RecordBatch>> + use<>> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let reader = StreamReader::try_new(BufReader::new(file), None)
         .map_err(|e| Error::arrow(format!("reading {}", path.display()), e))?;
-    Ok(reader.map(move |batch| {
-        batch.map_err(|e| Error::arrow(format!("reading {}", path.display()), e))
-    }))
+    let what = path.display().to_string();
+    Ok(reader.map(move |batch| batch.map_err(|e| Error::arrow(format!("reading {what}"), e))))
 }
 
 /// What is known of one bucket's spilled rows.
@@ -214,17 +219,6 @@ pub struct BucketPart {
     pub rows: u64,
 }
 
-impl BucketPart {
-    /// Whether `image_id` falls in the part's range.
-    pub fn covers(&self, image_id: &str) -> bool {
-        self.after.as_deref().is_none_or(|after| image_id > after)
-            && self
-                .through
-                .as_deref()
-                .is_none_or(|through| image_id <= through)
-    }
-}
-
 impl BucketSpill {
     /// A spill into the existing directory `dir` for a run whose chunks hold `chunk_images`
     /// images on average.
@@ -263,7 +257,7 @@ impl BucketSpill {
             std::collections::btree_map::Entry::Occupied(file) => file.into_mut(),
             std::collections::btree_map::Entry::Vacant(slot) => {
                 let path = dir.join(format!("b{bucket:05}-{}.arrows", table.name()));
-                slot.insert(SpillFile::create(path, table)?)
+                slot.insert(SpillFile::create(path, &spill_schema(table))?)
             }
         };
         file.write(&batch)
@@ -354,7 +348,8 @@ impl BucketSpill {
                         .map_err(|e| Error::arrow(format!("cutting {}", path.display()), e))?;
                     if writer.is_none() {
                         let name = format!("b{bucket:05}-p{part:05}-{}.arrows", table.name());
-                        *writer = Some(SpillFile::create(self.dir.join(name), *table)?);
+                        let path = self.dir.join(name);
+                        *writer = Some(SpillFile::create(path, &spill_schema(*table))?);
                     }
                     if let Some(file) = writer.as_mut() {
                         file.write(&selected)?;
@@ -385,6 +380,15 @@ fn part_indices(batch: &RecordBatch, splits: &[String]) -> Result<Vec<usize>> {
 }
 
 impl BucketPart {
+    /// Whether `image_id` falls in the part's range.
+    pub fn covers(&self, image_id: &str) -> bool {
+        self.after.as_deref().is_none_or(|after| image_id > after)
+            && self
+                .through
+                .as_deref()
+                .is_none_or(|through| image_id <= through)
+    }
+
     /// The part's rows, every image's rows in read order, images by id; removes its files.
     pub fn read(self) -> Result<Vec<KeyedRow>> {
         let mut rows = Vec::with_capacity(self.rows as usize);
@@ -398,6 +402,102 @@ impl BucketPart {
             (a.row.image_id(), a.unit, a.ordinal).cmp(&(b.row.image_id(), b.unit, b.ordinal))
         });
         Ok(rows)
+    }
+}
+
+/// Changes written as one batch of a run.
+const RUN_BATCH_ROWS: usize = 4096;
+
+/// Writes `changes` (sorted by image id) as a run: an Arrow IPC stream of the changelog's
+/// schema.
+pub fn write_changes(path: &Path, changes: &[(SampleRow, i8)]) -> Result<()> {
+    let mut file = SpillFile::create(path.to_path_buf(), &changelog_schema())?;
+    for chunk in changes.chunks(RUN_BATCH_ROWS) {
+        file.write(&changes_to_batch(chunk)?)?;
+    }
+    file.finish()?;
+    Ok(())
+}
+
+/// Every change of a run written by [`write_changes`], in its order.
+pub fn read_changes(path: &Path) -> Result<Vec<(SampleRow, i8)>> {
+    let mut reader = ChangesReader::open(path)?;
+    let mut changes = Vec::new();
+    while let Some(change) = reader.next_change()? {
+        changes.push(change);
+    }
+    Ok(changes)
+}
+
+/// Merges runs of changes, each sorted by image id and holding every change of its images,
+/// into `into` by image id; removes the runs.
+pub fn merge_changes(runs: &[PathBuf], into: &mut ChangelogWriter) -> Result<()> {
+    let mut readers: Vec<ChangesReader> = runs
+        .iter()
+        .map(|path| ChangesReader::open(path))
+        .collect::<Result<_>>()?;
+    // Every image's changes are in one run, so ordering heads by (image id, run) keeps each
+    // image's changes together and in their run's order.
+    let mut heads: BinaryHeap<Reverse<(String, usize)>> = BinaryHeap::new();
+    for (i, reader) in readers.iter_mut().enumerate() {
+        if let Some(id) = reader.peek_id()? {
+            heads.push(Reverse((id, i)));
+        }
+    }
+    while let Some(Reverse((_, i))) = heads.pop() {
+        let reader = &mut readers[i];
+        if let Some((sample, diff)) = reader.next_change()? {
+            into.push(sample, diff)?;
+        }
+        if let Some(id) = reader.peek_id()? {
+            heads.push(Reverse((id, i)));
+        }
+    }
+    for path in runs {
+        std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+    }
+    Ok(())
+}
+
+/// A run of changes read back one batch at a time.
+struct ChangesReader {
+    what: String,
+    batches: Box<dyn Iterator<Item = Result<RecordBatch>>>,
+    pending: VecDeque<(SampleRow, i8)>,
+}
+
+impl ChangesReader {
+    fn open(path: &Path) -> Result<ChangesReader> {
+        Ok(ChangesReader {
+            what: path.display().to_string(),
+            batches: Box::new(read_batches(path)?),
+            pending: VecDeque::new(),
+        })
+    }
+
+    /// Whether a change is pending, reading the next batch when none is.
+    fn fill(&mut self) -> Result<bool> {
+        while self.pending.is_empty() {
+            match self.batches.next() {
+                Some(batch) => self
+                    .pending
+                    .extend(changes_from_batch(&batch?, &self.what)?),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    fn peek_id(&mut self) -> Result<Option<String>> {
+        Ok(match self.fill()? {
+            true => self.pending.front().map(|(s, _)| s.image_id.clone()),
+            false => None,
+        })
+    }
+
+    fn next_change(&mut self) -> Result<Option<(SampleRow, i8)>> {
+        self.fill()?;
+        Ok(self.pending.pop_front())
     }
 }
 

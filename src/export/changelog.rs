@@ -34,7 +34,7 @@ pub(crate) struct StagedChangelog {
     retracted: u64,
 }
 
-fn changelog_schema() -> Arc<Schema> {
+pub(crate) fn changelog_schema() -> Arc<Schema> {
     let samples = TableKind::Samples.schema();
     let mut fields: Vec<Arc<Field>> = samples.fields().iter().cloned().collect();
     fields.push(Arc::new(Field::new(DIFF_COLUMN, DataType::Int8, false)));
@@ -104,14 +104,7 @@ impl ChangelogWriter {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let pending = std::mem::take(&mut self.pending);
-        let diffs: ArrayRef = Arc::new(Int8Array::from_iter_values(pending.iter().map(|c| c.1)));
-        let rows: Vec<SampleRow> = pending.into_iter().map(|(s, _)| s).collect();
-        let samples = rows_to_batch(&rows)?;
-        let mut columns: Vec<ArrayRef> = samples.columns().to_vec();
-        columns.push(diffs);
-        let batch = RecordBatch::try_new(changelog_schema(), columns)
-            .map_err(|e| Error::arrow("building the changelog", e))?;
+        let batch = changes_to_batch(&std::mem::take(&mut self.pending))?;
         self.writer
             .write(&batch)
             .map_err(|e| Error::parquet(format!("writing {}", self.path.display()), e))
@@ -154,32 +147,52 @@ pub(crate) fn publish_changelog(
     })
 }
 
+/// Changes as one batch of the changelog's schema: the samples' columns, then `diff`.
+pub(crate) fn changes_to_batch(changes: &[(SampleRow, i8)]) -> Result<RecordBatch> {
+    let diffs: ArrayRef = Arc::new(Int8Array::from_iter_values(changes.iter().map(|c| c.1)));
+    let rows: Vec<SampleRow> = changes.iter().map(|(s, _)| s.clone()).collect();
+    let samples = rows_to_batch(&rows)?;
+    let mut columns: Vec<ArrayRef> = samples.columns().to_vec();
+    columns.push(diffs);
+    RecordBatch::try_new(changelog_schema(), columns)
+        .map_err(|e| Error::arrow("building the changelog", e))
+}
+
+/// The changes of one batch of the changelog's schema; `what` names its file in errors.
+pub(crate) fn changes_from_batch(batch: &RecordBatch, what: &str) -> Result<Vec<(SampleRow, i8)>> {
+    let Some(diffs) = batch
+        .column_by_name(DIFF_COLUMN)
+        .and_then(|c| c.as_any().downcast_ref::<Int8Array>().cloned())
+    else {
+        return Err(Error::invalid(
+            what,
+            "not a capflow changelog: no Int8 `diff` column",
+        ));
+    };
+    let samples = TableKind::Samples.schema();
+    let columns: Vec<ArrayRef> = (0..samples.fields().len())
+        .map(|i| batch.column(i).clone())
+        .collect();
+    let rows = RecordBatch::try_new(samples, columns)
+        .map_err(|e| Error::arrow(format!("reading {what}"), e))?;
+    let rows: Vec<SampleRow> = batch_to_rows(&rows)?;
+    Ok(rows
+        .into_iter()
+        .zip(diffs.values().iter().copied())
+        .collect())
+}
+
 /// Reads a changelog file back as (sample, diff) pairs in file order.
 pub fn read_changelog(path: &Path) -> Result<Vec<(SampleRow, i8)>> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .and_then(|b| b.build())
         .map_err(|e| Error::parquet(format!("opening {}", path.display()), e))?;
-    let samples = TableKind::Samples.schema();
+    let what = path.display().to_string();
     let mut out = Vec::new();
     for batch in reader {
-        let batch = batch.map_err(|e| Error::arrow(format!("reading {}", path.display()), e))?;
-        let Some(diffs) = batch
-            .column_by_name(DIFF_COLUMN)
-            .and_then(|c| c.as_any().downcast_ref::<Int8Array>().cloned())
-        else {
-            return Err(Error::invalid(
-                path.display().to_string(),
-                "not a capflow changelog: no Int8 `diff` column",
-            ));
-        };
-        let columns: Vec<ArrayRef> = (0..samples.fields().len())
-            .map(|i| batch.column(i).clone())
-            .collect();
-        let rows = RecordBatch::try_new(samples.clone(), columns)
-            .map_err(|e| Error::arrow(format!("reading {}", path.display()), e))?;
-        let rows: Vec<SampleRow> = batch_to_rows(&rows)?;
-        out.extend(rows.into_iter().zip(diffs.values().iter().copied()));
+        let batch = batch.map_err(|e| Error::arrow(format!("reading {what}"), e))?;
+        out.extend(changes_from_batch(&batch, &what)?);
     }
     Ok(out)
 }

@@ -20,7 +20,7 @@
 //! [`RecordSink`](crate::ingest::RecordSink).
 
 mod card;
-mod changelog;
+pub(crate) mod changelog;
 pub(crate) mod fsutil;
 mod manifest;
 mod reader;

@@ -575,42 +575,22 @@ table_row!(GbcGraphRow, TableKind::GbcGraphs);
 table_row!(SampleRow, TableKind::Samples);
 table_row!(RejectedRow, TableKind::Rejected);
 
-/// Builds one RecordBatch of `R`'s table from typed rows.
+/// Builds one RecordBatch of `R`'s table from typed rows (serde_arrow: serde straight into
+/// Arrow builders of the table's schema).
 pub fn rows_to_batch<R: TableRow>(rows: &[R]) -> Result<RecordBatch> {
     let schema = R::KIND.schema();
-    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
-        .with_batch_size(rows.len().max(1))
-        .build_decoder()
-        .map_err(|e| Error::arrow(format!("building {} rows", R::KIND.name()), e))?;
-    decoder
-        .serialize(rows)
-        .map_err(|e| Error::arrow(format!("encoding {} rows", R::KIND.name()), e))?;
-    match decoder
-        .flush()
-        .map_err(|e| Error::arrow(format!("encoding {} rows", R::KIND.name()), e))?
-    {
-        Some(batch) => Ok(batch),
-        None => Ok(RecordBatch::new_empty(schema)),
-    }
+    serde_arrow::to_record_batch(schema.fields(), &rows).map_err(|e| {
+        Error::arrow(
+            format!("encoding {} rows", R::KIND.name()),
+            arrow::error::ArrowError::ExternalError(Box::new(e)),
+        )
+    })
 }
 
-/// Reads typed rows back from a RecordBatch of `R`'s table.
+/// Reads typed rows back from a RecordBatch of `R`'s table (serde_arrow: straight from the
+/// arrays).
 pub fn batch_to_rows<R: TableRow>(batch: &RecordBatch) -> Result<Vec<R>> {
-    let mut buf = Vec::new();
-    {
-        let mut writer = arrow::json::writer::ArrayWriter::new(&mut buf);
-        writer
-            .write(batch)
-            .map_err(|e| Error::arrow(format!("decoding {} rows", R::KIND.name()), e))?;
-        writer
-            .finish()
-            .map_err(|e| Error::arrow(format!("decoding {} rows", R::KIND.name()), e))?;
-    }
-    if buf.is_empty() {
-        return Ok(Vec::new());
-    }
-    // The JSON writer leaves out null fields; serde fills `Option`s with `None`.
-    serde_json::from_slice(&buf).map_err(|e| Error::Invalid {
+    serde_arrow::from_record_batch(batch).map_err(|e| Error::Invalid {
         what: format!("{} batch", R::KIND.name()),
         reason: e.to_string(),
     })

@@ -41,7 +41,7 @@ use super::buckets::{changelog as image_changes, chunks};
 use super::models::{fit_methods_with, fits_from_stats, model_rows};
 use super::record::Staged;
 use super::runtime::{input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowInput};
-use super::spill::{write_changes, BucketSpill};
+use super::spill::{BucketSpill, ChangesWriter};
 use super::ssa::corpus_stats;
 use super::stages::{Failure, SsaImage, StageMeter};
 use super::state::bucket_of;
@@ -57,6 +57,10 @@ use crate::schema::{RejectedRow, SampleRow, TableKind};
 
 /// The default memory budget of a run.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
+
+/// The largest part a worker reads back at once, in encoded (Arrow) bytes: about a thousand
+/// images of a synth run.
+const PART_BYTES_CEILING: u64 = 8 << 20;
 
 /// What the streaming engine did, for the commit and the run's summary.
 #[derive(Default)]
@@ -143,7 +147,10 @@ pub fn run_streaming(
     let config_hash = spec.config_hash();
     // A part's rows are decoded into typed rows and per-image state several times their encoded
     // size; each worker holds one part at a time, and the writer one more.
-    let part_bytes = (memory_limit / (4 * (local_workers as u64 + 1))).max(4 << 10);
+    // Parts above PART_BYTES_CEILING would only hold more memory: each part is one round of
+    // the stage dataflow, whose cost per round is small beside a part's images.
+    let part_bytes =
+        (memory_limit / (4 * (local_workers as u64 + 1))).clamp(4 << 10, PART_BYTES_CEILING);
     // SSA's models are fitted from statistics the readers gather; other models from rows.
     let ssa_stats = match (&corpus, &spec.ssa) {
         (None, Some(config)) if fits_from_stats(spec) => Some(corpus_stats(config)),
@@ -559,6 +566,13 @@ fn merged_stats(mut gathered: Vec<(usize, SsaCorpusStats)>) -> Result<Option<Ssa
             None => merged = Some(stats),
         }
     }
+    if let Some(stats) = &merged {
+        tracing::debug!(
+            "SSA statistics: {} captions, about {} bytes",
+            stats.captions(),
+            stats.approx_bytes()
+        );
+    }
     Ok(merged)
 }
 
@@ -704,6 +718,8 @@ struct PartWriter {
     /// The previous version's sample files, by bucket, in chunk order: each with the image ids
     /// it covers, `(after, through]`.
     previous: BTreeMap<usize, Vec<PreviousChunk>>,
+    /// The run of the bucket being written.
+    run: Option<(usize, ChangesWriter)>,
     written: WrittenParts,
 }
 
@@ -754,6 +770,7 @@ impl PartWriter {
             chunk_images,
             runs_dir,
             previous,
+            run: None,
             written: WrittenParts::default(),
         }
     }
@@ -850,22 +867,42 @@ impl PartWriter {
         }
         let changes = image_changes(retracted, added);
         if !changes.is_empty() {
-            if written.runs.is_empty() {
+            let run = self.run_of(bucket)?;
+            for (sample, diff) in changes {
+                run.push(sample, diff)?;
+            }
+        }
+        self.written.elapsed += started.elapsed();
+        Ok(())
+    }
+
+    /// The run of `bucket`'s changes: a bucket's parts come in image-id order, so each bucket's
+    /// changes make one run.
+    fn run_of(&mut self, bucket: usize) -> Result<&mut ChangesWriter> {
+        let run = match self.run.take() {
+            Some((open, run)) if open == bucket => run,
+            other => {
+                if let Some((_, run)) = other {
+                    self.written.runs.push(run.finish()?);
+                }
                 std::fs::create_dir_all(&self.runs_dir)
                     .map_err(|e| Error::io(&self.runs_dir, e))?;
+                ChangesWriter::create(&self.runs_dir.join(format!("b{bucket:05}.arrows")))?
             }
-            let path = self
-                .runs_dir
-                .join(format!("run-{:06}.arrows", written.runs.len()));
-            write_changes(&path, &changes)?;
-            written.runs.push(path);
+        };
+        Ok(&mut self.run.insert((bucket, run)).1)
+    }
+
+    fn finish_run(&mut self) -> Result<()> {
+        if let Some((_, run)) = self.run.take() {
+            self.written.runs.push(run.finish()?);
         }
-        written.elapsed += started.elapsed();
         Ok(())
     }
 
     /// Moves the worker's shards into the dataset's `data/` for the commit to adopt.
-    fn finish(self) -> Result<WrittenParts> {
+    fn finish(mut self) -> Result<WrittenParts> {
+        self.finish_run()?;
         let mut written = self.written;
         written.files = self.writer.finish_part()?;
         Ok(written)

@@ -405,17 +405,59 @@ impl BucketPart {
     }
 }
 
-/// Changes written as one batch of a run.
-const RUN_BATCH_ROWS: usize = 4096;
+/// Changes written as one batch of a run: a merge holds one batch per run it reads.
+const RUN_BATCH_ROWS: usize = 1024;
 
-/// Writes `changes` (sorted by image id) as a run: an Arrow IPC stream of the changelog's
-/// schema.
-pub fn write_changes(path: &Path, changes: &[(SampleRow, i8)]) -> Result<()> {
-    let mut file = SpillFile::create(path.to_path_buf(), &changelog_schema())?;
-    for chunk in changes.chunks(RUN_BATCH_ROWS) {
-        file.write(&changes_to_batch(chunk)?)?;
+/// The most runs merged at once; more runs are first merged in groups of this many, so a merge
+/// holds at most this many batches whatever the number of runs.
+const MERGE_FAN_IN: usize = 64;
+
+/// A run of changes being written: an Arrow IPC stream of the changelog's schema, the changes
+/// appended in image-id order.
+pub struct ChangesWriter {
+    file: SpillFile,
+    pending: Vec<(SampleRow, i8)>,
+}
+
+impl ChangesWriter {
+    pub fn create(path: &Path) -> Result<ChangesWriter> {
+        Ok(ChangesWriter {
+            file: SpillFile::create(path.to_path_buf(), &changelog_schema())?,
+            pending: Vec::new(),
+        })
     }
-    file.finish()?;
+
+    pub fn push(&mut self, sample: SampleRow, diff: i8) -> Result<()> {
+        self.pending.push((sample, diff));
+        if self.pending.len() >= RUN_BATCH_ROWS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if !self.pending.is_empty() {
+            let batch = changes_to_batch(&self.pending)?;
+            self.pending.clear();
+            self.file.write(&batch)?;
+        }
+        Ok(())
+    }
+
+    /// Closes the run; returns its path.
+    pub fn finish(mut self) -> Result<PathBuf> {
+        self.flush()?;
+        self.file.finish()
+    }
+}
+
+/// Writes `changes` (sorted by image id) as one run.
+pub fn write_changes(path: &Path, changes: &[(SampleRow, i8)]) -> Result<()> {
+    let mut run = ChangesWriter::create(path)?;
+    for (sample, diff) in changes {
+        run.push(sample.clone(), *diff)?;
+    }
+    run.finish()?;
     Ok(())
 }
 
@@ -430,8 +472,31 @@ pub fn read_changes(path: &Path) -> Result<Vec<(SampleRow, i8)>> {
 }
 
 /// Merges runs of changes, each sorted by image id and holding every change of its images,
-/// into `into` by image id; removes the runs.
+/// into `into` by image id; removes the runs. Beyond [`MERGE_FAN_IN`] runs, groups of runs are
+/// merged into runs of their own first (next to the group's first run).
 pub fn merge_changes(runs: &[PathBuf], into: &mut ChangelogWriter) -> Result<()> {
+    merge_all(runs, |sample, diff| into.push(sample, diff))
+}
+
+fn merge_all(runs: &[PathBuf], push: impl FnMut(SampleRow, i8) -> Result<()>) -> Result<()> {
+    let mut runs = runs.to_vec();
+    let mut round = 0;
+    while runs.len() > MERGE_FAN_IN {
+        let mut merged = Vec::new();
+        for (group, paths) in runs.chunks(MERGE_FAN_IN).enumerate() {
+            let path = paths[0].with_file_name(format!("merged-{round}-{group:06}.arrows"));
+            let mut run = ChangesWriter::create(&path)?;
+            merge_runs(paths, |sample, diff| run.push(sample, diff))?;
+            merged.push(run.finish()?);
+        }
+        runs = merged;
+        round += 1;
+    }
+    merge_runs(&runs, push)
+}
+
+/// Merges `runs` by image id into `push`; removes the runs.
+fn merge_runs(runs: &[PathBuf], mut push: impl FnMut(SampleRow, i8) -> Result<()>) -> Result<()> {
     let mut readers: Vec<ChangesReader> = runs
         .iter()
         .map(|path| ChangesReader::open(path))
@@ -447,7 +512,7 @@ pub fn merge_changes(runs: &[PathBuf], into: &mut ChangelogWriter) -> Result<()>
     while let Some(Reverse((_, i))) = heads.pop() {
         let reader = &mut readers[i];
         if let Some((sample, diff)) = reader.next_change()? {
-            into.push(sample, diff)?;
+            push(sample, diff)?;
         }
         if let Some(id) = reader.peek_id()? {
             heads.push(Reverse((id, i)));
@@ -519,6 +584,60 @@ mod tests {
                 text: format!("caption {n} of {image}"),
             }),
         }
+    }
+
+    fn sample(image: &str, n: usize) -> SampleRow {
+        SampleRow {
+            sample_id: format!("{image}-{n}"),
+            image_id: image.into(),
+            split: "train".into(),
+            method: "ssa".into(),
+            text: format!("sample {n} of {image}"),
+            control_boxes: Vec::new(),
+            control_labels: Vec::new(),
+            coverage: 0.0,
+            length_level: 1,
+            word_count: 4,
+            verbs: Vec::new(),
+            quality: Vec::new(),
+            provenance: Default::default(),
+        }
+    }
+
+    #[test]
+    fn more_runs_than_the_fan_in_merge_by_image_id() {
+        let dir = tempfile::tempdir().unwrap();
+        // 150 runs; run r holds images r, r + 150, ... with two changes each.
+        let runs: Vec<PathBuf> = (0..150)
+            .map(|r| {
+                let path = dir.path().join(format!("run-{r}.arrows"));
+                let changes: Vec<(SampleRow, i8)> = (0..20)
+                    .flat_map(|k| {
+                        let image = format!("img{:06}", r + 150 * k);
+                        [(sample(&image, 0), -1), (sample(&image, 1), 1)]
+                    })
+                    .collect();
+                write_changes(&path, &changes).unwrap();
+                path
+            })
+            .collect();
+        let mut merged = Vec::new();
+        merge_all(&runs, |sample, diff| {
+            merged.push((sample.image_id, sample.text, diff));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(merged.len(), 150 * 20 * 2);
+        for (i, pair) in merged.chunks(2).enumerate() {
+            let image = format!("img{i:06}");
+            assert_eq!(pair[0], (image.clone(), format!("sample 0 of {image}"), -1));
+            assert_eq!(pair[1], (image.clone(), format!("sample 1 of {image}"), 1));
+        }
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "runs left behind"
+        );
     }
 
     #[test]

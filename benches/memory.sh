@@ -9,6 +9,7 @@
 #   MEMORY_LIMIT=1GiB    --memory-limit of every run (default: capflow's)
 #   BASELINE=path        also run this binary on the same data (a build of an older commit)
 #   SYNTH_DIR=dir        keeps generated data between runs (one subdirectory per size)
+#   CAPFLOW=path         the capflow binary to measure (default: a release build of this checkout)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 sizes=("${@:-20000 200000 1000000}")
@@ -19,8 +20,10 @@ if [ ! -x /usr/bin/time ]; then
   echo "benches/memory.sh needs GNU time (/usr/bin/time): apt-get install time" >&2
   exit 2
 fi
-(cd "$root" && cargo build --release --quiet --bin capflow)
-capflow="$root/target/release/capflow"
+if [ -z "${CAPFLOW:-}" ]; then
+  (cd "$root" && cargo build --release --quiet --bin capflow)
+fi
+capflow="${CAPFLOW:-$root/target/release/capflow}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 synth_root="${SYNTH_DIR:-$work/synth}"
@@ -30,17 +33,23 @@ if [ -n "${MEMORY_LIMIT:-}" ]; then
 fi
 
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -m); $(date -u +%F)"
+# Prints one sha256 over every data file and changelog of a dataset, so that a run and its
+# baseline can be compared byte for byte.
+digest() {
+  (cd "$1" && find data changes -type f -name '*.parquet' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+}
 measure() {
   local label="$1" bin="$2" synth="$3" images="$4"
   shift 4
-  local out="$work/out" log="$work/log" timing="$work/time"
+  local out="$work/out-$label" log="$work/log" timing="$work/time"
   rm -rf "$out"
   /usr/bin/time -f '%M %e' -o "$timing" \
     "$bin" run "$root/dataflows/ssa-flickr30k.toml" --input "$synth" --out "$out" -w "$workers" "$@" \
     2> "$log"
   read -r kib seconds < "$timing"
-  printf '%-9s %8s images  -w %s  peak %7.0f MB  wall %7.1f s  %s\n' "$label" "$images" "$workers" \
-    "$(awk -v k="$kib" 'BEGIN { print k / 1024 }')" "$seconds" "$(grep '^augment: ' "$log" || true)"
+  printf '%-9s %8s images  -w %s  peak %7.0f MB  wall %7.1f s  data %s  %s\n' "$label" "$images" \
+    "$workers" "$(awk -v k="$kib" 'BEGIN { print k / 1024 }')" "$seconds" "$(digest "$out")" \
+    "$(grep '^augment: ' "$log" || true)"
 }
 for images in "${sizes[@]}"; do
   synth="$synth_root/$images"
@@ -50,5 +59,9 @@ for images in "${sizes[@]}"; do
   measure capflow "$capflow" "$synth" "$images" "${limit[@]}"
   if [ -n "${BASELINE:-}" ]; then
     measure baseline "$BASELINE" "$synth" "$images"
+    if [ "$(digest "$work/out-capflow")" != "$(digest "$work/out-baseline")" ]; then
+      echo "data files differ from the baseline's at $images images" >&2
+    fi
   fi
+  rm -rf "$work"/out-*
 done

@@ -38,13 +38,13 @@ use timely::dataflow::operators::{Exchange, Input, Probe};
 
 use super::augment::{ImageOutput, StageContexts};
 use super::buckets::{changelog as image_changes, chunks};
+use super::exchange::{TableBatch, TableBatcher};
 use super::models::{fit_methods_with, fits_from_stats, model_rows};
 use super::record::Staged;
-use super::runtime::{input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowInput};
-use super::spill::{BucketSpill, ChangesWriter};
+use super::runtime::{input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed};
+use super::spill::{BucketSpill, ChangesWriter, PartRows};
 use super::ssa::corpus_stats;
 use super::stages::{Failure, SsaImage, StageMeter};
-use super::state::bucket_of;
 use super::{ClusterOptions, DataflowSpec};
 use crate::augment::ssa::{Drop as SsaDrop, SsaCorpusStats};
 use crate::augment::ImageAnnotations;
@@ -89,8 +89,10 @@ struct PartOutput {
     /// The image ids the part covers ([`super::spill::BucketPart::covers`]).
     after: Option<String>,
     through: Option<String>,
-    /// The part's rows, images by id, every image's rows in read order.
-    rows: Vec<KeyedRow>,
+    /// The part's rows, each table's by image id and then in read order.
+    rows: PartRows,
+    /// The part's rows of the samples table (a capflow dataset as input), typed.
+    input_samples: Vec<KeyedRow>,
     /// The stages' outputs, by image id.
     outputs: Vec<ImageOutput>,
 }
@@ -180,11 +182,12 @@ pub fn run_streaming(
         };
         let spill = Rc::new(RefCell::new(BucketSpill::new(
             spill_dir(&scratch, index),
+            buckets,
             chunk_images,
         )));
         let spill_error: Rc<RefCell<Option<Error>>> = Rc::default();
-        // Read: rows to the worker owning their bucket, which spills them.
-        let mut input = RowInput::new();
+        // Read: rows as Arrow batches to the worker owning their bucket, which spills them.
+        let mut input = BatchInput::new();
         let probe = ProbeHandle::new();
         {
             let spill = Rc::clone(&spill);
@@ -192,13 +195,10 @@ pub fn run_streaming(
             worker.dataflow(|scope| {
                 scope
                     .input_from(&mut input)
-                    .container::<Vec<KeyedRow>>()
-                    .exchange(move |keyed: &KeyedRow| {
-                        bucket_of(keyed.row.image_id(), buckets) as u64
-                    })
-                    .flat_map(move |keyed: KeyedRow| {
-                        let bucket = bucket_of(keyed.row.image_id(), buckets);
-                        if let Err(err) = spill.borrow_mut().push(bucket, keyed) {
+                    .container::<Vec<TableBatch>>()
+                    .exchange(|piece: &TableBatch| piece.to as u64)
+                    .flat_map(move |piece: TableBatch| {
+                        if let Err(err) = spill.borrow_mut().push_batch(piece.table, &piece.batch) {
                             spill_error.borrow_mut().get_or_insert(err);
                         }
                         None::<()>
@@ -206,6 +206,10 @@ pub fn run_streaming(
                     .probe_with(&probe);
             });
         }
+        let input = BatchFeed {
+            input,
+            batcher: TableBatcher::new(buckets, peers),
+        };
         // What the models learn from: to the first worker of every process, which hands it to
         // its main thread, so that every process fits the same models.
         let mut to_models = ModelInputs::new();
@@ -240,7 +244,9 @@ pub fn run_streaming(
             unit: None,
             captions: 0,
         };
-        read_units(&units, worker, input, &mut observer);
+        if let Err(err) = read_units(&units, worker, input, &mut observer) {
+            fail(err);
+        }
         if let Some(stats) = observer.stats.take() {
             let stats = Box::new(stats);
             for &to in &first_workers {
@@ -294,14 +300,19 @@ pub fn run_streaming(
             (input, probe)
         });
         let gather_meter = stage_meters.first().cloned();
-        // This worker's parts go to shards of its own, which the commit adopts.
-        let mut part_writer = match DatasetWriter::part(&out, &config_hash, index) {
+        // This worker's parts go to shards of its own, which the commit adopts, written by a
+        // thread of the worker's own while the worker runs the next part's stages.
+        let part_writer = match DatasetWriter::part(&out, &config_hash, index) {
             Ok(writer) => PartWriter::new(
                 writer,
                 buckets,
                 chunk_images,
                 runs_dir.join(format!("w{index:03}")),
             ),
+            Err(err) => return fail(err),
+        };
+        let (to_writer, writing) = match spawn_writer(index, part_writer, messages.clone()) {
+            Ok(writer) => writer,
             Err(err) => return fail(err),
         };
         let mut round = 0u64;
@@ -321,7 +332,11 @@ pub fn run_streaming(
                     Ok(rows) => rows,
                     Err(err) => return fail(err),
                 };
-                let staged = gather_part(&rows, gather_meter.as_ref());
+                let typed = match rows.typed() {
+                    Ok(typed) => typed,
+                    Err(err) => return fail(err),
+                };
+                let (staged, input_samples) = gather_part(typed, gather_meter.as_ref());
                 let expected = staged.len();
                 for image in staged {
                     images_in.insert(image);
@@ -339,19 +354,25 @@ pub fn run_streaming(
                     after,
                     through,
                     rows,
+                    input_samples,
                     outputs: part_outputs,
                 };
-                if let Err(err) = part_writer.write(output) {
-                    return fail(err);
+                if to_writer.send(output).is_err() {
+                    break; // the writer failed: its error comes from the join below
                 }
-                let _ = messages.send(Message::Progress(expected as u64));
             }
         }
-        match part_writer.finish() {
-            Ok(written) => {
+        drop(to_writer);
+        match writing.join() {
+            Ok(Ok(written)) => {
                 let _ = messages.send(Message::Written(Box::new(written)));
             }
-            Err(err) => return fail(err),
+            Ok(Err(err)) => return fail(err),
+            Err(_) => {
+                return fail(Error::Config(format!(
+                    "the writer of worker {index} panicked"
+                )))
+            }
         }
         drop(owned);
         drop(images_in);
@@ -374,6 +395,7 @@ pub fn run_streaming(
     let mut stage_totals: Vec<StageMetrics> = Vec::new();
     let mut models_metrics = None;
     let mut augment_started = None;
+    let mut read_elapsed = Duration::ZERO;
     let mut written = WrittenParts::default();
     let mut images_done = 0u64;
     let progress = crate::cli::progress::records("capflow run");
@@ -392,6 +414,7 @@ pub fn run_streaming(
                     continue;
                 }
                 progress.set_message("augment");
+                read_elapsed = started.elapsed();
                 augment_started = Some(Instant::now());
                 let contexts = match first_error {
                     Some(_) => None,
@@ -470,7 +493,7 @@ pub fn run_streaming(
     run.image_rejected = std::mem::take(&mut written.image_rejected);
     run.read_rejected.sort_by_key(|r| (r.0, r.1));
     run.image_rejected.sort_by(|a, b| a.0.cmp(&b.0));
-    let read_ms = started.elapsed().as_millis() as u64;
+    let read_ms = read_elapsed.as_millis() as u64;
     run.stages.push(StageMetrics {
         name: "read".into(),
         rows_in: run.counts.read,
@@ -582,41 +605,103 @@ fn spill_dir(scratch: &Path, index: usize) -> PathBuf {
 }
 
 /// A part's rows as per-image states for the stages, images by id; counted by `gather`.
-fn gather_part(rows: &[KeyedRow], meter: Option<&StageMeter>) -> Vec<Staged<SsaImage>> {
-    let mut images: Vec<Staged<SsaImage>> = Vec::new();
-    let mut start = 0;
-    while start < rows.len() {
-        let id = rows[start].row.image_id();
-        let end = start + rows[start..].partition_point(|r| r.row.image_id() == id);
-        let records: Vec<&KeyedRow> = rows[start..end]
-            .iter()
-            .filter(|r| !matches!(r.row, Row::Sample(_)))
-            .collect();
-        start = end;
-        if records.is_empty() {
-            continue;
-        }
-        let build = || {
-            let mut image = ImageAnnotations::new(id);
-            for record in &records {
-                image.push(record.row.clone());
+fn gather_part(
+    tables: Vec<(TableKind, Vec<KeyedRow>)>,
+    meter: Option<&StageMeter>,
+) -> (Vec<Staged<SsaImage>>, Vec<KeyedRow>) {
+    let mut samples = Vec::new();
+    let build = || {
+        let mut images: BTreeMap<String, ImageAnnotations> = BTreeMap::new();
+        let mut rows = 0;
+        for (table, keyed) in tables {
+            if table == TableKind::Samples {
+                samples = keyed;
+                continue;
             }
-            let count = super::stages::StageCount::new(records.len(), 1, 0);
-            (image, count)
-        };
-        let image = match meter {
-            Some(meter) => meter.measure(build),
-            None => build().0,
-        };
-        images.push(Staged {
-            image_id: id.to_string(),
+            rows += keyed.len();
+            for KeyedRow { row, .. } in keyed {
+                match images.get_mut(row.image_id()) {
+                    Some(image) => image.push(row),
+                    None => {
+                        let mut image = ImageAnnotations::new(row.image_id());
+                        image.push(row);
+                        images.insert(image.image_id.clone(), image);
+                    }
+                }
+            }
+        }
+        let count = super::stages::StageCount::new(rows, images.len(), 0);
+        (images, count)
+    };
+    let images = match meter {
+        Some(meter) => meter.measure(build),
+        None => build().0,
+    };
+    let staged = images
+        .into_iter()
+        .map(|(image_id, image)| Staged {
+            image_id,
             value: SsaImage {
                 image: Arc::new(image),
                 ..Default::default()
             },
-        });
+        })
+        .collect();
+    (staged, samples)
+}
+
+/// Starts the thread that writes a worker's parts, one at a time, in the order they are sent;
+/// at most one part waits for it. Joining it gives what it wrote, or its first error.
+fn spawn_writer(
+    index: usize,
+    mut writer: PartWriter,
+    messages: crossbeam_channel::Sender<Message>,
+) -> Result<(
+    crossbeam_channel::Sender<PartOutput>,
+    std::thread::JoinHandle<Result<WrittenParts>>,
+)> {
+    let (parts, received) = crossbeam_channel::bounded::<PartOutput>(1);
+    let handle = std::thread::Builder::new()
+        .name(format!("capflow-writer-{index}"))
+        .spawn(move || {
+            for part in received {
+                let images = part.outputs.len() as u64;
+                writer.write(part)?;
+                let _ = messages.send(Message::Progress(images));
+            }
+            writer.finish()
+        })
+        .map_err(|e| Error::Config(format!("starting the writer of worker {index}: {e}")))?;
+    Ok((parts, handle))
+}
+
+/// The read dataflow's input: the readers' rows as Arrow batches, cut by the worker they go to.
+type BatchInput = timely::dataflow::InputHandle<u64, CapacityContainerBuilder<Vec<TableBatch>>>;
+
+struct BatchFeed {
+    input: BatchInput,
+    batcher: TableBatcher,
+}
+
+impl RowFeed for BatchFeed {
+    fn feed(&mut self, keyed: KeyedRow) -> Result<()> {
+        let batches = self.batcher.push(keyed)?;
+        if !batches.is_empty() {
+            for batch in batches {
+                self.input.send(batch);
+            }
+            self.input.flush();
+        }
+        Ok(())
     }
-    images
+
+    fn finish(mut self) -> Result<()> {
+        for batch in self.batcher.flush()? {
+            self.input.send(batch);
+        }
+        self.input.close();
+        Ok(())
+    }
 }
 
 /// What a worker's readers hand on besides the rows: rejections and unit counts to the main
@@ -809,6 +894,7 @@ impl PartWriter {
             after,
             through,
             rows,
+            input_samples,
             outputs,
         } = part;
         let retracted = self.previous_samples(bucket, after.as_deref(), through.as_deref())?;
@@ -829,28 +915,34 @@ impl PartWriter {
             }
         }
         written.stage_images += outputs.len() as u64;
-        // The part's images and the range of rows of each.
-        let mut ids: Vec<&str> = Vec::new();
-        let mut ranges: Vec<(usize, usize)> = Vec::new();
-        let mut start = 0;
-        while start < rows.len() {
-            let id = rows[start].row.image_id();
-            let end = start + rows[start..].partition_point(|r| r.row.image_id() == id);
-            ids.push(id);
-            ranges.push((start, end));
-            start = end;
-        }
+        let ids = rows.image_ids()?;
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         written.images += ids.len() as u64;
+        let tables: Vec<TableKind> = rows.tables().filter(|t| *t != TableKind::Samples).collect();
+        let mut input_samples = input_samples.into_iter().peekable();
         let mut added: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
-        let mut position = 0;
         for chunk in chunks(&ids, self.chunk_images) {
-            let first = position;
-            position += chunk.ids.len();
-            let mut sink = DatasetSink::bucket(&mut self.writer, (bucket, self.buckets), chunk.key);
-            for &(from, to) in &ranges[first..position] {
-                for keyed in &rows[from..to] {
-                    sink.row(keyed.row.clone())?;
+            let (Some(first), Some(last)) = (chunk.ids.first(), chunk.ids.last()) else {
+                continue;
+            };
+            let bucket_of = (bucket, self.buckets);
+            // The input tables' rows go to their shards as the Arrow batches they were read
+            // back as; only samples are built from typed rows.
+            for &table in &tables {
+                if let Some(batch) = rows.slice(table, first, last)? {
+                    self.writer.write_bucket_batch(
+                        table,
+                        table.name(),
+                        bucket_of,
+                        chunk.key,
+                        &batch,
+                    )?;
+                    self.written.rows_written += batch.num_rows() as u64;
                 }
+            }
+            let mut sink = DatasetSink::bucket(&mut self.writer, bucket_of, chunk.key);
+            while let Some(keyed) = input_samples.next_if(|k| k.row.image_id() <= *last) {
+                sink.row(keyed.row)?;
             }
             for id in chunk.ids {
                 let new = samples.get(id).copied().unwrap_or_default();
@@ -861,7 +953,7 @@ impl PartWriter {
                     added.insert(id.to_string(), new.to_vec());
                 }
             }
-            written.rows_written += sink.rows_out();
+            self.written.rows_written += sink.rows_out();
             sink.finish()?;
             self.writer.finish_chunk(bucket, chunk.key)?;
         }

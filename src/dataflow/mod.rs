@@ -17,6 +17,7 @@ pub mod augment;
 pub mod buckets;
 pub mod cluster;
 pub mod engine;
+pub mod exchange;
 pub mod inputs;
 pub mod key;
 pub mod models;

@@ -28,6 +28,26 @@ use crate::schema::{RejectedRow, TableKind};
 /// The dataflow's input handle: rows with their read position, timestamped by a round number.
 pub(super) type RowInput = InputHandle<u64, CapacityContainerBuilder<Vec<KeyedRow>>>;
 
+/// Where a worker's readers put their rows.
+pub(super) trait RowFeed {
+    /// One row, in read order.
+    fn feed(&mut self, keyed: KeyedRow) -> Result<()>;
+    /// Every row is fed: hand on what is held and close the input.
+    fn finish(self) -> Result<()>;
+}
+
+impl RowFeed for RowInput {
+    fn feed(&mut self, keyed: KeyedRow) -> Result<()> {
+        self.send(keyed);
+        Ok(())
+    }
+
+    fn finish(self) -> Result<()> {
+        self.close();
+        Ok(())
+    }
+}
+
 /// A row with the position it was read at: input unit, then record ordinal within the unit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KeyedRow {
@@ -152,13 +172,13 @@ pub(super) trait ReadObserver {
 }
 
 /// Reads this worker's share of `units` (unit `i` on worker `i % peers`) into `input`, numbering
-/// records by [`RecordNumbering`], and closes the input.
-pub(super) fn read_units(
+/// records by [`RecordNumbering`], and finishes the input.
+pub(super) fn read_units<F: RowFeed>(
     units: &[InputUnit],
     worker: &mut timely::worker::Worker,
-    mut input: RowInput,
+    mut input: F,
     observer: &mut dyn ReadObserver,
-) {
+) -> Result<()> {
     let (index, peers) = (worker.index(), worker.peers());
     for (i, unit) in units.iter().enumerate() {
         if i % peers != index {
@@ -176,12 +196,12 @@ pub(super) fn read_units(
         let read = (sink.numbering.counts, sink.rows);
         observer.unit_read(outcome.map(|()| read));
     }
-    input.close();
+    input.finish()
 }
 
 /// Feeds one unit's records into the dataflow input and shows them to the observer.
-struct DataflowSink<'a> {
-    input: &'a mut RowInput,
+struct DataflowSink<'a, F> {
+    input: &'a mut F,
     worker: &'a mut timely::worker::Worker,
     observer: &'a mut dyn ReadObserver,
     unit: u32,
@@ -189,7 +209,7 @@ struct DataflowSink<'a> {
     rows: u64,
 }
 
-impl RecordSink for DataflowSink<'_> {
+impl<F: RowFeed> RecordSink for DataflowSink<'_, F> {
     fn row(&mut self, row: Row) -> Result<()> {
         let Some(ordinal) = self.numbering.row(&row) else {
             return Ok(());
@@ -200,7 +220,7 @@ impl RecordSink for DataflowSink<'_> {
             row,
         };
         self.observer.row(&keyed)?;
-        self.input.send(keyed);
+        self.input.feed(keyed)?;
         self.rows += 1;
         // Let the dataflow drain now and then so memory stays bounded by the batch, not the file.
         if self.rows.is_multiple_of(4096) {
@@ -292,7 +312,9 @@ pub fn run_collect_sharing(
                 })
                 .probe_with(&probe);
         });
-        read_units(&units, worker, input, &mut ChannelObserver(&messages));
+        if let Err(err) = read_units(&units, worker, input, &mut ChannelObserver(&messages)) {
+            let _ = messages.send(WorkerMessage::Failed(err));
+        }
         while !probe.done() {
             worker.step();
         }

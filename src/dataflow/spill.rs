@@ -18,15 +18,15 @@ use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, ArrayRef, BooleanArray, RecordBatch, StringArray, UInt32Array, UInt64Array,
-};
+use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
 
 use super::buckets::ends_chunk;
+use super::exchange::{image_ids, partition};
 use super::runtime::KeyedRow;
+use super::state::bucket_of;
 use crate::error::{Error, Result};
 use crate::export::changelog::{changelog_schema, changes_from_batch, changes_to_batch};
 use crate::export::ChangelogWriter;
@@ -54,7 +54,7 @@ fn spill_schema(table: TableKind) -> SchemaRef {
 }
 
 /// Typed rows of one table as one spilled batch (read positions included).
-fn encode(table: TableKind, rows: Vec<KeyedRow>) -> Result<RecordBatch> {
+pub(super) fn encode(table: TableKind, rows: Vec<KeyedRow>) -> Result<RecordBatch> {
     let units: ArrayRef = Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.unit)));
     let ordinals: ArrayRef = Arc::new(UInt64Array::from_iter_values(
         rows.iter().map(|r| r.ordinal),
@@ -178,7 +178,7 @@ struct BucketFiles {
     /// The spill file of each table, open while rows arrive.
     open: BTreeMap<TableKind, SpillFile>,
     /// Rows waiting to be written, per table.
-    pending: BTreeMap<TableKind, Vec<KeyedRow>>,
+    pending: BTreeMap<TableKind, Pending>,
     /// Closed spill files, per table.
     files: BTreeMap<TableKind, PathBuf>,
     rows: u64,
@@ -196,12 +196,21 @@ impl std::fmt::Debug for SpillFile {
     }
 }
 
+/// Batches of one table of one bucket waiting to be written as one.
+#[derive(Debug, Default)]
+struct Pending {
+    batches: Vec<RecordBatch>,
+    rows: usize,
+}
+
 /// The rows of the buckets one worker owns, spilled to `dir`.
 #[derive(Debug)]
 pub struct BucketSpill {
     dir: PathBuf,
     chunk_images: usize,
-    buckets: BTreeMap<usize, BucketFiles>,
+    /// The run's bucket count.
+    buckets: usize,
+    files: BTreeMap<usize, BucketFiles>,
 }
 
 /// A part of a bucket: the rows of the images in `(after, through]` (either end open when
@@ -220,38 +229,52 @@ pub struct BucketPart {
 }
 
 impl BucketSpill {
-    /// A spill into the existing directory `dir` for a run whose chunks hold `chunk_images`
-    /// images on average.
-    pub fn new(dir: PathBuf, chunk_images: usize) -> BucketSpill {
+    /// A spill into the existing directory `dir` for a run of `buckets` buckets whose chunks
+    /// hold `chunk_images` images on average.
+    pub fn new(dir: PathBuf, buckets: usize, chunk_images: usize) -> BucketSpill {
         BucketSpill {
             dir,
             chunk_images,
-            buckets: BTreeMap::new(),
+            buckets,
+            files: BTreeMap::new(),
         }
     }
 
-    /// Appends one row of bucket `bucket`.
-    pub fn push(&mut self, bucket: usize, keyed: KeyedRow) -> Result<()> {
-        let table = keyed.row.table();
-        let files = self.buckets.entry(bucket).or_default();
-        let id = keyed.row.image_id();
-        if ends_chunk(id, self.chunk_images) && !files.chunk_ends.contains(id) {
-            files.chunk_ends.insert(id.to_string());
+    /// Appends a batch of `table`'s rows in its spill schema ([`encode`]), each row to its
+    /// bucket.
+    pub fn push_batch(&mut self, table: TableKind, batch: &RecordBatch) -> Result<()> {
+        let ids = image_ids(batch)?;
+        let buckets: Vec<usize> = (0..ids.len())
+            .map(|i| bucket_of(ids.value(i), self.buckets))
+            .collect();
+        for (i, bucket) in buckets.iter().enumerate() {
+            let id = ids.value(i);
+            if ends_chunk(id, self.chunk_images) {
+                let files = self.files.entry(*bucket).or_default();
+                if !files.chunk_ends.contains(id) {
+                    files.chunk_ends.insert(id.to_string());
+                }
+            }
         }
-        files.rows += 1;
-        let pending = files.pending.entry(table).or_default();
-        pending.push(keyed);
-        if pending.len() >= SPILL_BATCH_ROWS {
-            let rows = std::mem::take(pending);
-            self.write(bucket, table, rows)?;
+        for (bucket, rows) in partition(batch, &buckets)? {
+            let files = self.files.entry(bucket).or_default();
+            files.rows += rows.num_rows() as u64;
+            let pending = files.pending.entry(table).or_default();
+            pending.rows += rows.num_rows();
+            pending.batches.push(rows);
+            if pending.rows >= SPILL_BATCH_ROWS {
+                let pending = std::mem::take(pending);
+                self.write(bucket, table, pending)?;
+            }
         }
         Ok(())
     }
 
-    fn write(&mut self, bucket: usize, table: TableKind, rows: Vec<KeyedRow>) -> Result<()> {
-        let batch = encode(table, rows)?;
+    fn write(&mut self, bucket: usize, table: TableKind, pending: Pending) -> Result<()> {
+        let batch = arrow::compute::concat_batches(&spill_schema(table), &pending.batches)
+            .map_err(|e| Error::arrow(format!("spilling {} rows", table.name()), e))?;
         let dir = self.dir.clone();
-        let files = self.buckets.entry(bucket).or_default();
+        let files = self.files.entry(bucket).or_default();
         files.bytes += batch.get_array_memory_size() as u64;
         let file = match files.open.entry(table) {
             std::collections::btree_map::Entry::Occupied(file) => file.into_mut(),
@@ -265,18 +288,18 @@ impl BucketSpill {
 
     /// Writes what is pending and closes every spill file.
     pub fn finish(&mut self) -> Result<()> {
-        let buckets: Vec<usize> = self.buckets.keys().copied().collect();
+        let buckets: Vec<usize> = self.files.keys().copied().collect();
         for bucket in buckets {
-            let pending = match self.buckets.get_mut(&bucket) {
+            let pending = match self.files.get_mut(&bucket) {
                 Some(files) => std::mem::take(&mut files.pending),
                 None => continue,
             };
             for (table, rows) in pending {
-                if !rows.is_empty() {
+                if rows.rows > 0 {
                     self.write(bucket, table, rows)?;
                 }
             }
-            if let Some(files) = self.buckets.get_mut(&bucket) {
+            if let Some(files) = self.files.get_mut(&bucket) {
                 for (table, file) in std::mem::take(&mut files.open) {
                     files.files.insert(table, file.finish()?);
                 }
@@ -287,14 +310,14 @@ impl BucketSpill {
 
     /// Rows spilled in all.
     pub fn rows(&self) -> u64 {
-        self.buckets.values().map(|b| b.rows).sum()
+        self.files.values().map(|b| b.rows).sum()
     }
 
     /// Cuts bucket `bucket` into parts of about `part_bytes` encoded bytes each, at chunk
     /// boundaries, and writes each part's spill files. A bucket that fits is one part and keeps
     /// its files; a bucket with no rows is one empty part. Call after [`BucketSpill::finish`].
     pub fn parts(&mut self, bucket: usize, part_bytes: u64) -> Result<Vec<BucketPart>> {
-        let files = self.buckets.remove(&bucket).unwrap_or_default();
+        let files = self.files.remove(&bucket).unwrap_or_default();
         let wanted = files.bytes.div_ceil(part_bytes.max(1)).max(1) as usize;
         let ends: Vec<String> = files.chunk_ends.into_iter().collect();
         // Split points are chunk ends spread evenly over the bucket's chunks: chunks hold about
@@ -370,10 +393,7 @@ impl BucketSpill {
 
 /// The part of every row of a spilled batch: the number of split points below its image id.
 fn part_indices(batch: &RecordBatch, splits: &[String]) -> Result<Vec<usize>> {
-    let ids = batch
-        .column_by_name("image_id")
-        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        .ok_or_else(|| Error::invalid("spilled batch", "it has no image_id column"))?;
+    let ids = image_ids(batch)?;
     Ok((0..ids.len())
         .map(|i| splits.partition_point(|split| split.as_str() < ids.value(i)))
         .collect())
@@ -389,19 +409,105 @@ impl BucketPart {
                 .is_none_or(|through| image_id <= through)
     }
 
-    /// The part's rows, every image's rows in read order, images by id; removes its files.
-    pub fn read(self) -> Result<Vec<KeyedRow>> {
-        let mut rows = Vec::with_capacity(self.rows as usize);
+    /// The part's rows, each table's sorted by image id and then read position; removes its
+    /// files.
+    pub fn read(self) -> Result<PartRows> {
+        let mut tables = Vec::with_capacity(self.files.len());
         for (table, path) in &self.files {
-            for batch in read_batches(path)? {
-                rows.extend(decode(*table, &batch?)?);
-            }
+            let batches = read_batches(path)?.collect::<Result<Vec<RecordBatch>>>()?;
             std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+            let what = || format!("sorting spilled {} rows", table.name());
+            let batch = arrow::compute::concat_batches(&spill_schema(*table), &batches)
+                .map_err(|e| Error::arrow(what(), e))?;
+            drop(batches);
+            let width = batch.num_columns();
+            let ids: ArrayRef = Arc::new(image_ids(&batch)?.clone());
+            let keys: Vec<arrow::compute::SortColumn> = [
+                ids,
+                batch.column(width - 2).clone(),
+                batch.column(width - 1).clone(),
+            ]
+            .into_iter()
+            .map(|values| arrow::compute::SortColumn {
+                values,
+                options: None,
+            })
+            .collect();
+            let order = arrow::compute::lexsort_to_indices(&keys, None)
+                .map_err(|e| Error::arrow(what(), e))?;
+            let sorted = arrow::compute::take_record_batch(&batch, &order)
+                .map_err(|e| Error::arrow(what(), e))?;
+            tables.push((*table, sorted));
         }
-        rows.sort_by(|a, b| {
-            (a.row.image_id(), a.unit, a.ordinal).cmp(&(b.row.image_id(), b.unit, b.ordinal))
-        });
-        Ok(rows)
+        Ok(PartRows { tables })
+    }
+}
+
+/// The rows of a bucket part: per table, one batch of its spill schema sorted by image id and
+/// then read position (input unit, record).
+#[derive(Debug, Default)]
+pub struct PartRows {
+    tables: Vec<(TableKind, RecordBatch)>,
+}
+
+impl PartRows {
+    /// The part's image ids over all tables, in order.
+    pub fn image_ids(&self) -> Result<Vec<String>> {
+        let mut ids: BTreeSet<&str> = BTreeSet::new();
+        for (_, batch) in &self.tables {
+            let column = image_ids(batch)?;
+            for i in 0..column.len() {
+                if i == 0 || column.value(i - 1) != column.value(i) {
+                    ids.insert(column.value(i));
+                }
+            }
+        }
+        Ok(ids.into_iter().map(str::to_string).collect())
+    }
+
+    /// The tables the part has rows of.
+    pub fn tables(&self) -> impl Iterator<Item = TableKind> + '_ {
+        self.tables.iter().map(|(table, _)| *table)
+    }
+
+    /// Every table's rows as typed rows, in the order they are held.
+    pub fn typed(&self) -> Result<Vec<(TableKind, Vec<KeyedRow>)>> {
+        self.tables
+            .iter()
+            .map(|(table, batch)| Ok((*table, decode(*table, batch)?)))
+            .collect()
+    }
+
+    /// The rows of `table` whose image ids lie in `first..=last`, in `table`'s own schema
+    /// (without the read positions); `None` when there are none.
+    pub fn slice(&self, table: TableKind, first: &str, last: &str) -> Result<Option<RecordBatch>> {
+        let Some((_, batch)) = self.tables.iter().find(|(t, _)| *t == table) else {
+            return Ok(None);
+        };
+        let ids = image_ids(batch)?;
+        let bound = |below: &dyn Fn(&str) -> bool| {
+            let (mut low, mut high) = (0, ids.len());
+            while low < high {
+                let middle = (low + high) / 2;
+                if below(ids.value(middle)) {
+                    low = middle + 1;
+                } else {
+                    high = middle;
+                }
+            }
+            low
+        };
+        let start = bound(&|id| id < first);
+        let end = bound(&|id| id <= last);
+        if start >= end {
+            return Ok(None);
+        }
+        let width = batch.num_columns();
+        let rows = batch.slice(start, end - start);
+        let columns = rows.columns()[..width - 2].to_vec();
+        RecordBatch::try_new(table.schema(), columns)
+            .map(Some)
+            .map_err(|e| Error::arrow(format!("writing {} rows", table.name()), e))
     }
 }
 
@@ -644,16 +750,22 @@ mod tests {
     fn parts_hold_whole_chunks_and_every_row_once() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("spill")).unwrap();
-        let mut spill = BucketSpill::new(dir.path().join("spill"), 4);
+        // One bucket, so that every row lands in bucket 0; batches of 100 rows, as readers send.
+        let mut spill = BucketSpill::new(dir.path().join("spill"), 1, 4);
         let mut pushed = Vec::new();
+        let mut rows = Vec::new();
         for n in 0..6000u64 {
             let image = format!("img{:05}", (n * 7919) % 1500);
             let row = caption(&image, n);
             pushed.push((image, row.unit, row.ordinal));
-            spill.push(3, row).unwrap();
+            rows.push(row);
+            if rows.len() == 100 {
+                let batch = encode(TableKind::Captions, std::mem::take(&mut rows)).unwrap();
+                spill.push_batch(TableKind::Captions, &batch).unwrap();
+            }
         }
         spill.finish().unwrap();
-        let parts = spill.parts(3, 20_000).unwrap();
+        let parts = spill.parts(0, 20_000).unwrap();
         assert!(parts.len() > 4, "{} parts", parts.len());
         let mut seen = Vec::new();
         let mut last_id: Option<String> = None;
@@ -663,7 +775,17 @@ mod tests {
                 after.as_deref().is_none_or(|a| id > a)
                     && through.as_deref().is_none_or(|t| id <= t)
             };
-            let rows = part.read().unwrap();
+            let read = part.read().unwrap();
+            let ids = read.image_ids().unwrap();
+            let (low, high) = (ids.first().unwrap(), ids.last().unwrap());
+            let written = read.slice(TableKind::Captions, low, high).unwrap();
+            let rows: Vec<KeyedRow> = read
+                .typed()
+                .unwrap()
+                .into_iter()
+                .flat_map(|(_, rows)| rows)
+                .collect();
+            assert_eq!(written.unwrap().num_rows(), rows.len());
             assert!(rows.iter().all(|r| covered(r.row.image_id())));
             // Parts are consecutive ranges of ids, and no chunk straddles two parts.
             let first = rows.first().unwrap().row.image_id().to_string();

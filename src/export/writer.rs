@@ -351,25 +351,41 @@ impl DatasetWriter {
     pub fn write_bucket<R: TableRow>(
         &mut self,
         split: &str,
-        (bucket, buckets): (usize, usize),
+        bucket: (usize, usize),
         chunk: &str,
         rows: &[R],
     ) -> Result<()> {
         if rows.is_empty() {
             return Ok(());
         }
-        if R::KIND == TableKind::Rejected || bucket >= buckets {
+        let batch = rows_to_batch(rows)?;
+        self.write_bucket_batch(R::KIND, split, bucket, chunk, &batch)
+    }
+
+    /// [`DatasetWriter::write_bucket`] for a RecordBatch of `table`'s schema.
+    pub fn write_bucket_batch(
+        &mut self,
+        table: TableKind,
+        split: &str,
+        (bucket, buckets): (usize, usize),
+        chunk: &str,
+        batch: &RecordBatch,
+    ) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        if table == TableKind::Rejected || bucket >= buckets {
             return Err(Error::Usage(format!(
                 "bucket {bucket} of {buckets} of table {} cannot be written",
-                R::KIND.name()
+                table.name()
             )));
         }
-        let batch = rows_to_batch(rows)?;
-        let key = (R::KIND, split.to_string(), bucket, chunk.to_string());
+        check_batch_schema(table, batch)?;
+        let key = (table, split.to_string(), bucket, chunk.to_string());
         if !self.bucketed.contains_key(&key) {
-            self.register_split(R::KIND, split)?;
+            self.register_split(table, split)?;
             let writer = SplitWriter::bucket(
-                R::KIND,
+                table,
                 split,
                 &self.staging,
                 self.settings.clone(),
@@ -379,7 +395,7 @@ impl DatasetWriter {
             self.bucketed.insert(key.clone(), writer);
         }
         match self.bucketed.get_mut(&key) {
-            Some(writer) => writer.write(&batch),
+            Some(writer) => writer.write(batch),
             None => Ok(()), // unreachable: inserted above
         }
     }

@@ -2,24 +2,26 @@
 //! shards, in memory bounded by the size of a bucket part rather than by the dataset.
 //!
 //! ```text
-//! readers ─(bucket of image key)→ spill (Arrow IPC per bucket and table)      ┐ read
-//!         └─ statistics / rows the models learn from → main thread: fit once ─┘
+//! readers ─ Arrow batches per table, cut by owner (exchange) → spill (Arrow IPC per bucket) ┐ read
+//!         └─ statistics / rows the models learn from → main thread: fit once ──────────────┘
 //! spill ─ part by part (whole chunks, ≤ part budget) → gather → method stages
-//!       → the worker writes the part's chunks and closes them, its changes as a sorted run
+//!       → the worker's writer thread writes the part's chunks, its changes as a sorted run
 //! runs ─ merged by image id → changelog; ledger, manifest → commit
 //! ```
 //!
 //! Every worker reads its share of the inputs (input path `i` goes to worker `i % peers`) and
-//! sends each row to the worker owning its bucket (`bucket % peers`), which appends it to that
-//! bucket's spill files. Once every input is read, the main thread fits the corpus-level models
+//! sends its rows, as Arrow record batches cut by the worker owning each row's bucket
+//! (`bucket % peers`, [`super::exchange`]), to that worker, which appends them to the bucket's
+//! spill files. Once every input is read, the main thread fits the corpus-level models
 //! from the statistics the readers gathered, or from the rows they learn from in read order, so
 //! the models are the same for any number of workers, and hands them to the workers. Each
 //! worker then reads its buckets back in parts: consecutive ranges of image ids that end at
 //! bucket-chunk boundaries ([`super::spill::BucketSpill::parts`]), so a part holds whole images
 //! and whole chunks. A part's images go through the method stages on the worker that read it,
-//! and the same worker writes the part's chunks into shards of its own, closes them at once,
-//! and keeps the part's changes as a run sorted by image id in the scratch directory. At the
-//! end the commit adopts every worker's shards, the runs are merged into the changelog and the
+//! and the worker's writer thread writes the part's chunks into shards of the worker's own
+//! (the input tables as slices of the part's Arrow batches), closes them at once, and keeps
+//! the part's changes as a run sorted by image id in the scratch directory. At the end the
+//! commit adopts every worker's shards, the runs are merged into the changelog and the
 //! dataset is committed. The bytes are those of [`super::buckets`]'s export: each chunk holds
 //! its images' rows in read order, then their samples, images by id.
 
@@ -83,7 +85,7 @@ pub struct StreamedRun {
     pub wall: Duration,
 }
 
-/// A part's results, sent by the worker that ran its stages to the writing thread.
+/// A part's results, sent by the worker that ran its stages to its writer thread.
 struct PartOutput {
     bucket: usize,
     /// The image ids the part covers ([`super::spill::BucketPart::covers`]).

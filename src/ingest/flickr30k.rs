@@ -19,7 +19,7 @@
 //! exclusive far edge, so `x1 = xmin - 1`, `y1 = ymin - 1`, `x2 = xmax`, `y2 = ymax`: the box
 //! covers the same pixels and its width is `xmax - xmin + 1`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -432,10 +432,13 @@ impl ListedFile {
     }
 }
 
-/// The files of `dir` with `extension`, by stem, with their metadata when `stamped`; of two
-/// files with one stem (`a.txt`, `a.TXT`) the one listed last is kept.
-fn stems(dir: Option<&Path>, extension: &str, stamped: bool) -> Result<Vec<(String, ListedFile)>> {
-    let mut out = Vec::new();
+/// The files of `dir` with `extension`, by stem, with their metadata when `stamped`.
+fn stems(
+    dir: Option<&Path>,
+    extension: &str,
+    stamped: bool,
+) -> Result<BTreeMap<String, ListedFile>> {
+    let mut out = BTreeMap::new();
     let Some(dir) = dir else {
         return Ok(out);
     };
@@ -466,22 +469,13 @@ fn stems(dir: Option<&Path>, extension: &str, stamped: bool) -> Result<Vec<(Stri
             },
         };
         if is_file {
-            out.push((
+            out.insert(
                 stem.to_string_lossy().into_owned(),
                 ListedFile { path, meta },
-            ));
+            );
         }
     }
-    // A stable sort keeps listing order among equal stems; the last of each run is kept.
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut kept: Vec<(String, ListedFile)> = Vec::with_capacity(out.len());
-    for entry in out {
-        match kept.last_mut() {
-            Some(last) if last.0 == entry.0 => *last = entry,
-            _ => kept.push(entry),
-        }
-    }
-    Ok(kept)
+    Ok(out)
 }
 
 /// The upstream split lists (`train.txt`, `val.txt`, `test.txt`: one image id per line).
@@ -548,35 +542,20 @@ impl Listing {
                 .unwrap_or_else(|_| Err(Error::Usage("listing annotations panicked".into())));
             (sentences, annotations)
         });
-        // Both lists are sorted by stem: merged in one pass, without a map of either.
-        let mut sentences = sentences?.into_iter().peekable();
-        let mut annotations = annotations?.into_iter().peekable();
-        let mut images = Vec::with_capacity(sentences.len().max(annotations.len()));
-        loop {
-            let next = match (sentences.peek(), annotations.peek()) {
-                (None, None) => break,
-                (Some((s, _)), Some((a, _))) => s.cmp(a),
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-            };
-            let (sentence, annotation) = match next {
-                std::cmp::Ordering::Less => (sentences.next(), None),
-                std::cmp::Ordering::Greater => (None, annotations.next()),
-                std::cmp::Ordering::Equal => (sentences.next(), annotations.next()),
-            };
-            let Some(id) = sentence
-                .as_ref()
-                .or(annotation.as_ref())
-                .map(|(id, _)| id.clone())
-            else {
-                break;
-            };
-            images.push(ListedImage {
+        let (mut sentences, mut annotations) = (sentences?, annotations?);
+        let ids: BTreeSet<String> = sentences
+            .keys()
+            .chain(annotations.keys())
+            .cloned()
+            .collect();
+        let images = ids
+            .into_iter()
+            .map(|id| ListedImage {
+                sentence: sentences.remove(&id),
+                annotation: annotations.remove(&id),
                 id,
-                sentence: sentence.map(|(_, file)| file),
-                annotation: annotation.map(|(_, file)| file),
-            });
-        }
+            })
+            .collect();
         Ok(Listing { images, splits })
     }
 

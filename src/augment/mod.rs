@@ -19,6 +19,7 @@ use crate::ingest::Row;
 use crate::schema::{
     AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, SceneGraphRow,
 };
+use std::collections::BTreeMap;
 
 /// Everything known about one image, gathered from every input of a run.
 ///
@@ -42,6 +43,23 @@ impl ImageAnnotations {
             image_id: image_id.into(),
             ..Default::default()
         }
+    }
+
+    /// Groups rows by image, by image id, each image's rows pushed in the order given
+    /// ([`ImageAnnotations::push`]).
+    pub fn group(rows: impl IntoIterator<Item = Row>) -> BTreeMap<String, ImageAnnotations> {
+        let mut images: BTreeMap<String, ImageAnnotations> = BTreeMap::new();
+        for row in rows {
+            match images.get_mut(row.image_id()) {
+                Some(image) => image.push(row),
+                None => {
+                    let mut image = ImageAnnotations::new(row.image_id());
+                    image.push(row);
+                    images.insert(image.image_id.clone(), image);
+                }
+            }
+        }
+        images
     }
 
     /// Gathers rows of one image; rows of other images or sample rows are ignored.

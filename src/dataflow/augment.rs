@@ -98,15 +98,9 @@ fn input_rows(collected: &CollectedRun, only: Option<&BTreeSet<String>>) -> Vec<
 pub fn group_images(collected: &CollectedRun) -> Vec<ImageAnnotations> {
     let mut rows = input_rows(collected, None);
     rows.sort_by_key(|r| (r.unit, r.ordinal));
-    let mut images: BTreeMap<String, ImageAnnotations> = BTreeMap::new();
-    for keyed in rows {
-        let id = keyed.row.image_id().to_string();
-        images
-            .entry(id.clone())
-            .or_insert_with(|| ImageAnnotations::new(id))
-            .push(keyed.row.clone());
-    }
-    images.into_values().collect()
+    ImageAnnotations::group(rows.into_iter().map(|keyed| keyed.row.clone()))
+        .into_values()
+        .collect()
 }
 
 /// Runs the stages of `methods` over the records of a read phase (of the images in `only`, when

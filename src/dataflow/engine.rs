@@ -613,25 +613,15 @@ fn gather_part(
 ) -> (Vec<Staged<SsaImage>>, Vec<KeyedRow>) {
     let mut samples = Vec::new();
     let build = || {
-        let mut images: BTreeMap<String, ImageAnnotations> = BTreeMap::new();
-        let mut rows = 0;
+        let mut inputs = Vec::new();
         for (table, keyed) in tables {
-            if table == TableKind::Samples {
-                samples = keyed;
-                continue;
-            }
-            rows += keyed.len();
-            for KeyedRow { row, .. } in keyed {
-                match images.get_mut(row.image_id()) {
-                    Some(image) => image.push(row),
-                    None => {
-                        let mut image = ImageAnnotations::new(row.image_id());
-                        image.push(row);
-                        images.insert(image.image_id.clone(), image);
-                    }
-                }
+            match table {
+                TableKind::Samples => samples = keyed,
+                _ => inputs.extend(keyed.into_iter().map(|keyed| keyed.row)),
             }
         }
+        let rows = inputs.len();
+        let images = ImageAnnotations::group(inputs);
         let count = super::stages::StageCount::new(rows, images.len(), 0);
         (images, count)
     };
@@ -685,22 +675,29 @@ struct BatchFeed {
     batcher: TableBatcher,
 }
 
+impl BatchFeed {
+    /// Sends `batches` on at once rather than when the input's buffer fills.
+    fn send(&mut self, batches: Vec<TableBatch>) {
+        if batches.is_empty() {
+            return;
+        }
+        for batch in batches {
+            self.input.send(batch);
+        }
+        self.input.flush();
+    }
+}
+
 impl RowFeed for BatchFeed {
     fn feed(&mut self, keyed: KeyedRow) -> Result<()> {
         let batches = self.batcher.push(keyed)?;
-        if !batches.is_empty() {
-            for batch in batches {
-                self.input.send(batch);
-            }
-            self.input.flush();
-        }
+        self.send(batches);
         Ok(())
     }
 
     fn finish(mut self) -> Result<()> {
-        for batch in self.batcher.flush()? {
-            self.input.send(batch);
-        }
+        let batches = self.batcher.flush()?;
+        self.send(batches);
         self.input.close();
         Ok(())
     }

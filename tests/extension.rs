@@ -1,17 +1,22 @@
 //! A method that lives only in this test, registered through `capflow::augment::method`, runs
 //! through a spec end to end: its samples land in the dataset after the built-in methods', its
 //! stage is in the manifest, its errors stop the run with their exit code, and the bytes do not
-//! depend on the number of workers.
+//! depend on the number of workers. A sink that lives only in this test, registered through
+//! `capflow::dataflow::sink`, receives every sample the dataset gets, as Arrow batches, and is
+//! told how the run ended.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use arrow::record_batch::RecordBatch;
 
 use capflow::augment::method::{register, Method};
 use capflow::augment::ImageAnnotations;
-use capflow::dataflow::{run, ClusterOptions, DataflowSpec, RunOptions};
+use capflow::dataflow::sink::{self, Sink, SinkWriter};
+use capflow::dataflow::{run, ClusterOptions, DataflowSpec, RunOptions, RunOutcome};
 use capflow::error::{Error, Result};
 use capflow::export::read_table;
 use capflow::schema::{batch_to_rows, Provenance, SampleRow, TableKind};
@@ -175,4 +180,212 @@ fn a_failing_registered_method_stops_the_run_with_its_error() {
     let err = run(&unknown, &options(tmp.path().join("unknown"), 1)).unwrap_err();
     assert_eq!(err.exit_code(), 2, "{err}");
     assert!(err.to_string().contains("whisper"), "{err}");
+}
+
+/// What the test sink saw in one run (by the `tag` of its table).
+#[derive(Default)]
+struct Seen {
+    opened: Vec<usize>,
+    finished: usize,
+    batches: usize,
+    samples: Vec<SampleRow>,
+    committed: Option<u64>,
+    aborted: Option<String>,
+}
+
+fn seen() -> &'static Mutex<BTreeMap<String, Seen>> {
+    static SEEN: OnceLock<Mutex<BTreeMap<String, Seen>>> = OnceLock::new();
+    SEEN.get_or_init(Mutex::default)
+}
+
+/// Decodes every batch it is handed; with `fail = true`, its first write fails as an adapter.
+struct Collect {
+    tag: String,
+    fail: bool,
+}
+
+struct CollectWriter {
+    tag: String,
+    fail: bool,
+}
+
+impl Sink for Collect {
+    fn open(&self, worker: usize) -> Result<Box<dyn SinkWriter>> {
+        let mut seen = seen().lock().unwrap();
+        seen.entry(self.tag.clone())
+            .or_default()
+            .opened
+            .push(worker);
+        Ok(Box::new(CollectWriter {
+            tag: self.tag.clone(),
+            fail: self.fail,
+        }))
+    }
+
+    fn committed(&self, version: u64) -> Result<()> {
+        seen().lock().unwrap().get_mut(&self.tag).unwrap().committed = Some(version);
+        Ok(())
+    }
+
+    fn aborted(&self, error: &Error) {
+        let mut seen = seen().lock().unwrap();
+        seen.entry(self.tag.clone()).or_default().aborted = Some(error.to_string());
+    }
+}
+
+impl SinkWriter for CollectWriter {
+    fn write(&mut self, samples: &RecordBatch) -> Result<u64> {
+        if self.fail {
+            return Err(Error::Adapter {
+                adapter: "collect".into(),
+                batch: format!("{} samples", samples.num_rows()),
+                reason: "the sink was told to fail".into(),
+            });
+        }
+        let rows = batch_to_rows::<SampleRow>(samples)?;
+        let mut seen = seen().lock().unwrap();
+        let seen = seen.get_mut(&self.tag).unwrap();
+        seen.batches += 1;
+        seen.samples.extend(rows);
+        Ok(samples.num_rows() as u64)
+    }
+
+    fn finish(self: Box<Self>) -> Result<()> {
+        seen().lock().unwrap().get_mut(&self.tag).unwrap().finished += 1;
+        Ok(())
+    }
+}
+
+fn collect(config: &toml::Value) -> Result<Arc<dyn Sink>> {
+    let tag = config
+        .get("tag")
+        .and_then(toml::Value::as_str)
+        .ok_or_else(|| Error::Config("`tag` is required".into()))?;
+    Ok(Arc::new(Collect {
+        tag: tag.to_string(),
+        fail: config
+            .get("fail")
+            .and_then(toml::Value::as_bool)
+            .unwrap_or(false),
+    }))
+}
+
+fn with_sink(spec: &DataflowSpec, table: &str) -> DataflowSpec {
+    let mut spec = spec.clone();
+    spec.sinks
+        .insert("collect".into(), toml::from_str(table).unwrap());
+    spec
+}
+
+fn dataset_samples(dir: &Path) -> Vec<SampleRow> {
+    read_table(dir, TableKind::Samples)
+        .unwrap()
+        .flat_map(|batch| batch_to_rows::<SampleRow>(&batch.unwrap()).unwrap())
+        .collect()
+}
+
+fn by_id(mut samples: Vec<SampleRow>) -> Vec<SampleRow> {
+    samples.sort_by(|a, b| a.sample_id.cmp(&b.sample_id));
+    samples
+}
+
+#[test]
+fn a_sink_registered_in_a_test_takes_every_sample_of_the_dataset() {
+    register("shout", shout).unwrap();
+    sink::register("collect", collect).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let flickr = common::repo_root().join("examples/data/flickr30k_entities");
+    let plain = spec(tmp.path(), &flickr);
+    for workers in [1, 2] {
+        let tag = format!("stream-w{workers}");
+        let spec = with_sink(&plain, &format!("tag = \"{tag}\""));
+        assert_eq!(
+            spec.config_hash(),
+            plain.config_hash(),
+            "a sink does not change the dataset"
+        );
+        let out = tmp.path().join(&tag);
+        let outcome = run(&spec, &options(out.clone(), workers)).unwrap();
+        assert_eq!(outcome, RunOutcome::Committed(1));
+        let seen = seen().lock().unwrap().remove(&tag).unwrap();
+        let mut opened = seen.opened.clone();
+        opened.sort();
+        assert_eq!(
+            opened,
+            (0..workers).collect::<Vec<_>>(),
+            "one writer per worker"
+        );
+        assert_eq!(seen.finished, workers);
+        assert_eq!(seen.committed, Some(1));
+        assert_eq!(seen.aborted, None);
+        let written = dataset_samples(&out);
+        assert_eq!(written.len(), 200, "100 originals and 100 shouted");
+        assert_eq!(by_id(seen.samples), by_id(written));
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+        let stage = manifest["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "sink:collect")
+            .expect("the sink's stage is in the manifest");
+        assert_eq!(stage["rows_in"], 200);
+        assert_eq!(stage["rows_out"], 200);
+        // The dataset is the one a run without the sink writes.
+        if workers == 1 {
+            let without = tmp.path().join("without");
+            run(&plain, &options(without.clone(), 1)).unwrap();
+            assert_eq!(data_files(&out), data_files(&without));
+        }
+    }
+
+    // A run with --state collects its rows first; the sink still gets every computed sample.
+    let tag = "state";
+    let spec = with_sink(&plain, &format!("tag = \"{tag}\""));
+    let out = tmp.path().join(tag);
+    let options = RunOptions {
+        state: Some(tmp.path().join("incremental-state")),
+        ..options(out.clone(), 2)
+    };
+    run(&spec, &options).unwrap();
+    let seen = seen().lock().unwrap().remove(tag).unwrap();
+    assert_eq!(seen.opened, vec![0]);
+    assert_eq!(seen.committed, Some(1));
+    assert_eq!(by_id(seen.samples), by_id(dataset_samples(&out)));
+}
+
+#[test]
+fn a_failing_sink_stops_the_run_and_nothing_is_committed() {
+    register("shout", shout).unwrap();
+    sink::register("collect", collect).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let flickr = common::repo_root().join("examples/data/flickr30k_entities");
+    let plain = spec(tmp.path(), &flickr);
+    let spec = with_sink(&plain, "tag = \"fails\"\nfail = true");
+    let out = tmp.path().join("out");
+    let err = run(&spec, &options(out.clone(), 2)).unwrap_err();
+    assert_eq!(
+        err.exit_code(),
+        5,
+        "an adapter's failure keeps its exit code: {err}"
+    );
+    assert!(err.to_string().contains("sink:collect"), "{err}");
+    assert!(!out.join("manifest.json").exists());
+    let seen = seen().lock().unwrap().remove("fails").unwrap();
+    assert_eq!(seen.committed, None);
+    assert!(seen.aborted.unwrap().contains("told to fail"));
+
+    // An unknown sink, or a bad table, is a configuration error before anything is read.
+    let mut unknown = plain.clone();
+    unknown
+        .sinks
+        .insert("nowhere".into(), toml::Value::Table(Default::default()));
+    let err = run(&unknown, &options(tmp.path().join("unknown"), 1)).unwrap_err();
+    assert_eq!(err.exit_code(), 2, "{err}");
+    assert!(err.to_string().contains("[sinks.nowhere]"), "{err}");
+    let untagged = with_sink(&plain, "fail = true");
+    let err = run(&untagged, &options(tmp.path().join("untagged"), 1)).unwrap_err();
+    assert_eq!(err.exit_code(), 2, "{err}");
+    assert!(err.to_string().contains("[sinks.collect]: `tag`"), "{err}");
+    assert!(!tmp.path().join("untagged/manifest.json").exists());
 }

@@ -152,7 +152,7 @@ pub fn run(args: WatchArgs) -> Result<()> {
                     out.display()
                 );
             }
-            Ok(RunOutcome::Unchanged | RunOutcome::Part) => {
+            Ok(RunOutcome::Unchanged | RunOutcome::Part(_)) => {
                 eprintln!(
                     "capflow watch {}: the inputs changed but no image did; no new version",
                     spec.name

@@ -44,6 +44,7 @@ use super::exchange::{TableBatch, TableBatcher};
 use super::models::{fit_methods_with, fits_from_stats, model_rows};
 use super::record::Staged;
 use super::runtime::{input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed};
+use super::sink::{add_metrics, NamedSink, SinkWriters};
 use super::spill::{BucketSpill, ChangesWriter, PartRows};
 use super::ssa::corpus_stats;
 use super::stages::{Failure, SsaImage, StageMeter};
@@ -133,12 +134,14 @@ pub fn streams(spec: &DataflowSpec, previous: Option<&Manifest>) -> bool {
 /// Runs this process's share of `spec` with the streaming engine: its workers write the shards
 /// of their buckets, and the changes go to runs in `writer`'s scratch directory. Returns what
 /// the commit needs. `corpus` holds the rows of the spec's fixed model corpus, when it has one.
+/// Every part's samples also go to `sinks` ([`super::sink`]) once the part is written.
 pub fn run_streaming(
     spec: &DataflowSpec,
     cluster: &ClusterOptions,
     writer: &mut DatasetWriter,
     mut corpus: Option<CollectedRun>,
     memory_limit: u64,
+    sinks: &[NamedSink],
 ) -> Result<StreamedRun> {
     let config = cluster.timely_config()?;
     let buckets = spec.output.buckets;
@@ -174,6 +177,7 @@ pub fn run_streaming(
         let dir = spill_dir(&scratch, index);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     }
+    let sinks = sinks.to_vec();
     let started = Instant::now();
     let guards = timely::execute(config, move |worker| {
         let index = worker.index();
@@ -313,7 +317,8 @@ pub fn run_streaming(
             ),
             Err(err) => return fail(err),
         };
-        let (to_writer, writing) = match spawn_writer(index, part_writer, messages.clone()) {
+        let writing = spawn_writer(index, part_writer, sinks.clone(), messages.clone());
+        let (to_writer, writing) = match writing {
             Ok(writer) => writer,
             Err(err) => return fail(err),
         };
@@ -455,19 +460,7 @@ pub fn run_streaming(
                 progress.set_position(images_done);
             }
             Message::Written(part) => written.add(*part),
-            Message::Meters(meters) => {
-                for meter in meters {
-                    match stage_totals.iter_mut().find(|s| s.name == meter.name) {
-                        Some(total) => {
-                            total.rows_in += meter.rows_in;
-                            total.rows_out += meter.rows_out;
-                            total.rejected += meter.rejected;
-                            total.elapsed_ms += meter.elapsed_ms;
-                        }
-                        None => stage_totals.push(meter),
-                    }
-                }
-            }
+            Message::Meters(meters) => add_metrics(&mut stage_totals, meters),
             Message::Failed(err) => {
                 first_error.get_or_insert(err);
             }
@@ -532,6 +525,7 @@ pub fn run_streaming(
         rejected: 0,
         elapsed_ms: written.elapsed.as_millis() as u64,
     });
+    run.stages.append(&mut written.sinks);
     Ok(run)
 }
 
@@ -642,11 +636,13 @@ fn gather_part(
     (staged, samples)
 }
 
-/// Starts the thread that writes a worker's parts, one at a time, in the order they are sent;
-/// at most one part waits for it. Joining it gives what it wrote, or its first error.
+/// Starts the thread that writes a worker's parts, one at a time, in the order they are sent,
+/// and hands each part's samples to the worker's writers of `sinks`; at most one part waits for
+/// it. Joining it gives what it wrote, or its first error.
 fn spawn_writer(
     index: usize,
     mut writer: PartWriter,
+    sinks: Vec<NamedSink>,
     messages: crossbeam_channel::Sender<Message>,
 ) -> Result<(
     crossbeam_channel::Sender<PartOutput>,
@@ -656,12 +652,16 @@ fn spawn_writer(
     let handle = std::thread::Builder::new()
         .name(format!("capflow-writer-{index}"))
         .spawn(move || {
+            let mut sinks = SinkWriters::open(&sinks, index)?;
             for part in received {
                 let images = part.outputs.len() as u64;
-                writer.write(part)?;
+                writer.write(part, &mut sinks)?;
                 let _ = messages.send(Message::Progress(images));
             }
-            writer.finish()
+            let sinks = sinks.finish()?;
+            let mut written = writer.finish()?;
+            written.sinks = sinks;
+            Ok(written)
         })
         .map_err(|e| Error::Config(format!("starting the writer of worker {index}: {e}")))?;
     Ok((parts, handle))
@@ -772,6 +772,8 @@ struct WrittenParts {
     dropped: BTreeMap<SsaDrop, u64>,
     image_rejected: Vec<(String, Vec<RejectedRow>)>,
     elapsed: Duration,
+    /// The metrics of the worker's sink writers.
+    sinks: Vec<StageMetrics>,
 }
 
 impl WrittenParts {
@@ -789,6 +791,7 @@ impl WrittenParts {
         }
         self.image_rejected.extend(other.image_rejected);
         self.elapsed = self.elapsed.max(other.elapsed);
+        add_metrics(&mut self.sinks, other.sinks);
     }
 }
 
@@ -886,7 +889,9 @@ impl PartWriter {
         Ok(samples)
     }
 
-    fn write(&mut self, part: PartOutput) -> Result<()> {
+    /// Writes `part`'s chunks and changes, then hands its samples, as the dataset holds them,
+    /// to `sinks`.
+    fn write(&mut self, part: PartOutput, sinks: &mut SinkWriters) -> Result<()> {
         let started = Instant::now();
         let PartOutput {
             bucket,
@@ -920,6 +925,8 @@ impl PartWriter {
         let tables: Vec<TableKind> = rows.tables().filter(|t| *t != TableKind::Samples).collect();
         let mut input_samples = input_samples.into_iter().peekable();
         let mut added: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
+        let mut handed: Vec<SampleRow> = Vec::new();
+        let hand = !sinks.is_empty();
         for chunk in chunks(&ids, self.chunk_images) {
             let (Some(first), Some(last)) = (chunk.ids.first(), chunk.ids.last()) else {
                 continue;
@@ -941,12 +948,18 @@ impl PartWriter {
             }
             let mut sink = DatasetSink::bucket(&mut self.writer, bucket_of, chunk.key);
             while let Some(keyed) = input_samples.next_if(|k| k.row.image_id() <= *last) {
+                if let (true, Row::Sample(sample)) = (hand, &keyed.row) {
+                    handed.push(sample.clone());
+                }
                 sink.row(keyed.row)?;
             }
             for id in chunk.ids {
                 let new = samples.get(id).copied().unwrap_or_default();
                 for sample in new {
                     sink.row(Row::Sample(sample.clone()))?;
+                }
+                if hand {
+                    handed.extend_from_slice(new);
                 }
                 if !new.is_empty() {
                     added.insert(id.to_string(), new.to_vec());
@@ -964,7 +977,7 @@ impl PartWriter {
             }
         }
         self.written.elapsed += started.elapsed();
-        Ok(())
+        sinks.write(&handed)
     }
 
     /// The run of `bucket`'s changes: a bucket's parts come in image-id order, so each bucket's

@@ -24,6 +24,7 @@ pub mod models;
 pub mod record;
 pub mod run;
 pub mod runtime;
+pub mod sink;
 pub mod spec;
 pub mod spill;
 pub mod ssa;

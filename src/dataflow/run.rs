@@ -10,12 +10,16 @@ use super::buckets::BucketExport;
 use super::engine::{run_streaming, streams};
 use super::inputs::InputsState;
 use super::models::{fit_methods, model_rows, models_digest};
+use super::sink::{self, NamedSink};
 use super::state::{self, bucket_of, image_digests, BucketState, ImageState, Plan, StateDir};
 use super::{run_collect, run_collect_sharing, ClusterOptions, CollectedRun, DataflowSpec};
 use crate::error::{Error, Result};
 use crate::export::{DatasetWriter, FileEntry, StageMetrics};
 use crate::schema::{RejectedRow, SampleRow};
 use crate::select::mix::{mix, MixConfig};
+
+/// Images per batch handed to the sinks by a run that collected its rows.
+const SINK_BATCH_IMAGES: usize = 1024;
 
 /// How to run a spec.
 #[derive(Clone, Debug)]
@@ -48,14 +52,31 @@ impl Default for RunOptions {
 pub enum RunOutcome {
     /// The dataset's new version.
     Committed(u64),
-    /// This process of a cluster run wrote its buckets; process 0 committed.
-    Part,
+    /// This process of a cluster run wrote its buckets; process 0 committed this version.
+    Part(u64),
     /// With `--state`, no image changed and nothing was committed (asked for by `skip_unchanged`).
     Unchanged,
 }
 
-/// Runs `spec` (its input paths resolved) and commits its dataset; see [`RunOptions`].
+/// Runs `spec` (its input paths resolved) and commits its dataset; see [`RunOptions`]. The
+/// spec's sinks ([`super::sink`]) are built first, take the samples during the run and are told
+/// how it ended.
 pub fn run(spec: &DataflowSpec, options: &RunOptions) -> Result<RunOutcome> {
+    let sinks = sink::build(&spec.sinks)?;
+    let outcome = run_with_sinks(spec, options, &sinks);
+    let version = match &outcome {
+        Ok(RunOutcome::Committed(version) | RunOutcome::Part(version)) => Some(*version),
+        _ => None,
+    };
+    sink::conclude(&sinks, &outcome, version)?;
+    outcome
+}
+
+fn run_with_sinks(
+    spec: &DataflowSpec,
+    options: &RunOptions,
+    sinks: &[NamedSink],
+) -> Result<RunOutcome> {
     let skip_unchanged = options.skip_unchanged;
     let cluster = &options.cluster;
     cluster.timely_config()?;
@@ -101,7 +122,15 @@ pub fn run(spec: &DataflowSpec, options: &RunOptions) -> Result<RunOutcome> {
         (None, Some(_)) => None,
     };
     if state.is_none() && streamed_run(cluster, created.as_ref(), spec)? {
-        return run_streamed(spec, cluster, created, corpus, options.memory_limit, &out);
+        return run_streamed(
+            spec,
+            cluster,
+            created,
+            corpus,
+            options.memory_limit,
+            &out,
+            sinks,
+        );
     }
     let mut read_inputs = None;
     let mut collected = match (&state, &created) {
@@ -250,6 +279,15 @@ pub fn run(spec: &DataflowSpec, options: &RunOptions) -> Result<RunOutcome> {
         }
     }
 
+    // Each process hands on the samples of the buckets it writes.
+    let sink_stages = sink::feed_collected(
+        sinks,
+        new_samples
+            .iter()
+            .filter(|(id, _)| owned.contains(&bucket_of(id, buckets)))
+            .map(|(_, samples)| samples.as_slice()),
+        SINK_BATCH_IMAGES,
+    )?;
     let layout = BucketExport {
         buckets,
         chunk_images: spec.output.chunk_images,
@@ -310,6 +348,7 @@ pub fn run(spec: &DataflowSpec, options: &RunOptions) -> Result<RunOutcome> {
         rejected: 0,
         elapsed_ms: export_started.elapsed().as_millis() as u64,
     });
+    stages.extend(sink_stages);
     let mut part_of_this = Part {
         process,
         files: Vec::new(),
@@ -376,7 +415,13 @@ fn await_commit(cluster: &ClusterOptions, name: &str, process: usize) -> Result<
             eprintln!(
                 "capflow run {name} process {process}: wrote its buckets; process 0 committed version {version}"
             );
-            Ok(RunOutcome::Part)
+            version
+                .parse()
+                .map(RunOutcome::Part)
+                .map_err(|_| Error::Cluster {
+                    process: 0,
+                    reason: format!("sent a version that is not a number: {version}"),
+                })
         }
         None => Err(Error::Cluster {
             process: 0,
@@ -408,6 +453,7 @@ fn run_streamed(
     corpus: Option<CollectedRun>,
     memory_limit: u64,
     out: &std::path::Path,
+    sinks: &[NamedSink],
 ) -> Result<RunOutcome> {
     let process = cluster.process;
     // The other processes keep their spill files and change runs in a part of the dataset.
@@ -415,7 +461,7 @@ fn run_streamed(
         Some(writer) => writer,
         None => DatasetWriter::part(out, &spec.config_hash(), process)?,
     };
-    let streamed = run_streaming(spec, cluster, &mut writer, corpus, memory_limit)?;
+    let streamed = run_streaming(spec, cluster, &mut writer, corpus, memory_limit, sinks)?;
     if spec.augments() || spec.keeps_originals() {
         print_summary(
             spec,

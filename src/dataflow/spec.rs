@@ -151,6 +151,10 @@ pub struct DataflowSpec {
     /// [`crate::augment::method`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub methods: BTreeMap<String, toml::Value>,
+    /// Registered sinks that take the run's samples besides the dataset, each with its
+    /// configuration table (`[sinks.<name>]`, [`super::sink`]). They do not change the dataset.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sinks: BTreeMap<String, toml::Value>,
 }
 
 /// External models of a spec; each is optional and replaces the built-in method of its kind.
@@ -312,6 +316,7 @@ impl DataflowSpec {
     pub fn config_hash(&self) -> String {
         let mut hashed = self.clone();
         hashed.output.dir = None;
+        hashed.sinks.clear();
         for input in &mut hashed.inputs {
             input.input_subdir = None;
         }

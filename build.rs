@@ -32,7 +32,15 @@ fn main() {
         return;
     }
     match libtorch_lib_dir() {
-        Some(dir) => println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display()),
+        Some(dir) => {
+            println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
+            // libtorch's CUDA backend registers itself when libtorch_cuda is loaded, but no
+            // symbol of it is used directly, so `--as-needed` would drop it and CUDA would never
+            // be available: keep it (a CPU-only libtorch has no such library).
+            if dir.join("libtorch_cuda.so").exists() {
+                println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
+            }
+        }
         None => println!(
             "cargo:warning=libtorch not found: set LIBTORCH or LIBTORCH_USE_PYTORCH=1 with torch installed (scripts/setup-torch.sh)"
         ),

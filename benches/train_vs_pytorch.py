@@ -144,6 +144,10 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--precision", choices=["f32", "bf16"], default="f32",
+        help="bf16: matrix products under torch.autocast(dtype=torch.bfloat16), f32 weights",
+    )
     a = p.parse_args()
     if a.threads > 0:
         torch.set_num_threads(a.threads)
@@ -178,11 +182,14 @@ def main():
     controls, labels, geometry, flags, mask, tokens = batch
     inputs, targets = tokens[:, :t], tokens[:, 1:]
 
+    bf16 = a.precision == "bf16"
+
     def step(i):
         torch.manual_seed(i)
-        logits = model(controls, labels, geometry, flags, mask, inputs)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(controls, labels, geometry, flags, mask, inputs)
         loss = F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+            logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1),
             ignore_index=0, label_smoothing=0.1,
         )
         opt.zero_grad()
@@ -208,6 +215,7 @@ def main():
         "parameters": sum(q.numel() for q in model.parameters()),
         "torch": torch.__version__,
         "device": str(dev),
+        "precision": a.precision,
     }))
 
 

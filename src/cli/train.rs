@@ -185,6 +185,16 @@ fn run_train(args: TrainRunArgs) -> Result<()> {
         "first_loss": losses.first(),
         "final_loss": losses.last(),
         "tokens_per_second": outcome.run.tokens_per_second(),
+        "seconds": outcome.run.seconds,
+        "data_waits": outcome.run.data_waits,
+        "data_wait_seconds": outcome.run.data_wait_seconds,
+        "scoring_runs": outcome.scoring_runs.iter().map(|run| serde_json::json!({
+            "steps": run.steps,
+            "final_loss": run.losses.last(),
+            "seconds": run.seconds,
+            "tokens_per_second": run.tokens_per_second(),
+            "data_waits": run.data_waits,
+        })).collect::<Vec<_>>(),
     }))
 }
 

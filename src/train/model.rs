@@ -41,6 +41,9 @@ pub struct Parameters {
     pub tensors: Vec<Tensor>,
     /// Weight decay applies to matrices (embeddings and linear weights), not to biases and norms.
     pub decay: Vec<bool>,
+    /// Every parameter's values in one f32 tensor, in creation order; each tensor of `tensors`
+    /// is a view of its slice ([`Parameters::flatten`]).
+    pub flat: Option<Tensor>,
 }
 
 impl Parameters {
@@ -60,6 +63,30 @@ impl Parameters {
     fn constant(&mut self, name: String, shape: &[i64], value: f64, device: Device) -> Tensor {
         let value = Tensor::full(shape, value, (Kind::Float, device));
         self.add(name, value, false)
+    }
+
+    /// Moves every parameter into one flat tensor and makes each a view of its slice, so that
+    /// the optimizer updates all of them with a few kernels instead of a few per parameter
+    /// (what PyTorch's `foreach` optimizers do). The tensors keep their identity: the layers'
+    /// handles to them see the new storage.
+    pub(crate) fn flatten(&mut self) {
+        if self.tensors.is_empty() {
+            return;
+        }
+        let pieces: Vec<Tensor> = self
+            .tensors
+            .iter()
+            .map(|t| t.detach().reshape([-1]))
+            .collect();
+        let flat = Tensor::cat(&pieces, 0);
+        let mut offset = 0;
+        for tensor in &mut self.tensors {
+            let n = tensor.numel() as i64;
+            let view = flat.narrow(0, offset, n).view(tensor.size().as_slice());
+            tensor.set_data(&view);
+            offset += n;
+        }
+        self.flat = Some(flat);
     }
 
     pub fn count(&self) -> i64 {
@@ -395,6 +422,7 @@ impl Captioner {
             })
             .collect();
         let decoder_norm = LayerNorm::new(p, "decoder.norm", d, device);
+        p.flatten();
         Captioner {
             config: config.clone(),
             parameters: std::mem::take(p),

@@ -15,13 +15,13 @@ use std::time::Instant;
 
 use crossbeam_channel::{bounded, Receiver};
 use serde::{Deserialize, Serialize};
-use tch::{Device, Kind, Reduction, Tensor};
+use tch::{Device, Reduction, Tensor};
 
 use super::batch::{build_batch, Batch};
 use super::config::TrainConfig;
 use super::data::{epoch_seed, plan_batches, weighted_epoch, EncodedSample};
 use super::model::Captioner;
-use super::optim::{learning_rate, AdamW};
+use super::optim::{learning_rate, AdamW, Gradients};
 use super::vocab::{Vocabulary, PAD};
 use crate::error::{Error, Result};
 use crate::seed::splitmix64;
@@ -224,13 +224,12 @@ impl Trainer {
             PAD,
             self.config.optimizer.label_smoothing,
         );
-        self.optimizer.zero_grad(&mut self.model.parameters);
-        loss.backward();
+        let mut gradients = Gradients::of(&loss, &self.model.parameters);
         drop(rng);
-        self.optimizer
-            .clip_grad_norm(&self.model.parameters, self.config.optimizer.clip_norm);
+        gradients.clip_norm(self.config.optimizer.clip_norm);
         let lr = learning_rate(&self.config.optimizer, self.step, self.total_steps);
-        self.optimizer.step(&mut self.model.parameters, lr);
+        self.optimizer
+            .step(&mut self.model.parameters, &gradients, lr);
         self.step += 1;
         self.tokens += batch.tokens as u64;
         let value = loss.double_value(&[]);
@@ -310,10 +309,12 @@ impl Trainer {
                     ),
                 ));
             }
+            // In place: the parameters and moments are views of the flat tensors.
             tch::no_grad(|| p.tensors[k].copy_(&value));
-            trainer.optimizer.exp_avg[k] = take(format!("exp_avg/{name}"))?.to_kind(Kind::Float);
-            trainer.optimizer.exp_avg_sq[k] =
-                take(format!("exp_avg_sq/{name}"))?.to_kind(Kind::Float);
+            let avg = take(format!("exp_avg/{name}"))?;
+            trainer.optimizer.exp_avg[k].copy_(&avg);
+            let avg_sq = take(format!("exp_avg_sq/{name}"))?;
+            trainer.optimizer.exp_avg_sq[k].copy_(&avg_sq);
         }
         trainer.step = meta.step;
         trainer.optimizer.step = meta.optimizer_step;
@@ -334,6 +335,10 @@ pub struct RunSummary {
     pub tokens_this_process: u64,
     pub seconds: f64,
     pub device: String,
+    /// Steps whose batch was not ready when the trainer asked for it, and the time they waited:
+    /// how often the loader starved the device.
+    pub data_waits: u64,
+    pub data_wait_seconds: f64,
 }
 
 impl RunSummary {
@@ -382,6 +387,7 @@ pub fn run_plan(
     let end = stop_after.map_or(total, |s| s.min(total));
     let started = Instant::now();
     let tokens_before = trainer.tokens;
+    let (mut data_waits, mut data_wait) = (0u64, std::time::Duration::ZERO);
     if trainer.step < end {
         let (batches, loader) = spawn_loader(
             samples,
@@ -392,9 +398,18 @@ pub fn run_plan(
             config.batching.queue_batches,
         );
         while trainer.step < end {
-            let batch = batches
-                .recv()
-                .map_err(|_| Error::invalid("training data", "the loader thread stopped early"))?;
+            let stopped = || Error::invalid("training data", "the loader thread stopped early");
+            let batch = match batches.try_recv() {
+                Ok(batch) => batch,
+                Err(crossbeam_channel::TryRecvError::Empty) => {
+                    let waited = Instant::now();
+                    let batch = batches.recv().map_err(|_| stopped())?;
+                    data_waits += 1;
+                    data_wait += waited.elapsed();
+                    batch
+                }
+                Err(crossbeam_channel::TryRecvError::Disconnected) => return Err(stopped()),
+            };
             let loss = trainer.train_step(&batch);
             if !loss.is_finite() {
                 return Err(Error::invalid(
@@ -423,6 +438,8 @@ pub fn run_plan(
         tokens_this_process: trainer.tokens - tokens_before,
         seconds: started.elapsed().as_secs_f64(),
         device: format!("{device:?}"),
+        data_waits,
+        data_wait_seconds: data_wait.as_secs_f64(),
     })
 }
 

@@ -69,30 +69,25 @@ pub(crate) fn random_token() -> String {
     hex::encode(bytes)
 }
 
-/// Whether a process with this id is running. Linux answers through `/proc`; where there is no
-/// `/proc`, every process is assumed alive, so a lock left by a crash must be removed by hand
-/// (the error says so).
-fn process_alive(pid: u32) -> bool {
-    let proc_root = Path::new("/proc");
-    if !proc_root.join("self").exists() {
-        return true;
-    }
-    proc_root.join(pid.to_string()).exists()
-}
-
-/// The single-writer lock of a dataset directory: a file holding the writer's process id,
-/// created with `create_new` and removed on drop.
+/// The single-writer lock of a dataset directory: an exclusive `flock` on `.capflow-lock`,
+/// which also holds the writer's process id for the error a second writer gets.
 ///
-/// A lock whose process is gone (a killed run) is taken over. Only one writer may stage files
-/// in a dataset at a time, because the next writer removes the staging directories and
-/// unreferenced shards it finds.
+/// The kernel releases the lock when its process ends, however it ends, so a killed run leaves
+/// no lock to take over, and taking the lock is one atomic step: there is no moment at which two
+/// writers can both believe they hold it. The holder removes the file while it still holds the
+/// lock; a writer that locked the file just removed finds that it is no longer the file at the
+/// path and tries again.
 ///
-/// Within one process the lock file cannot tell two writers apart (both carry the same id), so
-/// the directories this process holds are also kept in a process-wide set.
+/// Only one writer may stage files in a dataset at a time, because the next writer removes the
+/// staging directories and unreferenced shards it finds. Within one process the directories
+/// held are also kept in a process-wide set (a second writer there is refused before it opens
+/// the file).
 #[derive(Debug)]
 pub(crate) struct DatasetLock {
     path: PathBuf,
     held: PathBuf,
+    /// The locked file; closing it releases the lock.
+    _file: File,
 }
 
 fn held_in_process() -> &'static std::sync::Mutex<std::collections::HashSet<PathBuf>> {
@@ -117,7 +112,11 @@ impl DatasetLock {
             }
         }
         match DatasetLock::acquire_file(dir) {
-            Ok(path) => Ok(DatasetLock { path, held }),
+            Ok((path, file)) => Ok(DatasetLock {
+                path,
+                held,
+                _file: file,
+            }),
             Err(e) => {
                 release_in_process(&held);
                 Err(e)
@@ -125,49 +124,66 @@ impl DatasetLock {
         }
     }
 
-    fn acquire_file(dir: &Path) -> Result<PathBuf> {
+    fn acquire_file(dir: &Path) -> Result<(PathBuf, File)> {
         let path = dir.join(LOCK_FILE);
-        let me = std::process::id();
-        // Two attempts: the second follows the removal of a stale lock.
-        for _ in 0..2 {
-            match OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(mut file) => {
-                    file.write_all(me.to_string().as_bytes())
-                        .and_then(|()| file.sync_all())
-                        .map_err(|e| Error::io(&path, e))?;
-                    return Ok(path);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+        // Each retry follows a holder's removal of the file between our open and our lock.
+        for _ in 0..16 {
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(|e| Error::io(&path, e))?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
                     let holder = fs::read_to_string(&path)
                         .ok()
-                        .and_then(|text| text.trim().parse::<u32>().ok());
-                    match holder {
-                        Some(pid) if pid != me && process_alive(pid) => {
-                            return Err(Error::Usage(format!(
-                                "{}: dataset is being written by process {pid}; wait for it, \
-                                 or remove {} if no capflow process is running",
-                                dir.display(),
-                                path.display()
-                            )));
-                        }
-                        _ => {
-                            tracing::info!("taking over stale lock {}", path.display());
-                            match fs::remove_file(&path) {
-                                Ok(()) => {}
-                                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                                Err(e) => return Err(Error::io(&path, e)),
-                            }
-                        }
-                    }
+                        .and_then(|text| text.trim().parse::<u32>().ok())
+                        .map_or_else(
+                            || "another process".to_string(),
+                            |pid| format!("process {pid}"),
+                        );
+                    return Err(Error::Usage(format!(
+                        "{}: dataset is being written by {holder}; wait for it to finish",
+                        dir.display()
+                    )));
                 }
-                Err(e) => return Err(Error::io(&path, e)),
+                Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
             }
+            if !is_same_file(&file, &path) {
+                continue;
+            }
+            let me = std::process::id().to_string();
+            file.set_len(0)
+                .and_then(|()| file.write_all(me.as_bytes()))
+                .and_then(|()| file.sync_all())
+                .map_err(|e| Error::io(&path, e))?;
+            return Ok((path, file));
         }
         Err(Error::Usage(format!(
-            "{}: another writer took the dataset lock {} at the same time",
+            "{}: other writers kept taking the dataset lock {}; try again",
             dir.display(),
             path.display()
         )))
+    }
+}
+
+/// Whether the open `file` is the file now at `path` (not one removed since it was opened).
+fn is_same_file(file: &File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), fs::metadata(path)) {
+            (Ok(open), Ok(now)) => open.dev() == now.dev() && open.ino() == now.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        path.exists()
     }
 }
 
@@ -180,6 +196,7 @@ fn release_in_process(held: &Path) {
 
 impl Drop for DatasetLock {
     fn drop(&mut self) {
+        // Removed while still locked; the lock goes with the file handle right after.
         let _ = fs::remove_file(&self.path);
         release_in_process(&self.held);
     }
@@ -263,17 +280,26 @@ mod tests {
         assert!(err.to_string().contains("this process"), "{err}");
         drop(lock);
         assert!(!dir.path().join(LOCK_FILE).exists());
-        // A lock held by a process id that cannot be running (pid_max is far below u32::MAX).
+        // What a killed writer leaves: the file with its process id, but no lock on it.
         fs::write(dir.path().join(LOCK_FILE), u32::MAX.to_string()).unwrap();
-        if Path::new("/proc/self").exists() {
-            let lock = DatasetLock::acquire(dir.path()).unwrap();
-            drop(lock);
-        }
-        // A lock held by a live process (pid 1 always runs) is refused.
-        if Path::new("/proc/1").exists() {
-            fs::write(dir.path().join(LOCK_FILE), "1").unwrap();
-            let err = DatasetLock::acquire(dir.path()).unwrap_err();
-            assert_eq!(err.exit_code(), 2, "{err}");
-        }
+        let lock = DatasetLock::acquire(dir.path()).unwrap();
+        let holder = fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
+        assert_eq!(holder, std::process::id().to_string());
+        drop(lock);
+        // A file locked through another open file description, as another process would: refused.
+        let path = dir.path().join(LOCK_FILE);
+        let other = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        other.try_lock().unwrap();
+        fs::write(&path, "1").unwrap();
+        let err = DatasetLock::acquire(dir.path()).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{err}");
+        assert!(err.to_string().contains("process 1"), "{err}");
+        drop(other);
+        drop(DatasetLock::acquire(dir.path()).unwrap());
     }
 }

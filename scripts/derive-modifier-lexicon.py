@@ -6,7 +6,16 @@ noun, or its adjective+adverb senses are used more often in WordNet's tagged cor
 senses (ties broken by the number of synsets). Only single, lower-case, alphabetic lemmas are kept.
 capflow uses the list to tell nouns from modifiers without a POS tagger (see src/amr/align.rs).
 
+With --adjectives it derives data/lexicon/wordnet-adjectives.txt instead: the words of that list
+that WordNet knows as adjectives with more adjective than adverb synsets (ties broken by the
+number of tagged senses), i.e. the modifiers a tagger reading the bare word would call an
+adjective rather than an adverb or preposition. The Flickr merge rules use it for "adjectives
+never merge" (src/amr/merge.rs); prepositions and adverbs such as `above`, `across`, `back` are
+not on it.
+
 Usage: python3 scripts/derive-modifier-lexicon.py [/usr/share/wordnet] > data/lexicon/wordnet-modifiers.txt
+       python3 scripts/derive-modifier-lexicon.py --adjectives [/usr/share/wordnet] \
+           > data/lexicon/wordnet-adjectives.txt
 """
 import sys
 
@@ -25,8 +34,21 @@ def load(root, pos):
     return entries
 
 
+def adjectives_only(modifiers, adjectives, adverbs):
+    kept = []
+    for word in modifiers:
+        if word not in adjectives:
+            continue
+        synsets, tagged = adjectives[word]
+        adverb_synsets, adverb_tagged = adverbs.get(word, (0, 0))
+        if synsets > adverb_synsets or (synsets == adverb_synsets and tagged > adverb_tagged):
+            kept.append(word)
+    return kept
+
+
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "/usr/share/wordnet"
+    args = [a for a in sys.argv[1:] if a != "--adjectives"]
+    root = args[0] if args else "/usr/share/wordnet"
     nouns, adjectives, adverbs = load(root, "noun"), load(root, "adj"), load(root, "adv")
     modifiers = []
     for word in sorted(set(adjectives) | set(adverbs)):
@@ -40,6 +62,8 @@ def main():
                 modifiers.append(word)
         else:
             modifiers.append(word)
+    if "--adjectives" in sys.argv[1:]:
+        modifiers = adjectives_only(modifiers, adjectives, adverbs)
     sys.stdout.write("\n".join(modifiers) + "\n")
 
 

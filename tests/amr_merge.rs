@@ -622,3 +622,301 @@ fn capflow_smatch_agrees_with_the_hand_counts_and_order() {
     let f = |a: &Graph, b: &Graph| smatch(a, b, &options).f1();
     assert_eq!(merge_order(&graphs, &f).unwrap(), EXPECTED_ORDER);
 }
+
+/// Merge fidelity against the reference (`SSA-FLICKR/ssa.py`) and the paper's criterion 1: pairs
+/// of captions parsed by hand, with ISI alignments and Flickr30k-Entities-style phrase chains.
+mod fidelity {
+    use super::*;
+    use capflow::amr::merge::ExactWords;
+
+    /// A grounded phrase: (chain id, first token, end token, boxes).
+    type Chain = (&'static str, i32, i32, &'static [BoxXyxy]);
+
+    fn vgamr(text: &str, chains: &[Chain]) -> VgAmr {
+        let graph = parse(text).expect("hand-written PENMAN parses");
+        let id = graph.id().unwrap_or_default().to_string();
+        let snt = graph.meta("snt").unwrap_or_default().to_string();
+        let tokens: Vec<&str> = snt.split_whitespace().collect();
+        let rows: Vec<GroundingRow> = chains
+            .iter()
+            .map(|&(chain, start, end, boxes)| GroundingRow {
+                image_id: "img".into(),
+                caption_id: id.clone(),
+                phrase_id: chain.into(),
+                phrase: tokens[start as usize..end as usize].join(" "),
+                phrase_types: vec![],
+                token_start: start,
+                token_end: end,
+                boxes: boxes.to_vec(),
+                is_scene: false,
+                no_box: false,
+                not_visual: false,
+            })
+            .collect();
+        ground(&id, &graph, &tokens, &rows, ModifierLexicon::wordnet())
+    }
+
+    /// Merges caption 2 into caption 1 (the larger, or the first on a tie) with no word vectors:
+    /// only identical words, groundings and argument structure can merge nodes.
+    fn merge(rules: RuleSet, c1: &VgAmr, c2: &VgAmr) -> MetaGraph {
+        let ctx = MergeContext {
+            rules,
+            similarity: &ExactWords,
+            lexicon: ModifierLexicon::wordnet(),
+        };
+        merge_in_order(
+            &[c1.clone(), c2.clone()],
+            &[MergeStep { left: 0, right: 1 }],
+            &ctx,
+        )
+        .unwrap()
+    }
+
+    fn labels(meta: &MetaGraph) -> BTreeSet<String> {
+        meta.nodes.iter().map(|n| n.joined_label()).collect()
+    }
+
+    fn t(a: &str, r: &str, b: &str) -> (String, String, String) {
+        (a.to_string(), r.to_string(), b.to_string())
+    }
+
+    const PERSON: BoxXyxy = BoxXyxy {
+        x1: 40.0,
+        y1: 20.0,
+        x2: 120.0,
+        y2: 300.0,
+    };
+    const OTHER_PERSON: BoxXyxy = BoxXyxy {
+        x1: 200.0,
+        y1: 30.0,
+        x2: 260.0,
+        y2: 290.0,
+    };
+    const ROPE: BoxXyxy = BoxXyxy {
+        x1: 100.0,
+        y1: 0.0,
+        x2: 140.0,
+        y2: 200.0,
+    };
+    const RAMP: BoxXyxy = BoxXyxy {
+        x1: 0.0,
+        y1: 250.0,
+        x2: 400.0,
+        y2: 380.0,
+    };
+    const STREET: BoxXyxy = BoxXyxy {
+        x1: 0.0,
+        y1: 300.0,
+        x2: 500.0,
+        y2: 375.0,
+    };
+
+    /// U1. The climber and the woman are one person (chain 1); "a hold" is not annotated.
+    /// `hold` (a noun, the climbing hold) and `hold-01` (the frame "to hold") are different
+    /// concepts: the reference compares labels with their senses, and so never identifies them.
+    #[test]
+    fn a_noun_and_a_frame_of_one_lemma_stay_apart() {
+        let c1 = vgamr(
+            "# ::id img.0\n# ::snt A climber reaches for a hold .\n\
+             (r / reach-01~e.2 :ARG0 (c / climber~e.1) :ARG1 (h / hold~e.5))",
+            &[("1", 0, 2, &[PERSON])],
+        );
+        let c2 = vgamr(
+            "# ::id img.1\n# ::snt A woman holds the rope .\n\
+             (h / hold-01~e.2 :ARG0 (w / woman~e.1) :ARG1 (r / rope~e.4))",
+            &[("1", 0, 2, &[PERSON]), ("2", 3, 5, &[ROPE])],
+        );
+        // `hold` lies in no phrase: ungrounded, like `hold-01`.
+        assert!(c1.node_groundings.contains_key("c") && !c1.node_groundings.contains_key("h"));
+        for rules in [RuleSet::Coco, RuleSet::Flickr] {
+            let meta = merge(rules, &c1, &c2);
+            // Graph 1 is caption 1 (3 nodes each, the left one on a tie): its root stays.
+            // climber+woman merge by criterion 1 (one box), nothing else is common.
+            assert_eq!(
+                labels(&meta),
+                ["climber#^#woman", "hold", "hold-01", "reach-01", "rope"]
+                    .map(String::from)
+                    .into(),
+                "{rules:?}"
+            );
+            assert_eq!(
+                labelled_edges(&meta),
+                [
+                    t("reach-01", ":ARG0", "climber#^#woman"),
+                    t("reach-01", ":ARG1", "hold"),
+                    t("hold-01", ":ARG0", "climber#^#woman"),
+                    t("hold-01", ":ARG1", "rope"),
+                ]
+                .into(),
+                "{rules:?}"
+            );
+            assert_eq!(meta.nodes[meta.root].joined_label(), "reach-01");
+        }
+    }
+
+    /// U2. `above` is a preposition: WordNet lists it as an adverb (and a rare adjective), the
+    /// reference's tagger does not call it `JJ`, so two identical `above` nodes merge under the
+    /// Flickr rules. The skateboarder and the skater are one chain.
+    #[test]
+    fn identical_prepositions_merge_under_the_flickr_rules() {
+        let c1 = vgamr(
+            "# ::id img.0\n# ::snt A skateboarder soars above a ramp .\n\
+             (s / soar-01~e.2 :ARG0 (k / skateboarder~e.1) \
+             :location (a / above~e.3 :op1 (r / ramp~e.5)))",
+            &[("1", 0, 2, &[PERSON]), ("2", 4, 6, &[RAMP])],
+        );
+        let c2 = vgamr(
+            "# ::id img.1\n# ::snt A skater catches air above the ramp .\n\
+             (c / catch-01~e.2 :ARG0 (k / skater~e.1) :ARG1 (a2 / air~e.3) \
+             :location (a / above~e.4 :op1 (r / ramp~e.6)))",
+            &[("1", 0, 2, &[PERSON]), ("2", 5, 7, &[RAMP])],
+        );
+        // Graph 1 is caption 2 (5 nodes against 4).
+        let meta = merge(RuleSet::Flickr, &c1, &c2);
+        assert_eq!(
+            labels(&meta),
+            [
+                "catch-01",
+                "skater#^#skateboarder",
+                "air",
+                "above",
+                "ramp",
+                "soar-01"
+            ]
+            .map(String::from)
+            .into()
+        );
+        assert_eq!(meta.nodes.len(), 6);
+        assert_eq!(
+            labelled_edges(&meta),
+            [
+                t("catch-01", ":ARG0", "skater#^#skateboarder"),
+                t("catch-01", ":ARG1", "air"),
+                t("catch-01", ":location", "above"),
+                t("above", ":op1", "ramp"),
+                t("soar-01", ":ARG0", "skater#^#skateboarder"),
+                t("soar-01", ":location", "above"),
+            ]
+            .into()
+        );
+        assert_eq!(meta.nodes[meta.root].joined_label(), "catch-01");
+        // An adjective still never merges under the Flickr rules.
+        let young = |k: usize| {
+            vgamr(
+                &format!(
+                    "# ::id img.{k}\n# ::snt A young man runs .\n\
+                     (r / run-02~e.3 :ARG0 (m / man~e.2 :mod (y / young~e.1)))"
+                ),
+                &[("1", 0, 3, &[PERSON])],
+            )
+        };
+        let meta = merge(RuleSet::Flickr, &young(0), &young(1));
+        let youngs = meta.nodes.iter().filter(|n| n.labels == ["young"]).count();
+        assert_eq!(youngs, 2);
+    }
+
+    /// U3. The reference keeps `and` among a predicate's neighbours: run-02 of caption 1 has the
+    /// neighbour `and`, run-02 of caption 2 the neighbour `lady`, which are not similar, so the
+    /// two run-02 stay apart, each with its own `:ARG0`. Rule 6 agrees: their `:ARG0` children
+    /// (`and`, `lady`) are not merged together.
+    #[test]
+    fn a_coordinated_subject_keeps_identical_predicates_apart() {
+        let c1 = vgamr(
+            "# ::id img.0\n# ::snt A lady and a man run on the street .\n\
+             (r / run-02~e.5 :ARG0 (a / and~e.2 :op1 (l / lady~e.1) :op2 (m / man~e.4)) \
+             :location (s / street~e.8))",
+            &[
+                ("1", 0, 2, &[PERSON]),
+                ("2", 3, 5, &[OTHER_PERSON]),
+                ("3", 7, 9, &[STREET]),
+            ],
+        );
+        let c2 = vgamr(
+            "# ::id img.1\n# ::snt A lady runs on the street .\n\
+             (r / run-02~e.2 :ARG0 (l / lady~e.1) :location (s / street~e.5))",
+            &[("1", 0, 2, &[PERSON]), ("3", 4, 6, &[STREET])],
+        );
+        for rules in [RuleSet::Coco, RuleSet::Flickr] {
+            let meta = merge(rules, &c1, &c2);
+            let runs: Vec<usize> = (0..meta.nodes.len())
+                .filter(|&k| meta.nodes[k].labels == ["run-02"])
+                .collect();
+            assert_eq!(runs.len(), 2, "{rules:?}");
+            for &run in &runs {
+                let arg0 = meta
+                    .edges
+                    .iter()
+                    .filter(|e| e.source == run && e.role == ":ARG0")
+                    .count();
+                assert_eq!(arg0, 1, "{rules:?}");
+            }
+            assert_eq!(
+                labelled_edges(&meta),
+                [
+                    t("run-02", ":ARG0", "and"),
+                    t("run-02", ":ARG0", "lady"),
+                    t("and", ":op1", "lady"),
+                    t("and", ":op2", "man"),
+                    t("run-02", ":location", "street"),
+                ]
+                .into(),
+                "{rules:?}"
+            );
+            assert_eq!(meta.nodes.len(), 6, "{rules:?}");
+        }
+    }
+
+    /// Criterion 1 and footnote 5: "A male" and "A person" on one box merge into one node with
+    /// both names, under both rule sets and without any word similarity; on different boxes they
+    /// stay apart.
+    #[test]
+    fn nodes_on_the_same_box_merge_with_both_names() {
+        let male = vgamr(
+            "# ::id img.0\n# ::snt A male walks down a street .\n\
+             (w / walk-01~e.2 :ARG0 (m / male~e.1) :path (s / street~e.5))",
+            &[("1", 0, 2, &[PERSON]), ("2", 4, 6, &[STREET])],
+        );
+        let person = |chain: &'static str, boxes: &'static [BoxXyxy]| {
+            vgamr(
+                "# ::id img.1\n# ::snt A person walks down the street .\n\
+                 (w / walk-01~e.2 :ARG0 (p / person~e.1) :path (s / street~e.5))",
+                &[(chain, 0, 2, boxes), ("2", 4, 6, &[STREET])],
+            )
+        };
+        for rules in [RuleSet::Coco, RuleSet::Flickr] {
+            let meta = merge(rules, &male, &person("1", &[PERSON]));
+            // male+person and street+street by criterion 1. walk-01 by rule 6: its `:ARG0`
+            // children merged, `:ARG1` is missing on both sides and walk/walk has similarity 1.
+            assert_eq!(
+                labels(&meta),
+                ["male#^#person", "street", "walk-01"]
+                    .map(String::from)
+                    .into(),
+                "{rules:?}"
+            );
+            let node = meta.nodes.iter().find(|n| n.labels[0] == "male").unwrap();
+            assert_eq!(node.labels, ["male", "person"]);
+            assert_eq!(node.grounding.as_ref().unwrap().boxes, vec![PERSON]);
+            assert_eq!(
+                labelled_edges(&meta),
+                [
+                    t("walk-01", ":ARG0", "male#^#person"),
+                    t("walk-01", ":path", "street"),
+                ]
+                .into(),
+                "{rules:?}"
+            );
+            // Another chain on another box: male and person stay apart, and so do the two
+            // walk-01 (their neighbours male/person are not similar, their `:ARG0` differ).
+            let meta = merge(rules, &male, &person("4", &[OTHER_PERSON]));
+            assert_eq!(
+                labels(&meta),
+                ["male", "person", "street", "walk-01"]
+                    .map(String::from)
+                    .into(),
+                "{rules:?}"
+            );
+            assert_eq!(meta.nodes.len(), 5, "{rules:?}");
+        }
+    }
+}

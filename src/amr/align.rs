@@ -19,6 +19,11 @@
 //!   with both in "a white boat": `white` is the modifier even though WordNet tags `white` as a
 //!   noun more often). This is the structural half of what the tagger did from context.
 //!
+//! The lexicon is a prior, and the graph overrides it: a lexicon word that modifies no node (no
+//! `:mod` into it, no `:domain` out of it) is the head of its phrase and counts as a noun, so
+//! "a blue uniform", "holds a light" and "the other" ground `uniform`, `light` and `other`
+//! (`(s / shirt :mod (b / blue :mod (l / light)))` still leaves `light` a modifier).
+//!
 //! # Token re-mapping
 //!
 //! Alignments index the parser's tokens (`# ::tok`, else `# ::snt` split on whitespace); phrase
@@ -129,47 +134,65 @@ pub const AMR_CONSTRUCTS: [&str; 8] = [
 ];
 
 /// Words that are adjectives or adverbs rather than nouns, for telling nouns from modifiers
-/// without a POS tagger.
+/// without a POS tagger; and among them the adjectives, for the Flickr merge rule that never
+/// merges adjectives.
 #[derive(Clone, Debug, Default)]
 pub struct ModifierLexicon {
     words: HashSet<String>,
+    adjectives: HashSet<String>,
 }
 
 static WORDNET_MODIFIERS: &str = include_str!("../../data/lexicon/wordnet-modifiers.txt");
+static WORDNET_ADJECTIVES: &str = include_str!("../../data/lexicon/wordnet-adjectives.txt");
 
 impl ModifierLexicon {
-    /// The lexicon derived from WordNet 3.0 and shipped with capflow.
+    /// The lexicon derived from WordNet 3.0 and shipped with capflow: the modifiers of
+    /// `data/lexicon/wordnet-modifiers.txt`, the adjectives of
+    /// `data/lexicon/wordnet-adjectives.txt` (the modifiers with more adjective than adverb
+    /// senses, so not `above`, `across`, `back`).
     pub fn wordnet() -> &'static ModifierLexicon {
         static LEXICON: OnceLock<ModifierLexicon> = OnceLock::new();
-        LEXICON.get_or_init(|| ModifierLexicon::from_words(WORDNET_MODIFIERS.lines()))
+        LEXICON.get_or_init(|| {
+            ModifierLexicon::from_words(WORDNET_MODIFIERS.lines())
+                .with_adjectives(WORDNET_ADJECTIVES.lines())
+        })
     }
 
+    /// A lexicon of these modifiers, every one of them also counted as an adjective (see
+    /// [`ModifierLexicon::with_adjectives`]).
     pub fn from_words<I, S>(words: I) -> ModifierLexicon
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        let words = normalized(words);
         ModifierLexicon {
-            words: words
-                .into_iter()
-                .map(|w| w.as_ref().trim().to_lowercase())
-                .filter(|w| !w.is_empty())
-                .collect(),
+            adjectives: words.clone(),
+            words,
+        }
+    }
+
+    /// The same modifiers with these adjectives.
+    pub fn with_adjectives<I, S>(self, adjectives: I) -> ModifierLexicon
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        ModifierLexicon {
+            adjectives: normalized(adjectives),
+            ..self
         }
     }
 
     /// Whether a concept is an adjective or adverb (sense suffix ignored).
     pub fn is_modifier(&self, concept: &str) -> bool {
-        let word = strip_sense(concept);
-        if word
-            .bytes()
-            .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
-        {
-            // Already lower case: `to_lowercase` would return it unchanged.
-            self.words.contains(word)
-        } else {
-            self.words.contains(&word.to_lowercase())
-        }
+        contains_word(&self.words, concept)
+    }
+
+    /// Whether a concept is an adjective (sense suffix ignored): what a tagger reading the bare
+    /// word would tag `JJ`, as the reference's Flickr merge asks.
+    pub fn is_adjective(&self, concept: &str) -> bool {
+        contains_word(&self.adjectives, concept)
     }
 
     pub fn len(&self) -> usize {
@@ -178,6 +201,31 @@ impl ModifierLexicon {
 
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
+    }
+}
+
+fn normalized<I, S>(words: I) -> HashSet<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    words
+        .into_iter()
+        .map(|w| w.as_ref().trim().to_lowercase())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+fn contains_word(words: &HashSet<String>, concept: &str) -> bool {
+    let word = strip_sense(concept);
+    if word
+        .bytes()
+        .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
+    {
+        // Already lower case: `to_lowercase` would return it unchanged.
+        words.contains(word)
+    } else {
+        words.contains(&word.to_lowercase())
     }
 }
 
@@ -302,14 +350,21 @@ fn node_groundings(
     let mut node_groundings = BTreeMap::new();
     let mut modifier_links = None;
     for (var, concept) in &graph.instances() {
-        if !is_entity_concept(concept, lexicon) {
+        if !is_thing_concept(concept) {
             continue;
         }
         let Some(phrase) = phrase_of(var) else {
             continue;
         };
         let links = modifier_links.get_or_insert_with(|| modifier_links_of(graph));
-        if modifies_phrase_head(links, var, phrase, &phrase_of) {
+        // A lexicon modifier is a noun only as the head of its phrase (`uniform` in "a blue
+        // uniform"); any other word only loses to a head inside the same phrase.
+        let modifier = if lexicon.is_modifier(concept) {
+            links.iter().any(|&(m, head)| m == *var && head != *var)
+        } else {
+            modifies_phrase_head(links, var, phrase, &phrase_of)
+        };
+        if modifier {
             continue;
         }
         node_groundings.insert(var.to_string(), Grounding::from_phrase(phrase));
@@ -320,11 +375,15 @@ fn node_groundings(
 /// Whether a concept names a thing (a noun): not a predicate, an AMR construct, a constant or a
 /// modifier.
 pub fn is_entity_concept(concept: &str, lexicon: &ModifierLexicon) -> bool {
+    is_thing_concept(concept) && !lexicon.is_modifier(concept)
+}
+
+/// Not a predicate, an AMR construct or a constant: a concept that may name a thing.
+fn is_thing_concept(concept: &str) -> bool {
     !is_predicate(concept)
         && !AMR_CONSTRUCTS.contains(&concept)
         && !concept.starts_with('"')
         && concept.chars().any(char::is_alphabetic)
-        && !lexicon.is_modifier(concept)
 }
 
 /// `(modifier, head)` for every edge that makes one node a modifier of another: `:mod` from the
@@ -526,6 +585,114 @@ mod tests {
         let vg = ground("1#0", &g, &tokens, &phrases, ModifierLexicon::wordnet());
         assert!(vg.node_groundings.contains_key("b"));
         assert!(!vg.node_groundings.contains_key("d"));
+    }
+
+    #[test]
+    fn lexicon_words_heading_their_phrase_are_nouns() {
+        // `uniform`, `light` and `other` are on the WordNet modifier list, and so are `blue` and
+        // `small`; the graph says which of them head their phrase.
+        let lex = ModifierLexicon::wordnet();
+        for word in ["uniform", "light", "other", "blue", "small"] {
+            assert!(lex.is_modifier(word), "{word}");
+        }
+        let boxed = |id: &str, text: &str, start, end| {
+            phrase(id, text, start, end, vec![BoxXyxy::new(0.0, 0.0, 5.0, 5.0)])
+        };
+        // "A man in a blue uniform": (m / man :location (u / uniform :mod (b / blue))).
+        let tok = "A man in a blue uniform";
+        let g = graph(
+            &[
+                ("m", ":instance", "man"),
+                ("m", ":location", "u"),
+                ("u", ":instance", "uniform"),
+                ("u", ":mod", "b"),
+                ("b", ":instance", "blue"),
+            ],
+            &[(0, 1), (2, 5), (4, 4)],
+            tok,
+        );
+        let tokens: Vec<&str> = tok.split(' ').collect();
+        let phrases = vec![
+            boxed("1", "A man", 0, 2),
+            boxed("2", "a blue uniform", 3, 6),
+        ];
+        let vg = ground("1#0", &g, &tokens, &phrases, lex);
+        let grounded: Vec<&str> = vg.node_groundings.keys().map(String::as_str).collect();
+        assert_eq!(grounded, ["m", "u"]);
+        // "A woman holds a light": the argument of hold-01 heads "a light".
+        let tok = "A woman holds a light";
+        let g = graph(
+            &[
+                ("h", ":instance", "hold-01"),
+                ("h", ":ARG0", "w"),
+                ("w", ":instance", "woman"),
+                ("h", ":ARG1", "l"),
+                ("l", ":instance", "light"),
+            ],
+            &[(0, 2), (2, 1), (4, 4)],
+            tok,
+        );
+        let tokens: Vec<&str> = tok.split(' ').collect();
+        let phrases = vec![boxed("1", "A woman", 0, 2), boxed("2", "a light", 3, 5)];
+        let vg = ground("1#1", &g, &tokens, &phrases, lex);
+        let grounded: Vec<&str> = vg.node_groundings.keys().map(String::as_str).collect();
+        assert_eq!(grounded, ["l", "w"]);
+        // "A small dog chases the other": `small` modifies `dog`, `other` heads "the other".
+        let tok = "A small dog chases the other";
+        let g = graph(
+            &[
+                ("c", ":instance", "chase-01"),
+                ("c", ":ARG0", "d"),
+                ("d", ":instance", "dog"),
+                ("d", ":mod", "s"),
+                ("s", ":instance", "small"),
+                ("c", ":ARG1", "o"),
+                ("o", ":instance", "other"),
+            ],
+            &[(0, 3), (2, 2), (4, 1), (6, 5)],
+            tok,
+        );
+        let tokens: Vec<&str> = tok.split(' ').collect();
+        let phrases = vec![
+            boxed("1", "A small dog", 0, 3),
+            boxed("2", "the other", 4, 6),
+        ];
+        let vg = ground("1#2", &g, &tokens, &phrases, lex);
+        let grounded: Vec<&str> = vg.node_groundings.keys().map(String::as_str).collect();
+        assert_eq!(grounded, ["d", "o"]);
+        // "a light blue shirt": `light` modifies `blue`, which modifies `shirt`.
+        let tok = "a light blue shirt";
+        let g = graph(
+            &[
+                ("s", ":instance", "shirt"),
+                ("s", ":mod", "b"),
+                ("b", ":instance", "blue"),
+                ("b", ":mod", "l"),
+                ("l", ":instance", "light"),
+            ],
+            &[(0, 3), (2, 2), (4, 1)],
+            tok,
+        );
+        let tokens: Vec<&str> = tok.split(' ').collect();
+        let phrases = vec![boxed("1", "a light blue shirt", 0, 4)];
+        let vg = ground("1#3", &g, &tokens, &phrases, lex);
+        let grounded: Vec<&str> = vg.node_groundings.keys().map(String::as_str).collect();
+        assert_eq!(grounded, ["s"]);
+    }
+
+    #[test]
+    fn adjectives_are_the_modifiers_that_are_not_adverbs_or_prepositions() {
+        let lex = ModifierLexicon::wordnet();
+        for word in ["above", "across", "back"] {
+            assert!(lex.is_modifier(word), "{word}");
+            assert!(!lex.is_adjective(word), "{word}");
+        }
+        for word in ["young", "small", "wooden", "tall"] {
+            assert!(lex.is_adjective(word), "{word}");
+        }
+        for noun in ["man", "dock", "hold"] {
+            assert!(!lex.is_adjective(noun), "{noun}");
+        }
     }
 
     #[test]

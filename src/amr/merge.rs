@@ -7,23 +7,32 @@
 //!
 //! # Node rules
 //!
-//! Rules are tried in this order for every node pair (graph-1 node, graph-2 node) and the first
-//! that applies decides. `sim` is [`label_similarity`]: the best word similarity over the two
-//! nodes' synonym pairs, sense suffixes stripped, `-1` out of vocabulary.
+//! First the paper's criterion 1 (§4, footnote 5): visually grounded entity nodes that point to
+//! the same image boxes merge whatever their words ("A male" / "A person" become one node
+//! `male#^#person`). The same boxes: COCO the same box list; Flickr the same phrase chain, or as
+//! many boxes each with a partner of IoU > 0.9 both ways. Each node pairs with at most one node of
+//! the other graph, identical labels first, then the most similar, then the first in order.
+//!
+//! Then rules are tried in this order for every remaining node pair (graph-1 node, graph-2 node)
+//! and the first that applies decides. `sim` is [`label_similarity`]: the best word similarity
+//! over the two nodes' synonym pairs, sense suffixes stripped, `-1` out of vocabulary.
 //!
 //! 0. `include-91` and `multi-sentence` nodes never merge.
 //! 1. `and`/`or` merge with a node of the same kind when either is its graph's root, else when
-//!    some pair of their entity neighbours within 2 hops has `sim >= 0.5`; they never merge with
-//!    anything else.
-//! 2. Both grounded. COCO: the same box list and a known class with `sim > 0.3`, or both unknown
-//!    with `sim > 0.5`. Flickr: the same phrase id and label, or as many boxes each with a
-//!    partner of IoU > 0.9 and `sim > 0.5`.
+//!    some pair of their entity neighbours within 2 hops (coordinations excluded) has
+//!    `sim >= 0.5`; they never merge with anything else.
+//! 2. Both grounded with boxes: decided by criterion 1, nothing else merges them. Both grounded
+//!    to an unknown region: COCO `sim > 0.5`; Flickr the same phrase id and label.
 //! 3. One grounded, the other not: no merge.
-//! 4. Identical labels (after stripping senses). Non-predicates merge (Flickr: unless an
-//!    adjective); predicates merge when they have no entity neighbours on one side or some
-//!    neighbour pair has `sim >= 0.5`.
-//! 5. `sim >= 0.7` (Flickr `>= 0.5`) and neither node's labels occur in the other graph: merge,
-//!    COCO with the neighbour check of rule 4, Flickr unless an adjective.
+//! 4. Identical labels (after stripping senses) of the same kind: a noun never merges with a
+//!    predicate (`hold` / `hold-01`). Non-predicates merge (Flickr: unless an adjective, the
+//!    lexicon's adjectives, not its adverbs and prepositions); predicates merge when they have no
+//!    neighbours on one side or some neighbour pair has `sim >= 0.5`. A predicate's neighbours
+//!    are its parents and `:ARGn` children, entities and `and`/`or` nodes (which are only similar
+//!    to a coordination of the same kind), so "a lady and a man run" keeps its `run-02` apart
+//!    from "a lady runs".
+//! 5. Nodes of the same kind with `sim >= 0.7` (Flickr `>= 0.5`) and neither node's labels in the
+//!    other graph: merge, COCO with the neighbour check of rule 4, Flickr unless an adjective.
 //! 6. Predicates whose `:ARG0` children are the same meta node merge when their `:ARG1` children
 //!    are the same too and their `:ARG2` children are the same or `sim > 0.7`, or when `:ARG1`
 //!    or `:ARG2` is missing on one side and `sim > 0.8` (Flickr 0.3 / 0.31 / 0.32). "The same"
@@ -147,6 +156,16 @@ impl RuleSet {
             RuleSet::Flickr => (0.3, 0.31, 0.32),
         }
     }
+}
+
+/// Which nodes count as neighbours in a neighbour check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Neighbours {
+    /// Entities only: the 2-hop check of `and`/`or` nodes, whose reference skips `and` parents.
+    Entities,
+    /// Entities and `and`/`or` nodes: the check of identical and similar labels, where the
+    /// reference keeps a coordination among a predicate's neighbours.
+    WithCoordinations,
 }
 
 /// Threshold of the neighbour checks (the reference's `glove_threshold`).
@@ -359,9 +378,15 @@ impl MetaGraph {
     }
 
     /// Entity neighbours of a node within `depth` hops: its parents, and the `:ARGn` children of
-    /// predicates on the way, predicates and AMR constructs excluded (the reference's
-    /// `get_entity_parents`).
-    fn entity_neighbours(&self, node: usize, depth: usize) -> BTreeSet<usize> {
+    /// predicates on the way, predicates and AMR constructs excluded, `and`/`or` kept when
+    /// `coordinations` (the reference's `get_entity_parents`, which drops only labels with a
+    /// `-`).
+    fn entity_neighbours(
+        &self,
+        node: usize,
+        depth: usize,
+        coordinations: Neighbours,
+    ) -> BTreeSet<usize> {
         let mut frontier: BTreeSet<usize> = [node].into();
         let mut found = BTreeSet::new();
         for _ in 0..depth {
@@ -385,7 +410,10 @@ impl MetaGraph {
             .into_iter()
             .filter(|&n| {
                 let node = &self.nodes[n];
-                !node.is_predicate() && !node.labels.iter().any(|l| is_construct(l))
+                let kept_coordination = coordinations == Neighbours::WithCoordinations
+                    && is_coordination(node).is_some();
+                !node.is_predicate()
+                    && (kept_coordination || !node.labels.iter().any(|l| is_construct(l)))
             })
             .collect()
     }
@@ -532,7 +560,7 @@ impl MergeContext<'_> {
     }
 
     fn is_adjective(&self, node: &MetaNode) -> bool {
-        !node.is_predicate() && node.labels.iter().any(|l| self.lexicon.is_modifier(l))
+        !node.is_predicate() && node.labels.iter().any(|l| self.lexicon.is_adjective(l))
     }
 }
 
@@ -735,7 +763,7 @@ fn merge_owned(g1: MetaGraph, g2: MetaGraph, ctx: &MergeContext) -> MetaGraph {
 /// Which node of graph 1 each matched node of graph 2 folds into: rules 0-5, then rule 6.
 fn correspondence(g1: &MetaGraph, g2: &MetaGraph, ctx: &MergeContext) -> BTreeMap<usize, usize> {
     // node of graph 2 -> node of graph 1 it folds into
-    let mut matched: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut matched = same_box_pairs(g1, g2, ctx);
     // Only rule 5 asks which labels a graph has; most merges never get there.
     let labels1 = OnceCell::new();
     let labels2 = OnceCell::new();
@@ -801,7 +829,7 @@ fn first_pass_rule<'g>(
             if g1.root == i || g2.root == j {
                 return true;
             }
-            return neighbours_similar(g1, i, g2, j, 2, ctx).unwrap_or(false);
+            return neighbours_similar(g1, i, g2, j, 2, Neighbours::Entities, ctx).unwrap_or(false);
         }
         (None, None) => {}
         _ => return false,
@@ -810,9 +838,13 @@ fn first_pass_rule<'g>(
     let sim = || ctx.sim(n1, n2);
     // Rules 2 and 3.
     match (&n1.grounding, &n2.grounding) {
-        (Some(a), Some(b)) => return grounded_rule(a, b, n1, n2, sim, ctx),
+        (Some(a), Some(b)) => return unknown_regions_rule(a, b, n1, n2, sim, ctx),
         (Some(_), None) | (None, Some(_)) => return false,
         (None, None) => {}
+    }
+    // A noun and a frame are different concepts, whatever their lemmas (`hold` / `hold-01`).
+    if n1.is_predicate() != n2.is_predicate() {
+        return false;
     }
     // Rule 4.
     let identical = n1.labels.iter().any(|a| {
@@ -821,8 +853,9 @@ fn first_pass_rule<'g>(
             .any(|b| strip_sense(a) == strip_sense(b) && !is_construct(a))
     });
     if identical {
-        if n1.is_predicate() && n2.is_predicate() {
-            return neighbours_similar(g1, i, g2, j, 1, ctx).unwrap_or(true);
+        if n1.is_predicate() {
+            return neighbours_similar(g1, i, g2, j, 1, Neighbours::WithCoordinations, ctx)
+                .unwrap_or(true);
         }
         return !(ctx.rules == RuleSet::Flickr && ctx.is_adjective(n1));
     }
@@ -832,7 +865,10 @@ fn first_pass_rule<'g>(
             || n1.labels.iter().any(|l| (labels.g2)().contains(l.as_str()));
         if !elsewhere {
             return match ctx.rules {
-                RuleSet::Coco => neighbours_similar(g1, i, g2, j, 1, ctx).unwrap_or(true),
+                RuleSet::Coco => {
+                    neighbours_similar(g1, i, g2, j, 1, Neighbours::WithCoordinations, ctx)
+                        .unwrap_or(true)
+                }
                 RuleSet::Flickr => !ctx.is_adjective(n1),
             };
         }
@@ -840,7 +876,66 @@ fn first_pass_rule<'g>(
     false
 }
 
-fn grounded_rule(
+/// Whether a grounding points to boxes (not an unknown region).
+fn has_boxes(g: &Grounding) -> bool {
+    !g.unknown && !g.boxes.is_empty()
+}
+
+/// Criterion 1's "the same image boxes" for two groundings with boxes.
+fn same_boxes(a: &Grounding, b: &Grounding, rules: RuleSet) -> bool {
+    match rules {
+        RuleSet::Coco => a.boxes == b.boxes,
+        RuleSet::Flickr => {
+            let covered = |x: &Grounding, y: &Grounding| {
+                x.boxes
+                    .iter()
+                    .all(|p| y.boxes.iter().any(|q| p.iou(q) > 0.9))
+            };
+            a.phrase_id == b.phrase_id
+                || (a.boxes.len() == b.boxes.len() && covered(a, b) && covered(b, a))
+        }
+    }
+}
+
+/// Criterion 1: pairs of grounded nodes on the same boxes, graph-2 node to graph-1 node, one to
+/// one. Candidates are taken best first: identical labels, then label similarity, then graph-1
+/// and graph-2 order.
+fn same_box_pairs(g1: &MetaGraph, g2: &MetaGraph, ctx: &MergeContext) -> BTreeMap<usize, usize> {
+    let mut candidates: Vec<(bool, f64, usize, usize)> = Vec::new();
+    for (i, n1) in g1.nodes.iter().enumerate() {
+        let Some(a) = n1.grounding.as_ref().filter(|a| has_boxes(a)) else {
+            continue;
+        };
+        for (j, n2) in g2.nodes.iter().enumerate() {
+            let Some(b) = n2.grounding.as_ref().filter(|b| has_boxes(b)) else {
+                continue;
+            };
+            if same_boxes(a, b, ctx.rules) {
+                let identical = n1.labels.iter().any(|l| n2.has_label(l));
+                candidates.push((identical, ctx.sim(n1, n2), i, j));
+            }
+        }
+    }
+    candidates.sort_by(|x, y| {
+        y.0.cmp(&x.0)
+            .then(y.1.total_cmp(&x.1))
+            .then(x.2.cmp(&y.2))
+            .then(x.3.cmp(&y.3))
+    });
+    let mut taken = BTreeSet::new();
+    let mut pairs = BTreeMap::new();
+    for (_, _, i, j) in candidates {
+        if !pairs.contains_key(&j) && !taken.contains(&i) {
+            taken.insert(i);
+            pairs.insert(j, i);
+        }
+    }
+    pairs
+}
+
+/// Rule 2 for grounded nodes: pairs with boxes were settled by criterion 1; two unknown regions
+/// merge by label (COCO `sim > 0.5`, Flickr the same phrase id and label).
+fn unknown_regions_rule(
     a: &Grounding,
     b: &Grounding,
     n1: &MetaNode,
@@ -848,35 +943,12 @@ fn grounded_rule(
     sim: impl Fn() -> f64,
     ctx: &MergeContext,
 ) -> bool {
+    if has_boxes(a) || has_boxes(b) {
+        return false;
+    }
     match ctx.rules {
-        RuleSet::Coco => {
-            if a.unknown && b.unknown {
-                sim() > 0.5
-            } else if !a.unknown && !b.unknown && a.boxes == b.boxes {
-                sim() > 0.3
-            } else {
-                false
-            }
-        }
-        RuleSet::Flickr => {
-            if a.phrase_id == b.phrase_id {
-                n1.labels.iter().any(|l| n2.has_label(l))
-            } else if !a.unknown
-                && !b.unknown
-                && a.boxes.len() == b.boxes.len()
-                && !a.boxes.is_empty()
-            {
-                let overlapping = a
-                    .boxes
-                    .iter()
-                    .flat_map(|x| b.boxes.iter().map(move |y| x.iou(y)))
-                    .filter(|&iou| iou > 0.9)
-                    .count();
-                overlapping >= a.boxes.len() && sim() > 0.5
-            } else {
-                false
-            }
-        }
+        RuleSet::Coco => a.unknown && b.unknown && sim() > 0.5,
+        RuleSet::Flickr => a.phrase_id == b.phrase_id && n1.labels.iter().any(|l| n2.has_label(l)),
     }
 }
 
@@ -888,10 +960,11 @@ fn neighbours_similar(
     g2: &MetaGraph,
     j: usize,
     depth: usize,
+    kind: Neighbours,
     ctx: &MergeContext,
 ) -> Option<bool> {
-    let p1 = g1.entity_neighbours(i, depth);
-    let p2 = g2.entity_neighbours(j, depth);
+    let p1 = g1.entity_neighbours(i, depth, kind);
+    let p2 = g2.entity_neighbours(j, depth, kind);
     if p1.is_empty() || p2.is_empty() {
         return None;
     }
@@ -905,7 +978,14 @@ fn neighbours_similar(
     Some(p1.iter().any(|&a| {
         p2.iter().any(|&b| {
             let (pa, pb) = (&g1.nodes[a], &g2.nodes[b]);
-            ctx.sim(pa, pb) >= NEIGHBOUR_THRESHOLD && !repeats(pa, n2) && !repeats(pb, n1)
+            // GloVe has a vector for `and`: two coordinations of one kind are similar (1), a
+            // coordination and an entity are not.
+            let similar = match (is_coordination(pa), is_coordination(pb)) {
+                (Some(x), Some(y)) => x == y,
+                (None, None) => ctx.sim(pa, pb) >= NEIGHBOUR_THRESHOLD,
+                _ => false,
+            };
+            similar && !repeats(pa, n2) && !repeats(pb, n1)
         })
     }))
 }
@@ -1321,7 +1401,7 @@ mod tests {
     }
 
     #[test]
-    fn rule2_coco_grounded_nodes_merge_on_same_boxes() {
+    fn criterion1_coco_grounded_nodes_merge_on_same_boxes() {
         let a = vg("c1", &[("m", "man")], &[], &[("m", boxed("person", &[A]))]);
         let b = vg(
             "c2",
@@ -1331,11 +1411,46 @@ mod tests {
         );
         let close = SimilarityTable::new().with("man", "person", 0.4);
         assert_eq!(merged(&a, &b, &close), set(&["m+p"]));
+        // The paper's criterion 1 asks for the same boxes only: dissimilar or out-of-vocabulary
+        // words on one box still merge, keeping both names (footnote 5).
         let far = SimilarityTable::new().with("man", "person", 0.25);
-        assert!(merged(&a, &b, &far).is_empty());
+        let (meta, pairs) = merge_with(RuleSet::Coco, &far, &a, &b);
+        assert_eq!(pairs, set(&["m+p"]));
+        assert_eq!(meta.nodes[0].labels, ["man", "person"]);
+        assert_eq!(merged(&a, &b, &SimilarityTable::new()), set(&["m+p"]));
         // Different boxes: no merge even with the same label.
         let c = vg("c3", &[("m", "man")], &[], &[("m", boxed("person", &[B]))]);
         assert!(merged(&a, &c, &close).is_empty());
+    }
+
+    #[test]
+    fn criterion1_pairs_one_to_one_identical_labels_first() {
+        // COCO grounds by class: "a man and a woman" puts both on the person boxes [A, B].
+        let couple = |c: &str| {
+            vg(
+                c,
+                &[("a", "and"), ("m", "man"), ("w", "woman")],
+                &[("a", ":op1", "m"), ("a", ":op2", "w")],
+                &[
+                    ("m", boxed("person", &[A, B])),
+                    ("w", boxed("person", &[A, B])),
+                ],
+            )
+        };
+        let woman = vg(
+            "c2",
+            &[("w", "woman")],
+            &[],
+            &[("w", boxed("person", &[A, B]))],
+        );
+        let sim = SimilarityTable::new().with("man", "woman", 0.7);
+        // `woman` pairs with `woman` although `man` comes first in graph 1.
+        assert_eq!(merged(&couple("c1"), &woman, &sim), set(&["w+w"]));
+        // Two such captions pair man with man and woman with woman, not both with `man`.
+        assert_eq!(
+            merged(&couple("c1"), &couple("c2"), &sim),
+            set(&["a+a", "m+m", "w+w"])
+        );
     }
 
     #[test]
@@ -1358,14 +1473,16 @@ mod tests {
             merge_with(RuleSet::Flickr, &sim, &a, &same).1,
             set(&["m+m"])
         );
-        assert!(merge_with(RuleSet::Flickr, &sim, &a, &other_label)
-            .1
-            .is_empty());
-        // Another chain with overlapping boxes (IoU > 0.9) and similar labels merges.
+        // One chain is one set of boxes: criterion 1 merges "man" and "person" whatever their
+        // similarity (the reference asked for the same label).
+        let (meta, pairs) = merge_with(RuleSet::Flickr, &SimilarityTable::new(), &a, &other_label);
+        assert_eq!(pairs, set(&["m+p"]));
+        assert_eq!(meta.nodes[0].labels, ["man", "person"]);
+        // Another chain with boxes that overlap (IoU > 0.9) is the same boxes too.
         let a2 = BoxXyxy::new(0.0, 0.0, 10.0, 10.2);
         let other_chain = vg("c3", &[("p", "person")], &[], &[("p", boxed("8", &[a2]))]);
         assert_eq!(
-            merge_with(RuleSet::Flickr, &sim, &a, &other_chain).1,
+            merge_with(RuleSet::Flickr, &SimilarityTable::new(), &a, &other_chain).1,
             set(&["m+p"])
         );
         let far_box = vg("c3", &[("p", "person")], &[], &[("p", boxed("8", &[B]))]);
@@ -1413,6 +1530,25 @@ mod tests {
         let sim = SimilarityTable::new();
         assert_eq!(merge_with(RuleSet::Coco, &sim, &a, &b).1, set(&["y+y"]));
         assert!(merge_with(RuleSet::Flickr, &sim, &a, &b).1.is_empty());
+        // Prepositions and adverbs of the modifier list are not adjectives: they merge.
+        for word in ["above", "across", "back"] {
+            let a = vg("c1", &[("x", word)], &[], &[]);
+            let b = vg("c2", &[("x", word)], &[], &[]);
+            assert_eq!(merge_with(RuleSet::Flickr, &sim, &a, &b).1, set(&["x+x"]));
+        }
+    }
+
+    #[test]
+    fn a_noun_never_merges_with_a_predicate_of_its_lemma() {
+        let noun = vg("c1", &[("h", "hold")], &[], &[]);
+        let frame = vg("c2", &[("h", "hold-01")], &[], &[]);
+        for rules in [RuleSet::Coco, RuleSet::Flickr] {
+            // Rule 4 (identical once the sense is stripped) and rule 5 (similarity 1, `hold`
+            // absent from graph 2) both stay out.
+            let (meta, pairs) = merge_with(rules, &SimilarityTable::new(), &noun, &frame);
+            assert!(pairs.is_empty(), "{rules:?}");
+            assert_eq!(meta.nodes.len(), 3, "{rules:?}");
+        }
     }
 
     #[test]

@@ -130,3 +130,46 @@ fn a_writer_stalled_inside_the_lock_keeps_it() {
     assert!(report.is_ok(), "{:?}", report.problems);
     assert_eq!(version(&out), committed);
 }
+
+fn run_sample(out: &Path) -> std::process::Output {
+    Command::new(common::capflow_bin())
+        .args(["run", sample_spec().to_str().unwrap(), "--out"])
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// A first commit killed after its changelog and version record were renamed into place but
+/// before the manifest's rename: the same command used to refuse the directory ("holds no
+/// capflow dataset (found \"changes\")"). It now completes the run, with a clean run's bytes.
+#[test]
+fn a_first_commit_killed_before_the_manifest_is_completed_by_the_rerun() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    assert!(run_sample(&clean).status.success());
+    let out = tmp.path().join("out");
+    assert!(run_sample(&out).status.success());
+    // The state the kill leaves: everything but the manifest.
+    std::fs::remove_file(out.join("manifest.json")).unwrap();
+    assert!(out.join("changes/v1.parquet").exists());
+    let again = run_sample(&out);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(version(&out), 1);
+    assert!(validate(&out).unwrap().is_ok());
+    assert_eq!(common::data_files(&out), common::data_files(&clean));
+    assert_eq!(
+        std::fs::read(out.join("changes/v1.parquet")).unwrap(),
+        std::fs::read(clean.join("changes/v1.parquet")).unwrap()
+    );
+    // A `changes` directory holding anything else is still not taken for a dataset's.
+    let foreign = tmp.path().join("foreign");
+    std::fs::create_dir_all(foreign.join("changes")).unwrap();
+    std::fs::write(foreign.join("changes/notes.txt"), b"mine").unwrap();
+    let refused = run_sample(&foreign);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(foreign.join("changes/notes.txt").exists());
+}

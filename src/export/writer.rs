@@ -24,7 +24,9 @@ use std::time::Instant;
 use arrow::array::RecordBatch;
 
 use super::card::render_card;
-use super::changelog::{publish_changelog, stage_changelog, ChangelogWriter, StagedChangelog};
+use super::changelog::{
+    publish_changelog, stage_changelog, ChangelogWriter, StagedChangelog, CHANGES_DIR,
+};
 use super::fsutil::{self, DatasetLock, TMP_PREFIX};
 use super::manifest::{
     parse_manifest, FileEntry, Manifest, StageMetrics, TableSummary, MANIFEST_FILE,
@@ -776,10 +778,14 @@ fn check_is_dataset_dir(dir: &Path) -> Result<()> {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
+        // `changes/` and `versions/` are what a first commit killed before its manifest's
+        // rename leaves; they are ours only when they hold nothing but version files.
         let ours = name.starts_with(".capflow-")
             || name == DATA_DIR
             || name == REJECTED_FILE
-            || name == CARD_FILE;
+            || name == CARD_FILE
+            || (name == CHANGES_DIR && holds_only_versions(&entry.path(), "parquet")?)
+            || (name == VERSIONS_DIR && holds_only_versions(&entry.path(), "json")?);
         if !ours {
             return Err(Error::Usage(format!(
                 "{}: directory is not empty and holds no capflow dataset (found {name:?}); \
@@ -789,6 +795,29 @@ fn check_is_dataset_dir(dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether `dir` is a directory holding only `v<N>.<extension>` files (and capflow's own
+/// temporary files, whose names start with `.`).
+fn holds_only_versions(dir: &Path, extension: &str) -> Result<bool> {
+    if !dir.is_dir() {
+        return Ok(false);
+    }
+    for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let version = name
+            .strip_prefix('v')
+            .and_then(|rest| rest.strip_suffix(extension))
+            .and_then(|rest| rest.strip_suffix('.'));
+        let is_version =
+            version.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if !(is_version || name.starts_with('.')) || !entry.path().is_file() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 fn read_previous(dir: &Path) -> Result<Option<(Manifest, String)>> {

@@ -173,3 +173,75 @@ fn a_first_commit_killed_before_the_manifest_is_completed_by_the_rerun() {
     assert_eq!(refused.status.code(), Some(2));
     assert!(foreign.join("changes/notes.txt").exists());
 }
+
+/// Rewrites the path of the manifest's first data file of `dir`; returns the old path.
+fn repoint_first_file(dir: &Path, to: &str) -> String {
+    let path = dir.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let file = &mut manifest["files"][0];
+    let old = file["path"].as_str().unwrap().to_string();
+    file["path"] = serde_json::Value::String(to.to_string());
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    old
+}
+
+/// Paths and checksums in a manifest are checked before anything is read or copied: a path
+/// outside the dataset (`/etc/hostname`, `../../x.parquet`) and a shard whose bytes changed are
+/// bad input (exit 3), and `capflow merge` writes nothing outside the dataset.
+#[test]
+fn manifest_paths_stay_inside_the_dataset_and_checksums_are_verified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ingest = |dataset: &Path, out: &Path| {
+        Command::new(common::capflow_bin())
+            .args(["ingest", "capflow"])
+            .arg(dataset)
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    // A manifest naming a file outside the dataset.
+    let outside = tmp.path().join("outside");
+    assert!(run_sample(&outside).status.success());
+    repoint_first_file(&outside, "/etc/hostname");
+    let output = ingest(&outside, &tmp.path().join("o1"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("leaves the dataset directory"), "{stderr}");
+
+    // A shard whose bytes changed after the commit.
+    let tampered = tmp.path().join("tampered");
+    assert!(run_sample(&tampered).status.success());
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tampered.join("manifest.json")).unwrap()).unwrap();
+    let shard = tampered.join(manifest["files"][0]["path"].as_str().unwrap());
+    let mut bytes = std::fs::read(&shard).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&shard, bytes).unwrap();
+    let output = ingest(&tampered, &tmp.path().join("o2"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("SHA-256"), "{stderr}");
+
+    // `capflow merge` with a path that climbs out of the dataset.
+    let merged = tmp.path().join("nested/merged");
+    assert!(run_sample(&merged).status.success());
+    // The process whose part it names holds the file under that path too.
+    let old = repoint_first_file(&merged, "../../escaped.parquet");
+    let other = tmp.path().join("a/b/other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::copy(merged.join(&old), tmp.path().join("a/escaped.parquet")).unwrap();
+    let output = Command::new(common::capflow_bin())
+        .arg("merge")
+        .arg(&merged)
+        .arg("--from")
+        .arg(&other)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("leaves the dataset directory"), "{stderr}");
+    assert!(!tmp.path().join("escaped.parquet").exists());
+}

@@ -24,6 +24,18 @@ pub struct MergeArgs {
 
 pub fn run(args: MergeArgs) -> Result<()> {
     let manifest = read_manifest(&args.dataset)?;
+    // Every path is checked before anything is copied: none may leave the dataset.
+    if let Some(file) = manifest
+        .files
+        .iter()
+        .find(|file| crate::export::safe_relative_path(&file.path).is_none())
+    {
+        return Err(Error::record(
+            args.dataset.join("manifest.json").display().to_string(),
+            file.path.clone(),
+            "the file's path leaves the dataset directory",
+        ));
+    }
     let mut copied = 0usize;
     let mut missing = Vec::new();
     for file in &manifest.files {

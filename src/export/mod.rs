@@ -39,6 +39,7 @@ pub use manifest::{
 pub(crate) use reader::dataset_file_path;
 pub use reader::{read_file_rows, read_split, read_table, read_table_of, TableReader};
 pub use sink::{DatasetSink, DEFAULT_FLUSH_ROWS};
+pub(crate) use validate::safe_relative_path;
 pub use validate::{validate, Problem, ValidationReport};
 pub use writer::{shard_index, DatasetWriter, WriterOptions, DEFAULT_SHARD_BYTES};
 

@@ -59,6 +59,8 @@ struct ManifestFile {
     path: String,
     #[serde(default)]
     table: Option<String>,
+    #[serde(default)]
+    sha256: Option<String>,
 }
 
 /// The data files of a dataset directory: from `manifest.json`, else every `*.parquet` below.
@@ -72,12 +74,36 @@ fn dataset_files(dir: &Path) -> Result<Vec<PathBuf>> {
                 format!("expected {{\"files\": [{{\"path\": ...}}]}}: {e}"),
             )
         })?;
-        return Ok(listed
-            .files
-            .into_iter()
-            .filter(|f| f.table.as_deref() != Some(TableKind::Rejected.name()))
-            .map(|f| dir.join(f.path))
-            .collect());
+        // Only files inside the dataset, and only with the bytes the manifest recorded.
+        let mut files = Vec::new();
+        for file in listed.files {
+            if file.table.as_deref() == Some(TableKind::Rejected.name()) {
+                continue;
+            }
+            let relative = crate::export::safe_relative_path(&file.path).ok_or_else(|| {
+                Error::record(
+                    manifest.display().to_string(),
+                    file.path.clone(),
+                    "the file's path leaves the dataset directory",
+                )
+            })?;
+            let path = dir.join(relative);
+            if let Some(expected) = &file.sha256 {
+                let (sha, _) = crate::export::fsutil::sha256_file(&path)?;
+                if &sha != expected {
+                    return Err(Error::record(
+                        path.display().to_string(),
+                        "sha256",
+                        format!(
+                            "the file's SHA-256 is {sha}, the manifest's {expected}: it changed \
+                             after it was written"
+                        ),
+                    ));
+                }
+            }
+            files.push(path);
+        }
+        return Ok(files);
     }
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];

@@ -245,3 +245,46 @@ fn manifest_paths_stay_inside_the_dataset_and_checksums_are_verified() {
     assert!(stderr.contains("leaves the dataset directory"), "{stderr}");
     assert!(!tmp.path().join("escaped.parquet").exists());
 }
+
+/// One flipped byte in a shard, then a rerun with the same inputs and `--state`: the rerun used
+/// to carry the damaged shard into a new version that failed `validate`. It now stops with exit
+/// 3 naming the shard, and commits nothing.
+#[test]
+fn a_damaged_shard_is_never_carried_into_a_new_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("ds");
+    let state = tmp.path().join("state");
+    let rerun = || {
+        Command::new(common::capflow_bin())
+            .args(["run", sample_spec().to_str().unwrap(), "--out"])
+            .arg(&out)
+            .arg("--state")
+            .arg(&state)
+            .output()
+            .unwrap()
+    };
+    assert!(rerun().status.success());
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let name = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .find(|p| p.starts_with("data/captions"))
+        .unwrap()
+        .to_string();
+    let shard = out.join(&name);
+    let mut bytes = std::fs::read(&shard).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&shard, bytes).unwrap();
+    let output = rerun();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains(name.trim_start_matches("data/")),
+        "{stderr}"
+    );
+    assert_eq!(version(&out), 1, "nothing is committed");
+}

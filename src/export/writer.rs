@@ -445,13 +445,28 @@ impl DatasetWriter {
         Ok(())
     }
 
-    /// Keeps a file of the previous version, unchanged, in this version.
+    /// Keeps a file of the previous version, unchanged, in this version, once its bytes are
+    /// checked against the previous manifest's SHA-256: a damaged shard is never carried into a
+    /// new version.
     pub fn carry(&mut self, file: &FileEntry) -> Result<()> {
         let path = self.dir.join(&file.path);
-        if !file.path.starts_with(&format!("{DATA_DIR}/")) || !path.is_file() {
+        let inside = super::validate::safe_relative_path(&file.path).is_some();
+        if !inside || !file.path.starts_with(&format!("{DATA_DIR}/")) || !path.is_file() {
             return Err(Error::invalid(
                 format!("{}", path.display()),
                 "a carried-forward shard is missing from the dataset",
+            ));
+        }
+        let (sha, len) = fsutil::sha256_file(&path)?;
+        if sha != file.sha256 || len != file.bytes {
+            return Err(Error::invalid(
+                format!("{}", path.display()),
+                format!(
+                    "the shard changed after it was committed (SHA-256 {sha}, {len} \
+                     bytes; the manifest says {}, {} bytes); restore it, or rerun without \
+                     --state into a new directory",
+                    file.sha256, file.bytes
+                ),
             ));
         }
         self.register_split(file.table, &file.split)?;

@@ -18,11 +18,11 @@
 //! (the image's captions), rows out (its samples) and busy time in the manifest like every other
 //! stage.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use super::ImageAnnotations;
 use crate::error::{Error, Result};
+use crate::registry::{Factory, Registry};
 use crate::schema::SampleRow;
 
 /// An augmentation method: one image's annotations in, samples out.
@@ -42,7 +42,7 @@ pub trait Method: Send + Sync {
 }
 
 /// Builds a method from its `[methods.<name>]` table.
-pub type MethodFactory = fn(config: &toml::Value) -> Result<Arc<dyn Method>>;
+pub type MethodFactory = Factory<Arc<dyn Method>>;
 
 /// Names a spec already uses for the built-in methods and other tables.
 const RESERVED: [&str; 9] = [
@@ -57,10 +57,7 @@ const RESERVED: [&str; 9] = [
     "models",
 ];
 
-fn registry() -> &'static Mutex<BTreeMap<String, MethodFactory>> {
-    static REGISTRY: OnceLock<Mutex<BTreeMap<String, MethodFactory>>> = OnceLock::new();
-    REGISTRY.get_or_init(Mutex::default)
-}
+static METHODS: Registry<Arc<dyn Method>> = Registry::new("method", "methods");
 
 /// Registers `factory` under `name`; registering the same factory again is a no-op, a different
 /// one under a taken or reserved name is an error.
@@ -70,46 +67,15 @@ pub fn register(name: &str, factory: MethodFactory) -> Result<()> {
             "`{name}` cannot name a registered method: it is a built-in method or spec table"
         )));
     }
-    let mut methods = registry()
-        .lock()
-        .map_err(|_| Error::Usage("the method registry is unusable".into()))?;
-    match methods.get(name) {
-        Some(existing) if *existing as usize != factory as usize => Err(Error::Usage(format!(
-            "a different method is already registered as `{name}`"
-        ))),
-        _ => {
-            methods.insert(name.to_string(), factory);
-            Ok(())
-        }
-    }
+    METHODS.register(name, factory)
 }
 
 /// The names of the registered methods, sorted.
 pub fn registered() -> Vec<String> {
-    registry()
-        .lock()
-        .map(|methods| methods.keys().cloned().collect())
-        .unwrap_or_default()
+    METHODS.names()
 }
 
 /// The method registered as `name`, built from its table.
 pub fn build(name: &str, config: &toml::Value) -> Result<Arc<dyn Method>> {
-    let factory = registry()
-        .lock()
-        .ok()
-        .and_then(|methods| methods.get(name).copied());
-    match factory {
-        Some(factory) => factory(config),
-        None => {
-            let known = registered();
-            Err(Error::Config(format!(
-                "[methods.{name}]: no method is registered as `{name}` ({})",
-                if known.is_empty() {
-                    "none is registered".to_string()
-                } else {
-                    format!("registered: {}", known.join(", "))
-                }
-            )))
-        }
-    }
+    METHODS.build(name, config)
 }

@@ -64,11 +64,13 @@ pub enum RunOutcome {
 pub fn run(spec: &DataflowSpec, options: &RunOptions) -> Result<RunOutcome> {
     let sinks = sink::build(&spec.sinks)?;
     let outcome = run_with_sinks(spec, options, &sinks);
-    let version = match &outcome {
-        Ok(RunOutcome::Committed(version) | RunOutcome::Part(version)) => Some(*version),
-        _ => None,
-    };
-    sink::conclude(&sinks, &outcome, version)?;
+    match &outcome {
+        Ok(RunOutcome::Committed(version) | RunOutcome::Part(version)) => {
+            sink::committed(&sinks, *version)?
+        }
+        Ok(RunOutcome::Unchanged) => {}
+        Err(error) => sink::aborted(&sinks, error),
+    }
     outcome
 }
 

@@ -30,13 +30,14 @@
 //! of whole images.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
 use crate::export::StageMetrics;
+use crate::registry::{Factory, Registry};
 use crate::schema::{rows_to_batch, SampleRow};
 
 /// A consumer of a run's samples, built from its spec table.
@@ -62,12 +63,9 @@ pub trait SinkWriter: Send {
 }
 
 /// Builds a sink from its `[sinks.<name>]` table.
-pub type SinkFactory = fn(config: &toml::Value) -> Result<Arc<dyn Sink>>;
+pub type SinkFactory = Factory<Arc<dyn Sink>>;
 
-fn registry() -> &'static Mutex<BTreeMap<String, SinkFactory>> {
-    static REGISTRY: OnceLock<Mutex<BTreeMap<String, SinkFactory>>> = OnceLock::new();
-    REGISTRY.get_or_init(Mutex::default)
-}
+static SINKS: Registry<Arc<dyn Sink>> = Registry::new("sink", "sinks");
 
 /// Registers `factory` under `name`; registering the same factory again is a no-op, a different
 /// one under a taken name is an error.
@@ -77,26 +75,12 @@ pub fn register(name: &str, factory: SinkFactory) -> Result<()> {
             "`{name}` cannot name a sink: a sink's name is non-empty and has no `:`"
         )));
     }
-    let mut sinks = registry()
-        .lock()
-        .map_err(|_| Error::Usage("the sink registry is unusable".into()))?;
-    match sinks.get(name) {
-        Some(existing) if *existing as usize != factory as usize => Err(Error::Usage(format!(
-            "a different sink is already registered as `{name}`"
-        ))),
-        _ => {
-            sinks.insert(name.to_string(), factory);
-            Ok(())
-        }
-    }
+    SINKS.register(name, factory)
 }
 
 /// The names of the registered sinks, sorted.
 pub fn registered() -> Vec<String> {
-    registry()
-        .lock()
-        .map(|sinks| sinks.keys().cloned().collect())
-        .unwrap_or_default()
+    SINKS.names()
 }
 
 /// A sink of a run, with the name its spec table has.
@@ -111,53 +95,31 @@ pub fn build(tables: &BTreeMap<String, toml::Value>) -> Result<Vec<NamedSink>> {
     tables
         .iter()
         .map(|(name, config)| {
-            let factory = registry()
-                .lock()
-                .ok()
-                .and_then(|sinks| sinks.get(name).copied());
-            let Some(factory) = factory else {
-                let known = registered();
-                return Err(Error::Config(format!(
-                    "[sinks.{name}]: no sink is registered as `{name}` ({})",
-                    if known.is_empty() {
-                        "none is registered".to_string()
-                    } else {
-                        format!("registered: {}", known.join(", "))
-                    }
-                )));
-            };
-            let sink = factory(config).map_err(|err| match err {
-                Error::Config(reason) => Error::Config(format!("[sinks.{name}]: {reason}")),
-                other => other,
-            })?;
             Ok(NamedSink {
                 name: name.clone(),
-                sink,
+                sink: SINKS.build(name, config)?,
             })
         })
         .collect()
 }
 
-/// Tells every sink how the run ended.
-pub fn conclude<T>(sinks: &[NamedSink], outcome: &Result<T>, version: Option<u64>) -> Result<()> {
-    match (outcome, version) {
-        (Ok(_), Some(version)) => {
-            for named in sinks {
-                named.sink.committed(version).map_err(|err| Error::Stage {
-                    stage: format!("sink:{}", named.name),
-                    image: "(after the commit)".into(),
-                    source: Box::new(err),
-                })?;
-            }
-        }
-        (Err(error), _) => {
-            for named in sinks {
-                named.sink.aborted(error);
-            }
-        }
-        (Ok(_), None) => {}
+/// Tells every sink the dataset was committed as `version`.
+pub fn committed(sinks: &[NamedSink], version: u64) -> Result<()> {
+    for named in sinks {
+        named.sink.committed(version).map_err(|err| Error::Stage {
+            stage: format!("sink:{}", named.name),
+            image: "(after the commit)".into(),
+            source: Box::new(err),
+        })?;
     }
     Ok(())
+}
+
+/// Tells every sink the run failed with `error`.
+pub fn aborted(sinks: &[NamedSink], error: &Error) {
+    for named in sinks {
+        named.sink.aborted(error);
+    }
 }
 
 /// One worker's open writers of every sink, with what each was handed, kept and took.

@@ -32,7 +32,7 @@ use super::spec::DataflowSpec;
 use crate::amr::penman::BlockCursor;
 use crate::error::{Error, Result};
 use crate::export::StageMetrics;
-use crate::ingest::flickr30k::Listing;
+use crate::ingest::flickr30k::{ListedImage, Listing};
 use crate::ingest::{read_input, FileMeta, Format, IngestCounts, RecordSink, Row};
 use crate::schema::{RejectedRow, TableKind};
 
@@ -207,6 +207,8 @@ struct Unit {
     tables: Option<Vec<TableKind>>,
     pieces: Vec<Listed>,
     flickr: Option<Listing>,
+    /// The images of a Flickr30k Entities listing, by piece.
+    images: Vec<ListedImage>,
 }
 
 impl Unit {
@@ -229,9 +231,9 @@ impl Unit {
             Format::Flickr30kEntities => Some(Listing::of(path, true)?),
             _ => None,
         };
+        let images: Vec<ListedImage> = flickr.iter().flat_map(Listing::images).collect();
         let pieces = match &flickr {
-            Some(listing) => listing
-                .images
+            Some(listing) => images
                 .iter()
                 .enumerate()
                 .map(|(i, image)| Listed {
@@ -269,6 +271,7 @@ impl Unit {
             tables,
             pieces,
             flickr,
+            images,
         })
     }
 
@@ -285,7 +288,7 @@ impl Unit {
     /// Reads piece `piece` (from `from` for the rest of a PENMAN file) into `sink`.
     fn read(&self, piece: &Listed, from: Option<&PenmanEnd>, sink: &mut PieceSink) -> Result<()> {
         let read = match (&self.flickr, piece.image) {
-            (Some(listing), Some(i)) => listing.read_image(&listing.images[i], sink),
+            (Some(listing), Some(i)) => listing.read_image(&self.images[i], sink),
             _ if self.appendable() => {
                 sink.numbering.ordinal = from.map_or(0, |e| e.ordinal);
                 let cursor = from.map(|e| e.cursor).unwrap_or_default();

@@ -19,7 +19,7 @@
 //! exclusive far edge, so `x1 = xmin - 1`, `y1 = ymin - 1`, `x2 = xmax`, `y2 = ymax`: the box
 //! covers the same pixels and its width is `xmax - xmin + 1`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use quick_xml::events::Event;
 
 use super::ledger::{Locator, Source};
+use super::listing::{DirFiles, IdMap};
 use super::{FileMeta, RecordSink, Row};
 use crate::error::{Error, Result};
 use crate::schema::{BoxXyxy, CaptionRow, GroundingRow, ImageRow};
@@ -430,74 +431,46 @@ impl ListedFile {
         };
         Ok(ListedFile { path, meta })
     }
-}
 
-/// The files of `dir` with `extension`, by stem, with their metadata when `stamped`.
-fn stems(
-    dir: Option<&Path>,
-    extension: &str,
-    stamped: bool,
-) -> Result<BTreeMap<String, ListedFile>> {
-    let mut out = BTreeMap::new();
-    let Some(dir) = dir else {
-        return Ok(out);
-    };
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let name = entry.file_name();
-        let name = Path::new(&name);
-        let matches = name
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case(extension));
-        let Some(stem) = name.file_stem().filter(|_| matches) else {
-            continue;
-        };
-        let path = entry.path();
-        // The entry's type needs no lookup and its metadata is looked up relative to the open
-        // directory; a link is followed.
-        let (is_file, meta) = match (stamped, entry.file_type()) {
-            (false, Ok(t)) if !t.is_symlink() => (t.is_file(), None),
-            (false, _) => (path.is_file(), None),
-            (true, _) => match entry.metadata() {
-                Ok(m) if m.file_type().is_symlink() => match std::fs::metadata(&path) {
-                    Ok(m) => (m.is_file(), Some(FileMeta::of(&m))),
-                    Err(_) => (false, None),
-                },
-                Ok(m) => (m.is_file(), Some(FileMeta::of(&m))),
-                Err(_) => (false, None),
-            },
-        };
-        if is_file {
-            out.insert(
-                stem.to_string_lossy().into_owned(),
-                ListedFile { path, meta },
-            );
+    fn of(files: &DirFiles, i: usize) -> ListedFile {
+        ListedFile {
+            path: files.path(i),
+            meta: files.meta(i),
         }
     }
-    Ok(out)
 }
 
-/// The upstream split lists (`train.txt`, `val.txt`, `test.txt`: one image id per line).
-fn split_lists(root: Option<&Path>) -> Result<HashMap<String, &'static str>> {
-    let mut splits = HashMap::new();
+/// The files of `dir` with `extension`, sorted by stem.
+fn list(dir: Option<&Path>, extension: &str, stamped: bool) -> Result<DirFiles> {
+    match dir {
+        Some(dir) => DirFiles::list(dir, extension, stamped),
+        None => Ok(DirFiles::default()),
+    }
+}
+
+/// The splits of the upstream split lists, by their index in an [`IdMap`].
+const SPLITS: [&str; 3] = ["train", "val", "test"];
+
+/// The upstream split lists (`train.txt`, `val.txt`, `test.txt`: one image id per line); an id
+/// in several lists gets the last.
+fn split_lists(root: Option<&Path>) -> Result<IdMap<u8>> {
     let Some(root) = root else {
-        return Ok(splits);
+        return Ok(IdMap::default());
     };
-    for split in ["train", "val", "test"] {
+    let mut lists = Vec::new();
+    for (index, split) in SPLITS.iter().enumerate() {
         let path = root.join(format!("{split}.txt"));
-        if !path.is_file() {
-            continue;
-        }
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        for id in String::from_utf8_lossy(&bytes).lines() {
-            let id = id.trim();
-            if !id.is_empty() {
-                splits.insert(id.to_string(), split);
-            }
+        if path.is_file() {
+            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            lists.push((index as u8, String::from_utf8_lossy(&bytes).into_owned()));
         }
     }
-    Ok(splits)
+    IdMap::new(lists.iter().flat_map(|(index, text)| {
+        text.lines()
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .map(|id| (id, *index))
+    }))
 }
 
 /// One image of a Flickr30k Entities directory: its sentence and annotation files.
@@ -509,10 +482,16 @@ pub struct ListedImage {
 }
 
 /// The images of a Flickr30k Entities dataset root, sentence directory or single file, in the
-/// order [`read`] reads them, with the split lists' assignment of images to splits.
+/// order [`read`] reads them (by id), with the split lists' assignment of images to splits.
+///
+/// A directory's files are held as sorted names ([`DirFiles`]) and an image's paths are made
+/// when it is visited, so a listing of a million images takes tens of megabytes.
 pub struct Listing {
-    pub images: Vec<ListedImage>,
-    splits: HashMap<String, &'static str>,
+    sentences: DirFiles,
+    annotations: DirFiles,
+    /// A single file was named: only that image.
+    only: Option<ListedImage>,
+    splits: IdMap<u8>,
 }
 
 impl Listing {
@@ -529,39 +508,62 @@ impl Listing {
                     .transpose()?,
             };
             return Ok(Listing {
-                images: vec![image],
+                sentences: DirFiles::default(),
+                annotations: DirFiles::default(),
+                only: Some(image),
                 splits,
             });
         }
         // Listing a directory with metadata is mostly waiting on lookups: both at once.
         let (sentences, annotations) = std::thread::scope(|scope| {
-            let annotations = scope.spawn(|| stems(layout.annotations.as_deref(), "xml", stamped));
-            let sentences = stems(layout.sentences.as_deref(), "txt", stamped);
+            let annotations = scope.spawn(|| list(layout.annotations.as_deref(), "xml", stamped));
+            let sentences = list(layout.sentences.as_deref(), "txt", stamped);
             let annotations = annotations
                 .join()
                 .unwrap_or_else(|_| Err(Error::Usage("listing annotations panicked".into())));
             (sentences, annotations)
         });
-        let (mut sentences, mut annotations) = (sentences?, annotations?);
-        let ids: BTreeSet<String> = sentences
-            .keys()
-            .chain(annotations.keys())
-            .cloned()
-            .collect();
-        let images = ids
-            .into_iter()
-            .map(|id| ListedImage {
-                sentence: sentences.remove(&id),
-                annotation: annotations.remove(&id),
+        Ok(Listing {
+            sentences: sentences?,
+            annotations: annotations?,
+            only: None,
+            splits,
+        })
+    }
+
+    /// The images, by id: the sentence and annotation files with the same stem together.
+    pub fn images(&self) -> impl Iterator<Item = ListedImage> + '_ {
+        let (mut s, mut a) = (0, 0);
+        let (sentences, annotations) = (&self.sentences, &self.annotations);
+        let listed = std::iter::from_fn(move || {
+            let order = match (s < sentences.len(), a < annotations.len()) {
+                (false, false) => return None,
+                (true, false) => std::cmp::Ordering::Less,
+                (false, true) => std::cmp::Ordering::Greater,
+                (true, true) => sentences.stem(s).cmp(&annotations.stem(a)),
+            };
+            let sentence = order.is_le().then(|| ListedFile::of(sentences, s));
+            let annotation = order.is_ge().then(|| ListedFile::of(annotations, a));
+            let id = match order.is_le() {
+                true => sentences.stem(s).into_owned(),
+                false => annotations.stem(a).into_owned(),
+            };
+            s += usize::from(sentence.is_some());
+            a += usize::from(annotation.is_some());
+            Some(ListedImage {
                 id,
+                sentence,
+                annotation,
             })
-            .collect();
-        Ok(Listing { images, splits })
+        });
+        self.only.iter().cloned().chain(listed)
     }
 
     /// The split the lists give an image (`unknown` when none does).
     pub fn split_of(&self, image_id: &str) -> &'static str {
-        self.splits.get(image_id).copied().unwrap_or("unknown")
+        self.splits
+            .get(image_id)
+            .map_or("unknown", |i| SPLITS[usize::from(i)])
     }
 
     /// Reads one listed image into `sink`, as [`read`] does.
@@ -580,8 +582,8 @@ impl Listing {
 /// Reads a Flickr30k Entities dataset root, sentence directory, or single file.
 pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
     let listing = Listing::of(path, false)?;
-    for image in &listing.images {
-        listing.read_image(image, sink)?;
+    for image in listing.images() {
+        listing.read_image(&image, sink)?;
     }
     Ok(())
 }

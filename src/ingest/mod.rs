@@ -151,6 +151,7 @@ pub mod flickr30k;
 pub mod gbc;
 pub mod json_stream;
 pub mod ledger;
+pub mod listing;
 pub mod penman;
 pub mod visual_genome;
 

@@ -20,13 +20,13 @@
 //! covers the same pixels and its width is `xmax - xmin + 1`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use quick_xml::events::Event;
 
 use super::ledger::{Locator, Source};
+use super::lines::{read_line, skip_bom};
 use super::{FileMeta, RecordSink, Row};
 use crate::error::{Error, Result};
 use crate::schema::{BoxXyxy, CaptionRow, GroundingRow, ImageRow};
@@ -35,9 +35,12 @@ use crate::schema::{BoxXyxy, CaptionRow, GroundingRow, ImageRow};
 pub const FORMAT: &str = "flickr30k-entities";
 
 /// Longest sentence line kept; a longer line is rejected without being held in memory.
-const MAX_LINE_BYTES: u64 = 1 << 20;
+const MAX_LINE_BYTES: usize = 1 << 20;
 /// Largest annotation file read; real ones are a few KB.
 const MAX_XML_BYTES: u64 = 16 << 20;
+/// Deepest element nesting read in an annotation file; real ones nest four levels
+/// (`annotation/object/bndbox/xmin`).
+pub const MAX_XML_DEPTH: usize = 64;
 
 /// One annotated phrase of a caption.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -204,6 +207,13 @@ pub fn parse_annotation_xml(bytes: &[u8]) -> std::result::Result<ImageAnnotation
                 if path.len() == 1 && name == "size" {
                     saw_size = true;
                 }
+                if path.len() >= MAX_XML_DEPTH {
+                    return Err(format!(
+                        "elements are nested deeper than {MAX_XML_DEPTH} levels (at byte {}); \
+                         an annotation file nests four",
+                        reader.buffer_position()
+                    ));
+                }
                 path.push(name);
                 text.clear();
             }
@@ -253,8 +263,16 @@ fn end_element(
     ann: &mut ImageAnnotation,
     object: &mut Option<XmlObject>,
 ) -> std::result::Result<(), String> {
-    let below_root: Vec<&str> = path.iter().skip(1).map(String::as_str).collect();
-    match below_root.as_slice() {
+    // Only paths up to four levels below the root mean anything.
+    let mut below_root: [&str; 4] = [""; 4];
+    let depth = path.len().saturating_sub(1);
+    if depth > below_root.len() {
+        return Ok(());
+    }
+    for (slot, name) in below_root.iter_mut().zip(path.iter().skip(1)) {
+        *slot = name;
+    }
+    match &below_root[..depth] {
         ["filename"] => ann.file_name = Some(text.trim().to_string()),
         ["size", dim] => {
             let value = xml_int(dim, text)?;
@@ -420,6 +438,9 @@ fn layout(path: &Path) -> Result<Layout> {
 pub struct ListedFile {
     pub path: PathBuf,
     pub meta: Option<FileMeta>,
+    /// Why the entry cannot be read although its name says it is one of the dataset's files (a
+    /// symbolic link to a missing file, a link loop, a FIFO); it becomes a rejected record.
+    pub problem: Option<String>,
 }
 
 impl ListedFile {
@@ -428,11 +449,44 @@ impl ListedFile {
             true => Some(FileMeta::read(&path).map_err(|e| Error::io(&path, e))?),
             false => None,
         };
-        Ok(ListedFile { path, meta })
+        Ok(ListedFile {
+            path,
+            meta,
+            problem: None,
+        })
     }
 }
 
-/// The files of `dir` with `extension`, by stem, with their metadata when `stamped`.
+/// What a directory entry named like a dataset file is: `Ok(Some(meta))` a regular file (after
+/// following links), `Ok(None)` a directory (not a dataset file), `Err(problem)` an entry
+/// that should be a file but cannot be read as one.
+fn classify_entry(path: &Path) -> std::result::Result<Option<std::fs::Metadata>, String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(Some(m)),
+        Ok(m) if m.is_dir() => Ok(None),
+        Ok(m) => Err(format!(
+            "not a regular file ({}); capflow reads regular files only",
+            super::describe_file_type(&m.file_type())
+        )),
+        Err(e) => {
+            let link = std::fs::read_link(path).ok();
+            Err(match (link, e.raw_os_error()) {
+                (Some(_), Some(libc::ELOOP)) => {
+                    "a symbolic link loop: the link never reaches a file".to_string()
+                }
+                (Some(target), _) if e.kind() == std::io::ErrorKind::NotFound => format!(
+                    "a symbolic link to {}, which does not exist",
+                    target.display()
+                ),
+                _ => format!("unreadable: {e}"),
+            })
+        }
+    }
+}
+
+/// The files of `dir` with `extension`, by stem, with their metadata when `stamped`. Entries
+/// that cannot be read as files are listed with their problem, so that they are not lost
+/// silently.
 fn stems(
     dir: Option<&Path>,
     extension: &str,
@@ -454,26 +508,34 @@ fn stems(
             continue;
         };
         let path = entry.path();
-        // The entry's type needs no lookup and its metadata is looked up relative to the open
-        // directory; a link is followed.
-        let (is_file, meta) = match (stamped, entry.file_type()) {
-            (false, Ok(t)) if !t.is_symlink() => (t.is_file(), None),
-            (false, _) => (path.is_file(), None),
-            (true, _) => match entry.metadata() {
-                Ok(m) if m.file_type().is_symlink() => match std::fs::metadata(&path) {
-                    Ok(m) => (m.is_file(), Some(FileMeta::of(&m))),
-                    Err(_) => (false, None),
-                },
-                Ok(m) => (m.is_file(), Some(FileMeta::of(&m))),
-                Err(_) => (false, None),
-            },
+        // A plain entry's type needs no lookup; links and the stamped listing need one.
+        let plain_file = match entry.file_type() {
+            Ok(t) if t.is_file() && !stamped => true,
+            Ok(t) if t.is_dir() => continue,
+            _ => false,
         };
-        if is_file {
-            out.insert(
-                stem.to_string_lossy().into_owned(),
-                ListedFile { path, meta },
-            );
-        }
+        let listed = if plain_file {
+            ListedFile {
+                path,
+                meta: None,
+                problem: None,
+            }
+        } else {
+            match classify_entry(&path) {
+                Ok(Some(m)) => ListedFile {
+                    path,
+                    meta: stamped.then(|| FileMeta::of(&m)),
+                    problem: None,
+                },
+                Ok(None) => continue,
+                Err(problem) => ListedFile {
+                    path,
+                    meta: None,
+                    problem: Some(problem),
+                },
+            }
+        };
+        out.insert(stem.to_string_lossy().into_owned(), listed);
     }
     Ok(out)
 }
@@ -490,7 +552,8 @@ fn split_lists(root: Option<&Path>) -> Result<HashMap<String, &'static str>> {
             continue;
         }
         let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        for id in String::from_utf8_lossy(&bytes).lines() {
+        let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+        for id in String::from_utf8_lossy(bytes).split(['\n', '\r']) {
             let id = id.trim();
             if !id.is_empty() {
                 splits.insert(id.to_string(), split);
@@ -567,11 +630,31 @@ impl Listing {
     /// Reads one listed image into `sink`, as [`read`] does.
     pub fn read_image(&self, image: &ListedImage, sink: &mut dyn RecordSink) -> Result<()> {
         let split = self.split_of(&image.id);
+        let (sentence, annotation) = (image.sentence.as_ref(), image.annotation.as_ref());
+        for (file, what) in [(annotation, "annotation file"), (sentence, "sentence file")] {
+            if let Some(ListedFile {
+                path,
+                problem: Some(problem),
+                ..
+            }) = file
+            {
+                let at = Locator {
+                    record: what.to_string(),
+                    line: None,
+                    byte_offset: None,
+                };
+                let reason = format!("the {what} is {problem}");
+                Source::new(FORMAT, path).reject(sink, at, reason, "")?;
+            }
+        }
+        fn readable(f: Option<&ListedFile>) -> Option<&Path> {
+            f.filter(|f| f.problem.is_none()).map(|f| f.path.as_path())
+        }
         read_image(
             &image.id,
             split,
-            image.sentence.as_ref().map(|f| f.path.as_path()),
-            image.annotation.as_ref().map(|f| f.path.as_path()),
+            readable(sentence),
+            readable(annotation),
             sink,
         )
     }
@@ -596,13 +679,13 @@ fn read_image(
 ) -> Result<()> {
     let ann = match annotation {
         Some(path) => {
-            let file = File::open(path).map_err(|e| Error::io(path, e))?;
+            let file = super::open_input(path)?;
             read_annotation_from(file, image_id, split, &Source::new(FORMAT, path), sink)?
         }
         None => None,
     };
     if let Some(path) = sentence {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let file = super::open_input(path)?;
         read_sentences_from(
             BufReader::new(file),
             image_id,
@@ -669,7 +752,8 @@ pub fn read_annotation_from(
 }
 
 /// Reads one sentence file: every non-blank line is a caption record. `annotation` supplies
-/// the boxes and flags of the image's chains.
+/// the boxes and flags of the image's chains. Lines end at `\n`, `\r\n` or a lone `\r`; a UTF-8
+/// byte order mark at the start is skipped.
 pub fn read_sentences_from(
     mut reader: impl BufRead,
     image_id: &str,
@@ -678,32 +762,21 @@ pub fn read_sentences_from(
     source: &Source,
     sink: &mut dyn RecordSink,
 ) -> Result<()> {
+    let io = |e| Error::io(&source.file, e);
     let mut line = Vec::new();
     let mut line_number = 0usize;
-    let mut offset = 0u64;
+    let mut offset = skip_bom(&mut reader).map_err(io)?;
     let mut caption_index = 0i32;
-    loop {
-        line.clear();
-        let read = (&mut reader)
-            .take(MAX_LINE_BYTES)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| Error::io(&source.file, e))?;
-        if read == 0 {
-            return Ok(());
-        }
+    while let Some(read) = read_line(&mut reader, &mut line, MAX_LINE_BYTES).map_err(io)? {
         line_number += 1;
         let start = offset;
-        offset += read as u64;
-        let too_long = line.last() != Some(&b'\n') && read as u64 == MAX_LINE_BYTES;
-        if too_long {
-            offset += skip_rest_of_line(&mut reader).map_err(|e| Error::io(&source.file, e))?;
-        }
+        offset += read.consumed;
         let at = Locator {
             byte_offset: Some(start),
             ..Locator::line(line_number)
         };
         let text = match std::str::from_utf8(&line) {
-            _ if too_long => Err(format!("line is longer than {} KiB", MAX_LINE_BYTES >> 10)),
+            _ if read.too_long => Err(format!("line is longer than {} KiB", MAX_LINE_BYTES >> 10)),
             Ok(t) => Ok(t),
             Err(e) => Err(format!("line is not UTF-8: {e}")),
         };
@@ -727,27 +800,7 @@ pub fn read_sentences_from(
         }
         caption_index = caption_index.saturating_add(1);
     }
-}
-
-fn skip_rest_of_line(reader: &mut impl BufRead) -> std::io::Result<u64> {
-    let mut skipped = 0u64;
-    loop {
-        let (done, used) = {
-            let buf = reader.fill_buf()?;
-            if buf.is_empty() {
-                return Ok(skipped);
-            }
-            match buf.iter().position(|&b| b == b'\n') {
-                Some(i) => (true, i + 1),
-                None => (false, buf.len()),
-            }
-        };
-        reader.consume(used);
-        skipped += used as u64;
-        if done {
-            return Ok(skipped);
-        }
-    }
+    Ok(())
 }
 
 fn caption_rows(

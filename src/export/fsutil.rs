@@ -46,7 +46,8 @@ pub(crate) fn rename(from: &Path, to: &Path) -> Result<()> {
 
 /// SHA-256 (hex) and length of a file's bytes.
 pub(crate) fn sha256_file(path: &Path) -> Result<(String, u64)> {
-    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    // A manifest names the file; a FIFO at that path must not stall the check.
+    let mut file = crate::ingest::open_input(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut len = 0u64;

@@ -153,7 +153,7 @@ fn table_of(builder: &ParquetRecordBatchReaderBuilder<File>) -> Option<TableKind
 /// Reads one Parquet file; returns its table (`Rejected` files are skipped).
 fn read_file(path: &Path, sink: &mut dyn RecordSink) -> Result<Option<TableKind>> {
     let what = || format!("reading {}", path.display());
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = super::open_input(path)?;
     // The Parquet decoder is third-party code fed untrusted bytes; a panic in it must not take
     // the run down, so it becomes an error naming the file.
     let decoded = catch_unwind(AssertUnwindSafe(|| -> Result<Option<TableKind>> {

@@ -25,7 +25,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::json_stream::{
-    for_each_element, for_each_entry, kind, Fields, JsonScanner, RawRecord, ScanResult,
+    for_each_element, for_each_entry, kind, Captured, Fields, JsonScanner, RawRecord, ScanResult,
     MAX_RECORD_BYTES,
 };
 use super::ledger::{Locator, Source};
@@ -43,7 +43,7 @@ pub const ENTITIES_FORMAT: &str = "coco-entities";
 pub const DATASET: &str = "coco";
 
 fn open(path: &Path) -> Result<File> {
-    File::open(path).map_err(|e| Error::io(path, e))
+    super::open_input(path)
 }
 
 /// The split named by a COCO file name: `captions_train2014.json` → `train`,
@@ -90,7 +90,9 @@ pub fn read_captions_from(
                 caption_record(source, sink, &rec, &mut captions, split, true)
             })?,
             Ok(_) => for_each_entry(&mut scanner, |key, s| match key {
-                "images" => for_each_element(s, |rec| image_record(source, sink, &rec, split)),
+                "images" => {
+                    for_each_element(s, |rec| image_record(source, sink, &rec, split, None))
+                }
                 "annotations" => for_each_element(s, |rec| {
                     caption_record(source, sink, &rec, &mut captions, split, false)
                 }),
@@ -197,14 +199,28 @@ fn image_record(
     sink: &mut dyn RecordSink,
     rec: &RawRecord<'_>,
     split: &str,
+    sizes: Option<&mut ImageSizes>,
 ) -> Result<()> {
     let at = Locator::at(format!("images[{}]", rec.index), rec.offset);
     let parsed = rec
         .parse_object("an image {id, file_name, width, height}")
-        .and_then(|obj| image_row(&obj, split))
-        .map(|row| vec![Row::Image(row)]);
-    emit(source, sink, at, rec, parsed)
+        .and_then(|obj| image_row(&obj, split));
+    if let (Ok(row), Some(sizes)) = (&parsed, sizes) {
+        if let (Some(w), Some(h)) = (row.width, row.height) {
+            sizes.insert(row.image_id.clone(), (w, h));
+        }
+    }
+    emit(
+        source,
+        sink,
+        at,
+        rec,
+        parsed.map(|row| vec![Row::Image(row)]),
+    )
 }
+
+/// Width and height of the images read so far, by image id, to check boxes against.
+type ImageSizes = HashMap<String, (i32, i32)>;
 
 fn image_row(obj: &Map<String, Value>, split: &str) -> std::result::Result<ImageRow, String> {
     let url = match obj.opt_str("coco_url")? {
@@ -241,6 +257,7 @@ pub fn read_instances_from<R: Read + Seek>(
     sink: &mut dyn RecordSink,
 ) -> Result<()> {
     let mut categories: HashMap<String, String> = HashMap::new();
+    let mut image_sizes = ImageSizes::new();
     let mut categories_seen = false;
     let mut deferred = false;
     {
@@ -250,7 +267,9 @@ pub fn read_instances_from<R: Read + Seek>(
                 return Ok(Err(e));
             }
             let walked = for_each_entry(&mut scanner, |key, s| match key {
-                "images" => for_each_element(s, |rec| image_record(source, sink, &rec, split)),
+                "images" => for_each_element(s, |rec| {
+                    image_record(source, sink, &rec, split, Some(&mut image_sizes))
+                }),
                 "categories" => {
                     categories_seen = true;
                     for_each_element(s, |rec| {
@@ -261,9 +280,9 @@ pub fn read_instances_from<R: Read + Seek>(
                     deferred = true;
                     Ok(s.skip_value())
                 }
-                "annotations" => {
-                    for_each_element(s, |rec| detection_record(source, sink, &rec, &categories))
-                }
+                "annotations" => for_each_element(s, |rec| {
+                    detection_record(source, sink, &rec, &categories, &image_sizes)
+                }),
                 _ => Ok(s.skip_value()),
             })?;
             Ok(walked.and_then(|()| scanner.expect_end()))
@@ -291,7 +310,9 @@ pub fn read_instances_from<R: Read + Seek>(
             match key {
                 "annotations" => {
                     done = true;
-                    for_each_element(s, |rec| detection_record(source, sink, &rec, &categories))
+                    for_each_element(s, |rec| {
+                        detection_record(source, sink, &rec, &categories, &image_sizes)
+                    })
                 }
                 _ => Ok(s.skip_value()),
             }
@@ -327,24 +348,85 @@ fn detection_record(
     sink: &mut dyn RecordSink,
     rec: &RawRecord<'_>,
     categories: &HashMap<String, String>,
+    image_sizes: &ImageSizes,
 ) -> Result<()> {
     let at = Locator::at(format!("annotations[{}]", rec.index), rec.offset);
-    let parsed = rec
-        .parse_object("an object annotation {id, image_id, category_id, bbox}")
-        .and_then(|obj| detection_row(&obj, categories))
+    let parsed = annotation_fields(rec)
+        .and_then(|obj| detection_row(&obj, categories, image_sizes))
         .map(|row| vec![Row::Detection(row)]);
     emit(source, sink, at, rec, parsed)
+}
+
+/// The fields of an object annotation that capflow keeps, each as written (`null` included).
+/// Reading a record into this rather than into a `serde_json::Value` passes over everything
+/// else (`segmentation`: polygons or RLE counts, often most of an annotation's bytes, and
+/// `area`) without building it in memory.
+#[derive(serde::Deserialize)]
+struct AnnotationFields {
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    image_id: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    category_id: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    bbox: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    iscrowd: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    score: Option<Value>,
+}
+
+/// A field that is present, `null` included.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<Value>, D::Error> {
+    <Value as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+/// An object annotation's kept fields as a map. A record that is not a plain object of
+/// distinct keys (an array, a repeated key, broken JSON) is read in full, so that it is
+/// accepted or rejected exactly as any other record.
+fn annotation_fields(rec: &RawRecord<'_>) -> std::result::Result<Map<String, Value>, String> {
+    let expected = "an object annotation {id, image_id, category_id, bbox}";
+    let is_object = rec.bytes.trim_ascii_start().first() == Some(&b'{');
+    let fields = match rec.captured {
+        Captured::Complete if is_object => {
+            serde_json::from_slice::<AnnotationFields>(rec.bytes).ok()
+        }
+        _ => None,
+    };
+    let Some(f) = fields else {
+        return rec.parse_object(expected);
+    };
+    let mut map = Map::new();
+    for (key, value) in [
+        ("id", f.id),
+        ("image_id", f.image_id),
+        ("category_id", f.category_id),
+        ("bbox", f.bbox),
+        ("iscrowd", f.iscrowd),
+        ("score", f.score),
+    ] {
+        if let Some(value) = value {
+            map.insert(key.to_string(), value);
+        }
+    }
+    Ok(map)
 }
 
 fn detection_row(
     obj: &Map<String, Value>,
     categories: &HashMap<String, String>,
+    image_sizes: &ImageSizes,
 ) -> std::result::Result<DetectionRow, String> {
     let category = obj.id("category_id")?;
     let label = categories
         .get(&category)
         .ok_or_else(|| format!("category_id {category} is not among the file's categories"))?;
+    let image_id = obj.id("image_id")?;
     let bbox = xywh_box(obj.array("bbox")?)?;
+    if let Some(&(width, height)) = image_sizes.get(&image_id) {
+        check_on_image(&bbox, width, height)?;
+    }
     let crowd = obj.opt_int("iscrowd")?.unwrap_or(0) != 0;
     // Detector output in the instances layout carries a confidence per annotation.
     let score = match obj.field("score") {
@@ -353,7 +435,7 @@ fn detection_row(
         Some(other) => return Err(format!("`score` must be a number, found {other}")),
     };
     Ok(DetectionRow {
-        image_id: obj.id("image_id")?,
+        image_id,
         detection_id: obj.id("id")?,
         source: INSTANCES_FORMAT.into(),
         label: label.clone(),
@@ -366,6 +448,19 @@ fn detection_row(
         },
         feature: None,
     })
+}
+
+/// A box must overlap its image (`width` x `height` pixels). Boxes that run past an edge are
+/// kept as they are: COCO's own boxes overshoot by rounding.
+fn check_on_image(bbox: &BoxXyxy, width: i32, height: i32) -> std::result::Result<(), String> {
+    let (w, h) = (f64::from(width), f64::from(height));
+    if bbox.x1 >= w || bbox.y1 >= h || bbox.x2 <= 0.0 || bbox.y2 <= 0.0 {
+        return Err(format!(
+            "`bbox` [{}, {}, {}, {}] (corners) lies outside the {width} x {height} image",
+            bbox.x1, bbox.y1, bbox.x2, bbox.y2
+        ));
+    }
+    Ok(())
 }
 
 fn numbers<const N: usize>(items: &[Value], what: &str) -> std::result::Result<[f64; N], String> {
@@ -391,7 +486,19 @@ fn xywh_box(items: &[Value]) -> std::result::Result<BoxXyxy, String> {
     if w < 0.0 || h < 0.0 {
         return Err(format!("`bbox` has a negative size ({w} x {h})"));
     }
-    Ok(BoxXyxy::new(x, y, x + w, y + h))
+    if w == 0.0 || h == 0.0 {
+        return Err(format!(
+            "`bbox` [{x}, {y}, {w}, {h}] has zero width or height: it covers no pixels"
+        ));
+    }
+    let (x2, y2) = (x + w, y + h);
+    if !x2.is_finite() || !y2.is_finite() {
+        return Err(format!(
+            "`bbox` [{x}, {y}, {w}, {h}] reaches beyond the largest representable coordinate \
+             (x + width or y + height is infinite)"
+        ));
+    }
+    Ok(BoxXyxy::new(x, y, x2, y2))
 }
 
 /// Reads a COCO-Entities file: `{image_id: {caption: {det_sequences, noun_chunks, detections}}}`.

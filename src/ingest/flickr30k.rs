@@ -20,13 +20,13 @@
 //! covers the same pixels and its width is `xmax - xmin + 1`.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use quick_xml::events::Event;
 
 use super::ledger::{Locator, Source};
+use super::lines::{read_line, skip_bom};
 use super::listing::{DirFiles, IdMap};
 use super::{FileMeta, RecordSink, Row};
 use crate::error::{Error, Result};
@@ -36,9 +36,12 @@ use crate::schema::{BoxXyxy, CaptionRow, GroundingRow, ImageRow};
 pub const FORMAT: &str = "flickr30k-entities";
 
 /// Longest sentence line kept; a longer line is rejected without being held in memory.
-const MAX_LINE_BYTES: u64 = 1 << 20;
+const MAX_LINE_BYTES: usize = 1 << 20;
 /// Largest annotation file read; real ones are a few KB.
 const MAX_XML_BYTES: u64 = 16 << 20;
+/// Deepest element nesting read in an annotation file; real ones nest four levels
+/// (`annotation/object/bndbox/xmin`).
+pub const MAX_XML_DEPTH: usize = 64;
 
 /// One annotated phrase of a caption.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -205,6 +208,13 @@ pub fn parse_annotation_xml(bytes: &[u8]) -> std::result::Result<ImageAnnotation
                 if path.len() == 1 && name == "size" {
                     saw_size = true;
                 }
+                if path.len() >= MAX_XML_DEPTH {
+                    return Err(format!(
+                        "elements are nested deeper than {MAX_XML_DEPTH} levels (at byte {}); \
+                         an annotation file nests four",
+                        reader.buffer_position()
+                    ));
+                }
                 path.push(name);
                 text.clear();
             }
@@ -254,8 +264,16 @@ fn end_element(
     ann: &mut ImageAnnotation,
     object: &mut Option<XmlObject>,
 ) -> std::result::Result<(), String> {
-    let below_root: Vec<&str> = path.iter().skip(1).map(String::as_str).collect();
-    match below_root.as_slice() {
+    // Only paths up to four levels below the root mean anything.
+    let mut below_root: [&str; 4] = [""; 4];
+    let depth = path.len().saturating_sub(1);
+    if depth > below_root.len() {
+        return Ok(());
+    }
+    for (slot, name) in below_root.iter_mut().zip(path.iter().skip(1)) {
+        *slot = name;
+    }
+    match &below_root[..depth] {
         ["filename"] => ann.file_name = Some(text.trim().to_string()),
         ["size", dim] => {
             let value = xml_int(dim, text)?;
@@ -421,6 +439,9 @@ fn layout(path: &Path) -> Result<Layout> {
 pub struct ListedFile {
     pub path: PathBuf,
     pub meta: Option<FileMeta>,
+    /// Why the entry cannot be read although its name says it is one of the dataset's files (a
+    /// symbolic link to a missing file, a link loop, a FIFO); it becomes a rejected record.
+    pub problem: Option<String>,
 }
 
 impl ListedFile {
@@ -429,13 +450,18 @@ impl ListedFile {
             true => Some(FileMeta::read(&path).map_err(|e| Error::io(&path, e))?),
             false => None,
         };
-        Ok(ListedFile { path, meta })
+        Ok(ListedFile {
+            path,
+            meta,
+            problem: None,
+        })
     }
 
     fn of(files: &DirFiles, i: usize) -> ListedFile {
         ListedFile {
             path: files.path(i),
             meta: files.meta(i),
+            problem: files.problem(i).map(str::to_string),
         }
     }
 }
@@ -462,11 +488,12 @@ fn split_lists(root: Option<&Path>) -> Result<IdMap<u8>> {
         let path = root.join(format!("{split}.txt"));
         if path.is_file() {
             let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-            lists.push((index as u8, String::from_utf8_lossy(&bytes).into_owned()));
+            let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+            lists.push((index as u8, String::from_utf8_lossy(bytes).into_owned()));
         }
     }
     IdMap::new(lists.iter().flat_map(|(index, text)| {
-        text.lines()
+        text.split(['\n', '\r'])
             .map(str::trim)
             .filter(|id| !id.is_empty())
             .map(|id| (id, *index))
@@ -569,11 +596,31 @@ impl Listing {
     /// Reads one listed image into `sink`, as [`read`] does.
     pub fn read_image(&self, image: &ListedImage, sink: &mut dyn RecordSink) -> Result<()> {
         let split = self.split_of(&image.id);
+        let (sentence, annotation) = (image.sentence.as_ref(), image.annotation.as_ref());
+        for (file, what) in [(annotation, "annotation file"), (sentence, "sentence file")] {
+            if let Some(ListedFile {
+                path,
+                problem: Some(problem),
+                ..
+            }) = file
+            {
+                let at = Locator {
+                    record: what.to_string(),
+                    line: None,
+                    byte_offset: None,
+                };
+                let reason = format!("the {what} is {problem}");
+                Source::new(FORMAT, path).reject(sink, at, reason, "")?;
+            }
+        }
+        fn readable(f: Option<&ListedFile>) -> Option<&Path> {
+            f.filter(|f| f.problem.is_none()).map(|f| f.path.as_path())
+        }
         read_image(
             &image.id,
             split,
-            image.sentence.as_ref().map(|f| f.path.as_path()),
-            image.annotation.as_ref().map(|f| f.path.as_path()),
+            readable(sentence),
+            readable(annotation),
             sink,
         )
     }
@@ -598,13 +645,13 @@ fn read_image(
 ) -> Result<()> {
     let ann = match annotation {
         Some(path) => {
-            let file = File::open(path).map_err(|e| Error::io(path, e))?;
+            let file = super::open_input(path)?;
             read_annotation_from(file, image_id, split, &Source::new(FORMAT, path), sink)?
         }
         None => None,
     };
     if let Some(path) = sentence {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let file = super::open_input(path)?;
         read_sentences_from(
             BufReader::new(file),
             image_id,
@@ -671,7 +718,8 @@ pub fn read_annotation_from(
 }
 
 /// Reads one sentence file: every non-blank line is a caption record. `annotation` supplies
-/// the boxes and flags of the image's chains.
+/// the boxes and flags of the image's chains. Lines end at `\n`, `\r\n` or a lone `\r`; a UTF-8
+/// byte order mark at the start is skipped.
 pub fn read_sentences_from(
     mut reader: impl BufRead,
     image_id: &str,
@@ -680,32 +728,21 @@ pub fn read_sentences_from(
     source: &Source,
     sink: &mut dyn RecordSink,
 ) -> Result<()> {
+    let io = |e| Error::io(&source.file, e);
     let mut line = Vec::new();
     let mut line_number = 0usize;
-    let mut offset = 0u64;
+    let mut offset = skip_bom(&mut reader).map_err(io)?;
     let mut caption_index = 0i32;
-    loop {
-        line.clear();
-        let read = (&mut reader)
-            .take(MAX_LINE_BYTES)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| Error::io(&source.file, e))?;
-        if read == 0 {
-            return Ok(());
-        }
+    while let Some(read) = read_line(&mut reader, &mut line, MAX_LINE_BYTES).map_err(io)? {
         line_number += 1;
         let start = offset;
-        offset += read as u64;
-        let too_long = line.last() != Some(&b'\n') && read as u64 == MAX_LINE_BYTES;
-        if too_long {
-            offset += skip_rest_of_line(&mut reader).map_err(|e| Error::io(&source.file, e))?;
-        }
+        offset += read.consumed;
         let at = Locator {
             byte_offset: Some(start),
             ..Locator::line(line_number)
         };
         let text = match std::str::from_utf8(&line) {
-            _ if too_long => Err(format!("line is longer than {} KiB", MAX_LINE_BYTES >> 10)),
+            _ if read.too_long => Err(format!("line is longer than {} KiB", MAX_LINE_BYTES >> 10)),
             Ok(t) => Ok(t),
             Err(e) => Err(format!("line is not UTF-8: {e}")),
         };
@@ -729,27 +766,7 @@ pub fn read_sentences_from(
         }
         caption_index = caption_index.saturating_add(1);
     }
-}
-
-fn skip_rest_of_line(reader: &mut impl BufRead) -> std::io::Result<u64> {
-    let mut skipped = 0u64;
-    loop {
-        let (done, used) = {
-            let buf = reader.fill_buf()?;
-            if buf.is_empty() {
-                return Ok(skipped);
-            }
-            match buf.iter().position(|&b| b == b'\n') {
-                Some(i) => (true, i + 1),
-                None => (false, buf.len()),
-            }
-        };
-        reader.consume(used);
-        skipped += used as u64;
-        if done {
-            return Ok(skipped);
-        }
-    }
+    Ok(())
 }
 
 fn caption_rows(

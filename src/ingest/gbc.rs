@@ -9,12 +9,13 @@
 //! line/offset and the reason (see [`row_from_record`] for what is checked).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::path::Path;
 
 use serde_json::Value;
 
-use super::{RecordSink, Row};
+use super::lines::{read_line, skip_bom};
+use super::{RecordSink, Row, MAX_RECORD_BYTES};
 use crate::error::{Error, Result};
 use crate::graph::gbc::{
     read_parquet_records, restore_caption_field_order, row_from_record, GbcFileFormat,
@@ -30,7 +31,9 @@ pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
         let mut files = Vec::new();
         for entry in std::fs::read_dir(path).map_err(|e| Error::io(path, e))? {
             let file = entry.map_err(|e| Error::io(path, e))?.path();
-            if file.is_file() && GbcFileFormat::from_path(&file).is_some() {
+            // Anything named like a GBC file but a directory is read, so that a FIFO or a
+            // broken link is an error naming it rather than a file skipped without a word.
+            if !file.is_dir() && GbcFileFormat::from_path(&file).is_some() {
                 files.push(file);
             }
         }
@@ -99,6 +102,12 @@ impl<'a> RecordIntake<'a> {
         }
     }
 
+    /// Rejects a record that was not parsed, counting it like any other.
+    fn skip(&mut self, at: Locator, reason: String, raw: &str) -> Result<()> {
+        self.index += 1;
+        self.reject(at, reason, raw)
+    }
+
     fn reject(&mut self, at: Locator, reason: String, raw: &str) -> Result<()> {
         self.sink.reject(RejectedRow {
             format: FORMAT_NAME.to_string(),
@@ -116,38 +125,47 @@ fn parse_json(bytes: &[u8]) -> std::result::Result<Value, String> {
     serde_json::from_slice(bytes).map_err(|e| format!("invalid JSON: {e}"))
 }
 
+/// A record longer than [`MAX_RECORD_BYTES`] is rejected as too large.
+fn too_large(what: &str) -> String {
+    format!(
+        "{what} is larger than the {} MiB record limit; it was skipped to its end",
+        MAX_RECORD_BYTES >> 20
+    )
+}
+
+/// Bytes of an oversized record kept for its excerpt.
+const OVERSIZED_EXCERPT_BYTES: usize = 4096;
+
 fn read_jsonl(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = super::open_input(path)?;
+    let io = |e| Error::io(path, e);
     let mut reader = BufReader::new(file);
     let mut intake = RecordIntake::new(path, sink);
     let mut buf = Vec::new();
     let mut line_no: i64 = 0;
-    let mut offset: i64 = 0;
-    loop {
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| Error::io(path, e))?;
-        if n == 0 {
-            return Ok(());
-        }
+    let mut offset = skip_bom(&mut reader).map_err(io)? as i64;
+    while let Some(line) = read_line(&mut reader, &mut buf, MAX_RECORD_BYTES).map_err(io)? {
         line_no += 1;
         let start = offset;
-        offset += n as i64;
-        let mut text: &[u8] = &buf;
-        if line_no == 1 {
-            text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
-        }
-        if text.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
+        offset += line.consumed as i64;
         let at = Locator {
             record: format!("line {line_no}"),
             line: Some(line_no),
             byte_offset: Some(start),
         };
-        intake.take(parse_json(text), at, &String::from_utf8_lossy(text))?;
+        if line.too_long {
+            let kept = &buf[..buf.len().min(OVERSIZED_EXCERPT_BYTES)];
+            intake.skip(at, too_large("the line"), &String::from_utf8_lossy(kept))?;
+            // Give back the memory of the long line.
+            buf = Vec::new();
+            continue;
+        }
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        intake.take(parse_json(&buf), at, &String::from_utf8_lossy(&buf))?;
     }
+    Ok(())
 }
 
 fn read_parquet(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
@@ -227,7 +245,7 @@ enum ElementEnd {
 }
 
 fn read_json(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = super::open_input(path)?;
     let io = |e| Error::io(path, e);
     let mut cursor = Cursor::new(file);
     let mut intake = RecordIntake::new(path, sink);
@@ -254,7 +272,18 @@ fn read_json(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
                 cursor.skip_whitespace().map_err(io)?;
                 let at = locate(&cursor, format!("element {index}"));
                 element.clear();
-                let end = scan_element(&mut cursor, &mut element).map_err(io)?;
+                let (end, fits) =
+                    scan_element(&mut cursor, &mut element, MAX_RECORD_BYTES).map_err(io)?;
+                if !fits {
+                    let cut = &element[..element.len().min(OVERSIZED_EXCERPT_BYTES)];
+                    let raw = String::from_utf8_lossy(cut);
+                    intake.skip(at, too_large("the list element"), &raw)?;
+                    element = Vec::new();
+                    if matches!(end, ElementEnd::Comma) {
+                        continue;
+                    }
+                    break;
+                }
                 let raw = String::from_utf8_lossy(&element).into_owned();
                 if matches!(end, ElementEnd::Eof) {
                     let reason = "the file ends inside this list element".to_string();
@@ -285,8 +314,17 @@ fn read_json(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
             // One record: the whole file is the object.
             let at = locate(&cursor, "record 0".to_string());
             let mut all = Vec::new();
+            let mut fits = true;
             while let Some(b) = cursor.next().map_err(io)? {
-                all.push(b);
+                if all.len() < MAX_RECORD_BYTES {
+                    all.push(b);
+                } else {
+                    fits = false;
+                }
+            }
+            if !fits {
+                let raw = String::from_utf8_lossy(&all[..OVERSIZED_EXCERPT_BYTES]);
+                return intake.skip(at, too_large("the record"), &raw);
             }
             let raw = String::from_utf8_lossy(&all).into_owned();
             let parsed = parse_json(&all).and_then(|value| match value {
@@ -299,8 +337,30 @@ fn read_json(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
 }
 
 /// Collects one list element's bytes up to (not including) the `,` or `]` that ends it at the
-/// list's own nesting level, skipping over strings.
-fn scan_element<R: Read>(cursor: &mut Cursor<R>, out: &mut Vec<u8>) -> std::io::Result<ElementEnd> {
+/// list's own nesting level, skipping over strings. At most `limit` bytes are kept; the flag
+/// says whether the whole element fit.
+fn scan_element<R: Read>(
+    cursor: &mut Cursor<R>,
+    out: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<(ElementEnd, bool)> {
+    let mut fits = true;
+    let mut keep = |out: &mut Vec<u8>, b: u8| {
+        if out.len() < limit {
+            out.push(b);
+        } else {
+            fits = false;
+        }
+    };
+    let end = scan_element_into(cursor, out, &mut keep)?;
+    Ok((end, fits))
+}
+
+fn scan_element_into<R: Read>(
+    cursor: &mut Cursor<R>,
+    out: &mut Vec<u8>,
+    keep: &mut impl FnMut(&mut Vec<u8>, u8),
+) -> std::io::Result<ElementEnd> {
     let mut depth: usize = 0;
     let mut in_string = false;
     let mut escaped = false;
@@ -313,7 +373,7 @@ fn scan_element<R: Read>(cursor: &mut Cursor<R>, out: &mut Vec<u8>) -> std::io::
             } else if b == b'"' {
                 in_string = false;
             }
-            out.push(b);
+            keep(out, b);
             continue;
         }
         match b {
@@ -325,7 +385,25 @@ fn scan_element<R: Read>(cursor: &mut Cursor<R>, out: &mut Vec<u8>) -> std::io::
             b',' if depth == 0 => return Ok(ElementEnd::Comma),
             _ => {}
         }
-        out.push(b);
+        keep(out, b);
     }
     Ok(ElementEnd::Eof)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_elements_past_the_limit_are_cut_but_scanned_whole() {
+        let mut cursor = Cursor::new(&br#"{"a": "]x,"}, 2]"#[..]);
+        let mut out = Vec::new();
+        let (end, fits) = scan_element(&mut cursor, &mut out, 4).unwrap();
+        assert!(matches!(end, ElementEnd::Comma) && !fits);
+        assert_eq!(out, br#"{"a""#);
+        out.clear();
+        let (end, fits) = scan_element(&mut cursor, &mut out, 4).unwrap();
+        assert!(matches!(end, ElementEnd::ListEnd) && fits);
+        assert_eq!(out, b" 2");
+    }
 }

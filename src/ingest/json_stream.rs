@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 /// Largest single record kept in memory. A larger record is skipped (scanned to its end without
 /// being kept) and rejected.
-pub const MAX_RECORD_BYTES: usize = 64 << 20;
+pub use super::MAX_RECORD_BYTES;
 
 /// Deepest bracket nesting accepted inside one record; deeper input is treated as broken
 /// structure. Real records nest a handful of levels; the limit keeps hostile input from growing

@@ -7,6 +7,7 @@
 //! 16 when the listing keeps each file's size and modification time.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -62,6 +63,33 @@ impl Strings {
     }
 }
 
+/// What a directory entry named like a dataset file is: `Ok(Some(meta))` a regular file (after
+/// following links), `Ok(None)` a directory (not a dataset file), `Err(problem)` an entry
+/// that should be a file but cannot be read as one.
+fn classify_entry(path: &Path) -> std::result::Result<Option<std::fs::Metadata>, String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(Some(m)),
+        Ok(m) if m.is_dir() => Ok(None),
+        Ok(m) => Err(format!(
+            "not a regular file ({}); capflow reads regular files only",
+            super::describe_file_type(&m.file_type())
+        )),
+        Err(e) => {
+            let link = std::fs::read_link(path).ok();
+            Err(match (link, e.raw_os_error()) {
+                (Some(_), Some(libc::ELOOP)) => {
+                    "a symbolic link loop: the link never reaches a file".to_string()
+                }
+                (Some(target), _) if e.kind() == std::io::ErrorKind::NotFound => format!(
+                    "a symbolic link to {}, which does not exist",
+                    target.display()
+                ),
+                _ => format!("unreadable: {e}"),
+            })
+        }
+    }
+}
+
 /// The stem of a file name (as [`Path::file_stem`] gives it), as text.
 fn stem_of(name: &[u8]) -> Cow<'_, str> {
     let stem = Path::new(OsStr::from_bytes(name))
@@ -70,14 +98,18 @@ fn stem_of(name: &[u8]) -> Cow<'_, str> {
     String::from_utf8_lossy(stem)
 }
 
-/// The regular files of one directory whose extension is `extension` (any case), sorted by
-/// stem; of two files with the same stem (`a.txt`, `a.TXT`) the first by name is kept.
+/// The entries of one directory whose extension is `extension` (any case) and that are not
+/// directories, sorted by stem; of two with the same stem (`a.txt`, `a.TXT`) the first by name
+/// is kept. An entry that cannot be read as a regular file is listed with its problem, so that
+/// it is not lost silently.
 #[derive(Clone, Debug, Default)]
 pub struct DirFiles {
     dir: PathBuf,
     names: Strings,
     /// Each file's size and modification time, when listed with them.
     metas: Vec<FileMeta>,
+    /// Why an entry named like one of the files cannot be read as one, by its position.
+    problems: BTreeMap<u32, String>,
 }
 
 impl DirFiles {
@@ -86,6 +118,7 @@ impl DirFiles {
     pub fn list(dir: &Path, extension: &str, stamped: bool) -> Result<DirFiles> {
         let mut names = Strings::default();
         let mut metas = Vec::new();
+        let mut problems: Vec<(u32, String)> = Vec::new();
         let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
         for entry in entries {
             let entry = entry.map_err(|e| Error::io(dir, e))?;
@@ -96,23 +129,26 @@ impl DirFiles {
             if !matches || Path::new(&name).file_stem().is_none() {
                 continue;
             }
-            // The entry's type needs no lookup and its metadata is looked up relative to the
-            // open directory; a link is followed.
-            let (is_file, meta) = match (stamped, entry.file_type()) {
-                (false, Ok(t)) if !t.is_symlink() => (t.is_file(), None),
-                (false, _) => (entry.path().is_file(), None),
-                (true, _) => match entry.metadata() {
-                    Ok(m) if m.file_type().is_symlink() => match std::fs::metadata(entry.path()) {
-                        Ok(m) => (m.is_file(), Some(FileMeta::of(&m))),
-                        Err(_) => (false, None),
-                    },
-                    Ok(m) => (m.is_file(), Some(FileMeta::of(&m))),
-                    Err(_) => (false, None),
+            // A plain entry's type needs no lookup; links and the stamped listing need one.
+            let path = || dir.join(&name);
+            let (meta, problem) = match entry.file_type() {
+                Ok(t) if t.is_file() && !stamped => (None, None),
+                Ok(t) if t.is_dir() => continue,
+                _ => match classify_entry(&path()) {
+                    Ok(Some(m)) => (stamped.then(|| FileMeta::of(&m)), None),
+                    Ok(None) => continue,
+                    Err(problem) => (None, Some(problem)),
                 },
             };
-            if is_file {
-                names.push(name.as_bytes(), &dir.display())?;
-                metas.extend(meta);
+            if let Some(problem) = problem {
+                problems.push((names.len() as u32, problem));
+            }
+            names.push(name.as_bytes(), &dir.display())?;
+            if stamped {
+                metas.push(meta.unwrap_or(FileMeta {
+                    size: 0,
+                    modified_ns: None,
+                }));
             }
         }
         let mut order: Vec<u32> = (0..names.len() as u32).collect();
@@ -121,8 +157,18 @@ impl DirFiles {
             stem_of(a).cmp(&stem_of(b)).then_with(|| a.cmp(b))
         });
         order.dedup_by(|b, a| stem_of(names.get(*a as usize)) == stem_of(names.get(*b as usize)));
+        let mut position = vec![u32::MAX; names.len()];
+        for (at, &i) in order.iter().enumerate() {
+            position[i as usize] = at as u32;
+        }
+        let problems = problems
+            .into_iter()
+            .filter(|(i, _)| position[*i as usize] != u32::MAX)
+            .map(|(i, problem)| (position[i as usize], problem))
+            .collect();
         Ok(DirFiles {
             dir: dir.to_path_buf(),
+            problems,
             metas: match stamped {
                 true => order.iter().map(|&i| metas[i as usize]).collect(),
                 false => Vec::new(),
@@ -148,9 +194,18 @@ impl DirFiles {
         self.dir.join(OsStr::from_bytes(self.names.get(i)))
     }
 
-    /// File `i`'s size and modification time, when the directory was listed with them.
+    /// File `i`'s size and modification time, when the directory was listed with them and
+    /// the file could be read.
     pub fn meta(&self, i: usize) -> Option<FileMeta> {
-        self.metas.get(i).copied()
+        match self.problem(i) {
+            Some(_) => None,
+            None => self.metas.get(i).copied(),
+        }
+    }
+
+    /// Why entry `i` cannot be read as a file (a link to nothing, a link loop, a FIFO), if so.
+    pub fn problem(&self, i: usize) -> Option<&str> {
+        self.problems.get(&(i as u32)).map(String::as_str)
     }
 }
 

@@ -41,6 +41,77 @@ impl FileMeta {
     }
 }
 
+/// Largest single record (a JSON array element, a JSONL line, a PENMAN graph) any reader keeps
+/// in memory. A larger record is skipped to its end without being kept and rejected, so that a
+/// file with no record boundary (a stream of zero bytes) cannot grow memory without bound.
+pub const MAX_RECORD_BYTES: usize = 64 << 20;
+
+/// Opens an input file for reading, refusing anything but a regular file (after following
+/// links) with an I/O error that says so: a FIFO would block the read until some writer shows
+/// up, and a device such as `/dev/zero` never ends.
+///
+/// The file is opened with `O_NONBLOCK` so that the open itself cannot wait on a FIFO, and its
+/// type is checked on the open descriptor, so a file swapped for a FIFO after a directory
+/// listing is caught too. `O_NONBLOCK` has no effect on reads of a regular file.
+pub fn open_input(path: &Path) -> Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options
+        .open(path)
+        .map_err(|e| crate::error::Error::io(path, e))?;
+    let file_type = file
+        .metadata()
+        .map_err(|e| crate::error::Error::io(path, e))?
+        .file_type();
+    if !file_type.is_file() {
+        return Err(crate::error::Error::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "not a regular file ({}); capflow reads inputs from regular files only",
+                    describe_file_type(&file_type)
+                ),
+            ),
+        ));
+    }
+    Ok(file)
+}
+
+/// Names a kind of file for an error message: `a FIFO`, `a directory`, ...
+pub fn describe_file_type(file_type: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return "a FIFO";
+        }
+        if file_type.is_socket() {
+            return "a socket";
+        }
+        if file_type.is_char_device() {
+            return "a character device";
+        }
+        if file_type.is_block_device() {
+            return "a block device";
+        }
+    }
+    if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_symlink() {
+        "a symbolic link"
+    } else if file_type.is_file() {
+        "a regular file"
+    } else {
+        "a special file"
+    }
+}
+
 /// Counts of one reader run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IngestCounts {
@@ -151,6 +222,7 @@ pub mod flickr30k;
 pub mod gbc;
 pub mod json_stream;
 pub mod ledger;
+pub mod lines;
 pub mod listing;
 pub mod penman;
 pub mod visual_genome;

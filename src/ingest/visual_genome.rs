@@ -27,7 +27,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::json_stream::{for_each_element, kind, Fields, JsonScanner, RawRecord, ScanResult};
+use super::json_stream::{
+    for_each_element, kind, Fields, JsonScanner, RawRecord, ScanError, ScanResult,
+};
 use super::ledger::{Locator, Source};
 use super::{RecordSink, Row};
 use crate::error::{Error, Result};
@@ -76,11 +78,69 @@ impl VgFile {
     }
 }
 
-/// Image sizes by image id, from `image_data.json`.
-pub type ImageSizes = HashMap<String, (Option<i32>, Option<i32>)>;
+/// Image sizes by image id, from `image_data.json`, and what kept some of them from being read.
+///
+/// When the sizes file is sound, an image missing from it simply has no size (samples and
+/// subsets list fewer images). When it is not (truncated, or with entries that do not read), an
+/// image missing from it may be one whose entry was lost, so its scene graph is rejected with
+/// the reason rather than kept with a size silently missing.
+#[derive(Clone, Debug, Default)]
+pub struct ImageSizes {
+    sizes: HashMap<String, (Option<i32>, Option<i32>)>,
+    /// Entries whose id was read but whose sizes were not, with the reason.
+    broken: HashMap<String, String>,
+    /// Why entries may be missing: the file's structure broke, or entries had no readable id.
+    incomplete: Option<String>,
+    file: String,
+}
+
+impl ImageSizes {
+    pub fn new() -> ImageSizes {
+        ImageSizes::default()
+    }
+
+    pub fn insert(&mut self, image_id: String, size: (Option<i32>, Option<i32>)) {
+        self.sizes.insert(image_id, size);
+    }
+
+    /// The size of `image_id`: `Ok((None, None))` when the sizes file is sound and does not
+    /// list the image, `Err` with the reason when the image's entry is broken or may have been
+    /// lost with a broken part of the file.
+    pub fn size_of(
+        &self,
+        image_id: &str,
+    ) -> std::result::Result<(Option<i32>, Option<i32>), String> {
+        if let Some(size) = self.sizes.get(image_id) {
+            return Ok(*size);
+        }
+        if let Some(reason) = self.broken.get(image_id) {
+            return Err(format!(
+                "image {image_id}'s entry in the sizes file {} does not read: {reason}",
+                self.file
+            ));
+        }
+        match &self.incomplete {
+            Some(why) => Err(format!(
+                "image {image_id} has no size: the sizes file {} {why}, so its entry may be \
+                 among those lost; repair or remove that file",
+                self.file
+            )),
+            None => Ok((None, None)),
+        }
+    }
+}
+
+impl<const N: usize> From<[(String, (Option<i32>, Option<i32>)); N]> for ImageSizes {
+    fn from(entries: [(String, (Option<i32>, Option<i32>)); N]) -> ImageSizes {
+        ImageSizes {
+            sizes: entries.into(),
+            ..ImageSizes::default()
+        }
+    }
+}
 
 fn open(path: &Path) -> Result<File> {
-    File::open(path).map_err(|e| Error::io(path, e))
+    super::open_input(path)
 }
 
 /// Reads a Visual Genome file or directory.
@@ -132,7 +192,9 @@ fn vg_files(dir: &Path) -> Result<Vec<(VgFile, PathBuf)>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let path = entry.map_err(|e| Error::io(dir, e))?.path();
-        if path.is_file() {
+        // Not only regular files: a FIFO or a broken link named like a VG file is an error
+        // naming it when it is opened, not a file skipped without a word.
+        if !path.is_dir() {
             if let Some(kind) = VgFile::from_name(&path) {
                 files.push((kind, path));
             }
@@ -167,22 +229,51 @@ pub fn file_kind(path: &Path) -> Result<VgFile> {
     })
 }
 
-/// Loads image sizes from an `image_data` file; entries without a usable id are skipped (they
-/// are records of that file, rejected when it is read as input, not of the file being read).
+/// Loads image sizes from an `image_data` file. Entries that do not read are not rejected
+/// here (they are records of that file, rejected when it is read as input, not of the file
+/// being read), but they are remembered, and so is a break in the file's structure: see
+/// [`ImageSizes::size_of`].
 pub fn load_sizes(path: &Path) -> Result<ImageSizes> {
-    let mut sizes = ImageSizes::new();
+    let mut sizes = ImageSizes {
+        file: path.display().to_string(),
+        ..ImageSizes::default()
+    };
     let mut scanner = JsonScanner::new(open(path)?);
-    let _ = scanner.skip_bom();
-    let walked = for_each_element(&mut scanner, |rec| -> Result<()> {
-        if let Ok(row) = rec.parse_object("an image").and_then(|obj| image_row(&obj)) {
-            sizes.insert(row.image_id, (row.width, row.height));
+    let mut unreadable = 0usize;
+    let walked = (|| -> Result<ScanResult<()>> {
+        if let Err(e) = scanner.skip_bom() {
+            return Ok(Err(e));
         }
-        Ok(())
-    })?;
-    match walked {
-        Err(super::json_stream::ScanError::Io(e)) => Err(Error::io(path, e)),
-        _ => Ok(sizes),
-    }
+        let walked = for_each_element(&mut scanner, |rec| -> Result<()> {
+            match rec
+                .parse_object("an image")
+                .map(|obj| (image_row(&obj), obj))
+            {
+                Ok((Ok(row), _)) => sizes.insert(row.image_id, (row.width, row.height)),
+                Ok((Err(reason), obj)) => match image_id(&obj) {
+                    Ok(id) => {
+                        sizes.broken.insert(id, reason);
+                    }
+                    Err(_) => unreadable += 1,
+                },
+                Err(_) => unreadable += 1,
+            }
+            Ok(())
+        })?;
+        Ok(walked.and_then(|()| scanner.expect_end()))
+    })()?;
+    sizes.incomplete = match walked {
+        Err(ScanError::Io(e)) => return Err(Error::io(path, e)),
+        Err(ScanError::Syntax { offset, reason }) => {
+            Some(format!("breaks off at byte {offset} ({reason})"))
+        }
+        Ok(()) if unreadable > 0 => Some(format!(
+            "has {unreadable} entr{} without a readable image id",
+            if unreadable == 1 { "y" } else { "ies" }
+        )),
+        Ok(()) => None,
+    };
+    Ok(sizes)
 }
 
 /// Reads one file of a known kind from any byte stream.
@@ -210,15 +301,18 @@ pub fn read_file_from(
     source.scan_outcome(sink, outcome, || scanner.excerpt_here())
 }
 
-fn image_row(obj: &Map<String, Value>) -> std::result::Result<ImageRow, String> {
-    let image_id = if obj.contains_key("image_id") {
-        obj.id("image_id")?
+fn image_id(obj: &Map<String, Value>) -> std::result::Result<String, String> {
+    if obj.contains_key("image_id") {
+        obj.id("image_id")
     } else {
         obj.id("id")
-            .map_err(|_| "missing field `image_id`".to_string())?
-    };
+            .map_err(|_| "missing field `image_id`".to_string())
+    }
+}
+
+fn image_row(obj: &Map<String, Value>) -> std::result::Result<ImageRow, String> {
     Ok(ImageRow {
-        image_id,
+        image_id: image_id(obj)?,
         dataset: FORMAT.into(),
         split: "unknown".into(),
         file_name: None,
@@ -266,6 +360,12 @@ fn scene_object(value: &Value) -> std::result::Result<SceneObject, String> {
     if w < 0.0 || h < 0.0 {
         return Err(format!(
             "object {object_id} has a negative size ({w} x {h})"
+        ));
+    }
+    if !(x + w).is_finite() || !(y + h).is_finite() {
+        return Err(format!(
+            "object {object_id}'s box [{x}, {y}, {w}, {h}] reaches beyond the largest \
+             representable coordinate"
         ));
     }
     Ok(SceneObject {
@@ -374,7 +474,10 @@ fn scene_graph_record(
             Err(reason) => dropped.push((j, format!("{reason}; dropped from the image"))),
         }
     }
-    let (width, height) = sizes.get(&image_id).copied().unwrap_or((None, None));
+    let (width, height) = match sizes.size_of(&image_id) {
+        Ok(size) => size,
+        Err(reason) => return source.reject(sink, at(String::new()), reason, &rec.excerpt()),
+    };
     sink.row(Row::SceneGraph(SceneGraphRow {
         image_id,
         width,

@@ -7,8 +7,15 @@
 //! line starting with `(` in the first column. Comment lines separated by a blank line from
 //! more comment lines (a file header such as `# AMR-English alignment release ...`) belong to
 //! no graph; nor do comments after the last graph.
+//!
+//! A block is held in memory up to a limit ([`MAX_RECORD_BYTES`]); past it, the block's
+//! structure is still followed to find where it ends, but its text is no longer kept and the
+//! block is marked `oversized`, to be rejected.
+
+use std::borrow::Cow;
 
 use super::lexer::{Kind, Lexer};
+use crate::ingest::MAX_RECORD_BYTES;
 
 /// One block of raw text, as found in the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,6 +27,8 @@ pub(crate) struct RawBlock {
     pub text: String,
     /// First line (1-based) that was not valid UTF-8, shown with replacement characters.
     pub invalid_utf8: Option<usize>,
+    /// The block was longer than the limit: `text` holds its first lines only.
+    pub oversized: bool,
 }
 
 struct Pending {
@@ -31,11 +40,92 @@ struct Pending {
     stray: bool,
     /// Blank lines after the last line of the block, kept in case the block goes on.
     held: String,
+    /// Blank lines that did not fit the limit were not kept in `held`.
+    held_overflow: bool,
 }
 
-#[derive(Default)]
+impl Pending {
+    fn new(line: &str, line_no: usize, byte_offset: usize, limit: usize) -> Pending {
+        let oversized = line.len() > limit;
+        Pending {
+            block: RawBlock {
+                line: line_no,
+                byte_offset,
+                text: if oversized {
+                    String::new()
+                } else {
+                    line.to_string()
+                },
+                invalid_utf8: None,
+                oversized,
+            },
+            opened: false,
+            depth: 0,
+            stray: false,
+            held: String::new(),
+            held_overflow: false,
+        }
+    }
+
+    /// Appends the held blank lines and `line` to the block's text, within `limit`.
+    fn append(&mut self, line: &str, limit: usize) {
+        let held = std::mem::take(&mut self.held);
+        let overflow = std::mem::take(&mut self.held_overflow);
+        let text = &mut self.block.text;
+        if overflow || text.len() + held.len() + line.len() > limit {
+            self.block.oversized = true;
+        }
+        if !self.block.oversized {
+            text.push_str(&held);
+            text.push_str(line);
+        }
+    }
+
+    fn hold(&mut self, blank: &str, limit: usize) {
+        if self.held.len() + blank.len() > limit {
+            self.held_overflow = true;
+        } else {
+            self.held.push_str(blank);
+        }
+    }
+}
+
 pub(crate) struct BlockSplitter {
     pending: Option<Pending>,
+    /// Largest block text kept.
+    limit: usize,
+}
+
+impl Default for BlockSplitter {
+    fn default() -> Self {
+        BlockSplitter {
+            pending: None,
+            limit: MAX_RECORD_BYTES,
+        }
+    }
+}
+
+/// The lines of `text` with their line ends: `\n`, `\r\n`, or a lone `\r`, which is given as
+/// `\n` (the same length, so byte offsets still add up).
+pub(crate) fn split_lines(text: &str) -> impl Iterator<Item = Cow<'_, str>> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (line, next) = match rest.find(['\n', '\r']) {
+            None => (Cow::Borrowed(rest), ""),
+            Some(i) if rest[i..].starts_with("\r\n") => {
+                (Cow::Borrowed(&rest[..i + 2]), &rest[i + 2..])
+            }
+            Some(i) if rest.as_bytes()[i] == b'\n' => {
+                (Cow::Borrowed(&rest[..i + 1]), &rest[i + 1..])
+            }
+            Some(i) => (Cow::Owned(format!("{}\n", &rest[..i])), &rest[i + 1..]),
+        };
+        rest = next;
+        Some(line)
+    })
 }
 
 fn trim_terminator(line: &str) -> &str {
@@ -65,10 +155,10 @@ impl BlockSplitter {
         let paren_at_start = content.starts_with('(');
         if let Some(p) = &mut self.pending {
             if blank {
-                p.held.push_str(line);
+                p.hold(line, self.limit);
                 return;
             }
-            let after_blank = !p.held.is_empty();
+            let after_blank = !p.held.is_empty() || p.held_overflow;
             if p.opened {
                 if comment || (after_blank && paren_at_start) {
                     self.emit_pending(out);
@@ -83,26 +173,9 @@ impl BlockSplitter {
             }
         }
         match &mut self.pending {
-            Some(p) => {
-                let held = std::mem::take(&mut p.held);
-                p.block.text.push_str(&held);
-                p.block.text.push_str(line);
-            }
+            Some(p) => p.append(line, self.limit),
             None if blank => return,
-            None => {
-                self.pending = Some(Pending {
-                    block: RawBlock {
-                        line: line_no,
-                        byte_offset,
-                        text: line.to_string(),
-                        invalid_utf8: None,
-                    },
-                    opened: false,
-                    depth: 0,
-                    stray: false,
-                    held: String::new(),
-                });
-            }
+            None => self.pending = Some(Pending::new(line, line_no, byte_offset, self.limit)),
         }
         let Some(p) = &mut self.pending else { return };
         if !valid_utf8 && p.block.invalid_utf8.is_none() {
@@ -125,6 +198,31 @@ impl BlockSplitter {
         }
         if p.opened && p.depth <= 0 {
             self.emit_pending(out);
+        }
+    }
+
+    /// Feeds a line longer than the limit, of which only `kept` (its first bytes) was kept:
+    /// the structure of what follows cannot be trusted, so the block it belongs to (or a block
+    /// of its own) ends here, oversized.
+    pub(crate) fn push_oversized_line(
+        &mut self,
+        kept: &str,
+        line_no: usize,
+        byte_offset: usize,
+        out: &mut Vec<RawBlock>,
+    ) {
+        let p = self
+            .pending
+            .get_or_insert_with(|| Pending::new(kept, line_no, byte_offset, usize::MAX));
+        p.block.oversized = true;
+        self.emit_pending(out);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn with_limit(limit: usize) -> BlockSplitter {
+        BlockSplitter {
+            pending: None,
+            limit,
         }
     }
 
@@ -201,6 +299,42 @@ mod tests {
             split(text),
             vec![(1, 0, "(a / b\n\n   :ARG0 (c / d))".to_string())]
         );
+    }
+
+    #[test]
+    fn blocks_past_the_limit_are_cut_and_marked() {
+        // An unclosed graph that keeps going, then a graph of its own after a blank line.
+        let text = "(a / b\n:ARG0 (c / d\n:ARG1 (e / f\n\n(g / h)\n";
+        let mut splitter = BlockSplitter::with_limit(16);
+        let mut out = Vec::new();
+        let mut offset = 0;
+        for (i, line) in split_lines(text).enumerate() {
+            splitter.push_line(&line, i + 1, offset, true, &mut out);
+            offset += line.len();
+        }
+        out.extend(splitter.finish());
+        let blocks: Vec<(usize, bool, &str)> = out
+            .iter()
+            .map(|b| (b.line, b.oversized, b.text.as_str()))
+            .collect();
+        assert_eq!(
+            blocks,
+            [(1, true, "(a / b\n:ARG0 (c / d"), (5, false, "(g / h)")]
+        );
+        let mut splitter = BlockSplitter::default();
+        let mut out = Vec::new();
+        splitter.push_oversized_line("(x", 1, 0, &mut out);
+        splitter.push_line("(y / z)\n", 2, 99, true, &mut out);
+        let lines: Vec<(usize, bool)> = out.iter().map(|b| (b.line, b.oversized)).collect();
+        assert_eq!(lines, [(1, true), (2, false)]);
+    }
+
+    #[test]
+    fn lone_carriage_returns_end_lines() {
+        let lines: Vec<String> = split_lines("a\rb\r\nc\nd")
+            .map(|l| l.into_owned())
+            .collect();
+        assert_eq!(lines, ["a\n", "b\r\n", "c\n", "d"]);
     }
 
     #[test]

@@ -24,16 +24,21 @@ mod lexer;
 mod metadata;
 
 use std::fmt;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::Path;
 
-use blocks::{BlockSplitter, RawBlock};
+use blocks::{split_lines, BlockSplitter, RawBlock};
 pub use decode::MAX_DEPTH;
 pub use encode::encode;
 pub use metadata::{AlignmentMetadata, JamrEdge, MetadataAlignment, MetadataNotation};
 
 use crate::amr::graph::{AlignmentFlavour, Graph};
 use crate::error::{Error, Result};
+use crate::ingest::lines::{read_line, skip_bom, LineEnd};
+use crate::ingest::MAX_RECORD_BYTES;
+
+/// Bytes of a line longer than [`MAX_RECORD_BYTES`] kept for its rejected record's excerpt.
+const OVERSIZED_EXCERPT_BYTES: usize = 4096;
 
 /// A syntax error in PENMAN text, located by 1-based line and column (in characters).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,9 +87,11 @@ pub fn parse(text: &str) -> Result<Graph, PenmanError> {
 pub fn parse_many(text: &str) -> Vec<GraphBlock> {
     let mut splitter = BlockSplitter::default();
     let mut raw = Vec::new();
-    let mut offset = 0;
-    for (i, line) in text.split_inclusive('\n').enumerate() {
-        splitter.push_line(line, i + 1, offset, true, &mut raw);
+    let unmarked = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut offset = text.len() - unmarked.len();
+    let text = unmarked;
+    for (i, line) in split_lines(text).enumerate() {
+        splitter.push_line(&line, i + 1, offset, true, &mut raw);
         offset += line.len();
     }
     raw.extend(splitter.finish());
@@ -97,6 +104,14 @@ fn parse_block<G>(
     parse: impl Fn(&str) -> Result<G, PenmanError>,
 ) -> GraphBlock<G> {
     let graph = match block.invalid_utf8 {
+        _ if block.oversized => Err(PenmanError {
+            line: block.line,
+            column: 1,
+            message: format!(
+                "the graph is larger than the {} MiB record limit; it was skipped to its end",
+                MAX_RECORD_BYTES >> 20
+            ),
+        }),
         Some(line) => Err(PenmanError {
             line,
             column: 1,
@@ -210,7 +225,7 @@ pub fn read_blocks_from<G>(
     mut visit: impl FnMut(usize, GraphBlock<G>) -> Result<()>,
 ) -> Result<BlockCursor> {
     use std::io::{Seek, SeekFrom};
-    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut file = crate::ingest::open_input(path)?;
     if from.byte_offset > 0 {
         file.seek(SeekFrom::Start(from.byte_offset))
             .map_err(|e| Error::io(path, e))?;
@@ -221,25 +236,41 @@ pub fn read_blocks_from<G>(
     let mut buffer = Vec::new();
     let (mut line_no, mut offset, mut ordinal) =
         (from.line, from.byte_offset as usize, from.ordinal);
+    if from.byte_offset == 0 {
+        offset += skip_bom(&mut reader).map_err(|e| Error::io(path, e))? as usize;
+    }
     let mut line_complete = true;
     loop {
-        buffer.clear();
-        let read = reader
-            .read_until(b'\n', &mut buffer)
-            .map_err(|e| Error::io(path, e))?;
-        if read == 0 {
+        let Some(line) = read_line(&mut reader, &mut buffer, MAX_RECORD_BYTES)
+            .map_err(|e| Error::io(path, e))?
+        else {
             break;
-        }
-        line_complete = buffer.last() == Some(&b'\n');
+        };
+        // A lone `\r` at the end may be the first half of a `\r\n` still being written: text
+        // appended after it is not read alone.
+        line_complete = matches!(line.end, LineEnd::Lf | LineEnd::CrLf);
         line_no += 1;
-        match std::str::from_utf8(&buffer) {
-            Ok(line) => splitter.push_line(line, line_no, offset, true, &mut ready),
-            Err(_) => {
-                let line = String::from_utf8_lossy(&buffer);
-                splitter.push_line(&line, line_no, offset, false, &mut ready);
+        if line.too_long {
+            let kept = &buffer[..buffer.len().min(OVERSIZED_EXCERPT_BYTES)];
+            splitter.push_oversized_line(
+                &String::from_utf8_lossy(kept),
+                line_no,
+                offset,
+                &mut ready,
+            );
+            // Give back the memory of the long line.
+            buffer = Vec::new();
+        } else {
+            buffer.extend_from_slice(line.end.as_str().as_bytes());
+            match std::str::from_utf8(&buffer) {
+                Ok(text) => splitter.push_line(text, line_no, offset, true, &mut ready),
+                Err(_) => {
+                    let text = String::from_utf8_lossy(&buffer);
+                    splitter.push_line(&text, line_no, offset, false, &mut ready);
+                }
             }
         }
-        offset += read;
+        offset += line.consumed as usize;
         for block in ready.drain(..) {
             ordinal += 1;
             visit(ordinal, parse_block(block, &parse))?;

@@ -33,7 +33,7 @@ pub fn read_parquet_records(
     path: &Path,
     mut on_record: impl FnMut(usize, std::result::Result<Value, String>) -> Result<()>,
 ) -> Result<()> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = crate::ingest::open_input(path)?;
     let what = || format!("{}: reading Parquet", path.display());
     let mut reader = decoder_guard(path, || {
         ParquetRecordBatchReaderBuilder::try_new(file)

@@ -166,7 +166,7 @@ fn ibm_wiki_concept_alignment_f1() {
 }
 
 /// The tokenizer reproduces the ISI `# ::tok` of at least 80% of Bio dev sentences exactly
-/// (408 of 500 when written; ISI's own tokenization is inconsistent in the rest).
+/// (410 of 500 when written; ISI's own tokenization is inconsistent in the rest).
 #[test]
 fn bio_dev_tokenization_matches_isi() {
     let (Some(unaligned), Some(isi)) = (

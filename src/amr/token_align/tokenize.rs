@@ -258,7 +258,8 @@ fn split_word(text: &str, last: bool, tokens: &mut Vec<String>) {
             }
         }
     }
-    let single_slash = text.matches('/').count() == 1 && !text.contains('-');
+    let slashes = text.matches('/').count();
+    let single_slash = slashes == 1 && !text.contains('-');
     let mut word = String::new();
     let flush = |word: &mut String, tokens: &mut Vec<String>| {
         if !word.is_empty() {
@@ -273,6 +274,8 @@ fn split_word(text: &str, last: bool, tokens: &mut Vec<String>) {
         let word_before = prev.is_some_and(is_word_char) && !word.is_empty();
         let word_after = next.is_some_and(is_word_char);
         match c {
+            // Several slashes make one word (`Grb2/FRS2/Shp2`, `onc/wt/-`).
+            '/' if !word.is_empty() && slashes > 1 => word.push(c),
             '/' if word_before
                 && word_after
                 && !(single_slash && splits_slash(&chars[..end], i)) =>

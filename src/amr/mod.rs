@@ -1,4 +1,4 @@
-//! AMR: PENMAN codec with surface alignments, Smatch, vgAMR grounding, meta-graph merging and
+//! AMR: PENMAN codec with surface alignments, rule-based token alignment, Smatch, vgAMR grounding, meta-graph merging and
 //! event sampling. Plain functions over [`Graph`], usable without any dataflow.
 
 pub mod align;
@@ -9,5 +9,6 @@ pub mod penman;
 pub mod realize;
 pub mod sample;
 pub mod smatch;
+pub mod token_align;
 
 pub use graph::{Alignment, AlignmentFlavour, Graph, Triple};

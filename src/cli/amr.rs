@@ -18,6 +18,18 @@ pub enum AmrCommand {
     Inspect(super::amr_merge::InspectArgs),
     /// Smatch between graph i of a test file and graph i of a gold file (TSV).
     Smatch(crate::cli::amr_smatch::SmatchArgs),
+    /// Add `~e.N` token alignments to graphs that have none, from `# ::tok` (or `# ::snt`,
+    /// tokenized ISI-style); writes PENMAN with `# ::tok` lines.
+    Align(AlignArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AlignArgs {
+    /// The AMR file (PENMAN graphs with `# ::snt` or `# ::tok` metadata lines).
+    pub file: PathBuf,
+    /// Write the aligned graphs here instead of to stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -35,7 +47,74 @@ pub fn run(cmd: AmrCommand) -> Result<()> {
         AmrCommand::Merge(args) => super::amr_merge::run_merge(&args),
         AmrCommand::Inspect(args) => super::amr_merge::run_inspect(&args),
         AmrCommand::Smatch(args) => crate::cli::amr_smatch::run(args),
+        AmrCommand::Align(args) => align_command(&args),
     }
+}
+
+/// Aligns every graph of the file and writes it with its `# ::tok` line; graphs that cannot be
+/// parsed or have no sentence are reported on stderr with their place, the rest are still
+/// written, and the command then fails (exit code 3).
+fn align_command(args: &AlignArgs) -> Result<()> {
+    let path = args.file.as_path();
+    let (sink, sink_name): (Box<dyn Write>, String) = match &args.out {
+        Some(out) => (
+            Box::new(std::fs::File::create(out).map_err(|e| Error::io(out, e))?),
+            out.display().to_string(),
+        ),
+        None => (Box::new(std::io::stdout().lock()), "<stdout>".to_string()),
+    };
+    let mut out = BufWriter::new(sink);
+    let (mut graphs, mut failed) = (0usize, 0usize);
+    read_blocks(path, |ordinal, block| {
+        graphs += 1;
+        let place = format!("graph {ordinal} (line {})", block.line);
+        let problem = match block.graph {
+            Ok(mut graph) => match align_one(&mut graph) {
+                Ok(()) => {
+                    let text = crate::amr::penman::encode(&graph);
+                    return writeln!(out, "{text}").map_err(|e| Error::io(&sink_name, e));
+                }
+                Err(reason) => match graph.id() {
+                    Some(id) => format!("{place}, id {id}: {reason}"),
+                    None => format!("{place}: {reason}"),
+                },
+            },
+            Err(error) => format!("{place}: {error}"),
+        };
+        failed += 1;
+        eprintln!("capflow: {}: {problem}", path.display());
+        Ok(())
+    })?;
+    out.flush().map_err(|e| Error::io(&sink_name, e))?;
+    if failed > 0 {
+        return Err(Error::record(
+            path.display().to_string(),
+            format!("{failed} of {graphs} graphs"),
+            "could not be aligned (see the messages above); fix or remove them and rerun",
+        ));
+    }
+    Ok(())
+}
+
+/// Aligns one graph to its sentence and records the tokens as `# ::tok` (after `# ::snt`).
+fn align_one(graph: &mut Graph) -> std::result::Result<(), String> {
+    let tokens = crate::amr::token_align::graph_tokens(graph)
+        .ok_or("no `# ::snt` or `# ::tok` line to align the graph to")?;
+    if tokens.is_empty() {
+        return Err("the sentence has no tokens".to_string());
+    }
+    crate::amr::token_align::align_graph(graph, &tokens);
+    if graph.meta("tok").is_none() {
+        let at = graph
+            .metadata
+            .iter()
+            .position(|(k, _)| k == "snt")
+            .map_or(graph.metadata.len(), |i| i + 1);
+        graph
+            .metadata
+            .insert(at, ("tok".to_string(), tokens.join(" ")));
+    }
+    Ok(())
 }
 
 /// Streams the file's graphs to stdout; broken graphs are reported on stderr with their place

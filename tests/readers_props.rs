@@ -70,9 +70,26 @@ fn all_json_readers(bytes: &[u8]) {
     }
 }
 
-/// Non-blank lines, counted without the reader: the records of a sentence file.
+/// Non-blank lines, counted without the reader: the records of a sentence file. A byte order
+/// mark at the start is not text; `\r\n` and a lone `\r` end a line as `\n` does.
 fn sentence_records(bytes: &[u8]) -> u64 {
-    let mut segments: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let mut unified = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1)) {
+            (b'\r', Some(b'\n')) => i += 1,
+            (b'\r', _) => {
+                unified.push(b'\n');
+                i += 1;
+            }
+            (b, _) => {
+                unified.push(b);
+                i += 1;
+            }
+        }
+    }
+    let mut segments: Vec<&[u8]> = unified.split(|&b| b == b'\n').collect();
     if segments.last().is_some_and(|s| s.is_empty()) {
         segments.pop();
     }

@@ -623,14 +623,46 @@ fn sample_lines() -> Vec<Vec<u8>> {
     lines
 }
 
+/// The lines of `bytes` as docs/readers.md defines them: `\n`, `\r\n` and a lone
+/// `\r` each end a line.
+fn line_pieces(bytes: &[u8]) -> Vec<&[u8]> {
+    let (mut out, mut start, mut i) = (Vec::new(), 0, 0);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => i += 1,
+            b'\r' if bytes.get(i + 1) == Some(&b'\n') => i += 2,
+            b'\r' => i += 1,
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        let end = if bytes[i - 1] == b'\n' && i >= 2 && bytes[i - 2] == b'\r' {
+            i - 2
+        } else {
+            i - 1
+        };
+        out.push(&bytes[start..end]);
+        start = i;
+    }
+    out.push(&bytes[start..]);
+    out
+}
+
+#[test]
+fn line_pieces_end_lines_at_every_line_end() {
+    let pieces = line_pieces(b"a\nb\r\nc\rd\r\r\ne");
+    assert_eq!(pieces, [&b"a"[..], b"b", b"c", b"d", b"", b"e"]);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
     #[test]
     fn mutated_jsonl_never_panics_and_is_accounted(bytes in mutated(sample_lines())) {
         let (rows, rejected, counts) = read_text("m.jsonl", &bytes);
-        let records = bytes
-            .split(|b| *b == b'\n')
+        let records = line_pieces(&bytes)
+            .into_iter()
             .enumerate()
             .filter(|(i, l)| {
                 let l = if *i == 0 { l.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(l) } else { l };

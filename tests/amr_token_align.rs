@@ -112,16 +112,18 @@ fn score(
     counts
 }
 
+/// The Bio dev graphs without alignments and with ISI's, when the fixtures are there.
+fn bio_dev() -> Option<(Vec<Graph>, Vec<Graph>)> {
+    let unaligned = common::fixture("amr/bio_v0.8_dev_unaligned.txt")?;
+    let isi = common::fixture("amr/bio_v0.8_dev_isi_aligned.txt")?;
+    Some((read_graphs(&unaligned), read_graphs(&isi)))
+}
+
 #[test]
 fn bio_dev_concept_alignment_f1_against_isi() {
-    let (Some(unaligned), Some(isi)) = (
-        common::fixture("amr/bio_v0.8_dev_unaligned.txt"),
-        common::fixture("amr/bio_v0.8_dev_isi_aligned.txt"),
-    ) else {
+    let Some((inputs, gold)) = bio_dev() else {
         return;
     };
-    let gold = read_graphs(&isi);
-    let inputs = read_graphs(&unaligned);
     assert_eq!(inputs.len(), 500);
     let from_sentence = score(inputs.clone(), &gold, |g, _| {
         tokenize(g.meta("snt").expect("every Bio graph has # ::snt"))
@@ -169,14 +171,9 @@ fn ibm_wiki_concept_alignment_f1() {
 /// (410 of 500 when written; ISI's own tokenization is inconsistent in the rest).
 #[test]
 fn bio_dev_tokenization_matches_isi() {
-    let (Some(unaligned), Some(isi)) = (
-        common::fixture("amr/bio_v0.8_dev_unaligned.txt"),
-        common::fixture("amr/bio_v0.8_dev_isi_aligned.txt"),
-    ) else {
+    let Some((inputs, gold)) = bio_dev() else {
         return;
     };
-    let gold = read_graphs(&isi);
-    let inputs = read_graphs(&unaligned);
     let same = inputs
         .iter()
         .zip(&gold)

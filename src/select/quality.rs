@@ -155,14 +155,14 @@ impl QualityConfig {
 ///   The calibration model's counts (the captions that are not held out) are these minus the
 ///   held-out captions' n-grams, taken away at fit time (exact: integer counts).
 /// - The held-out captions themselves (one in `calibration_every`), as word ids of the
-///   counts' word table (4 bytes a token plus 16 a caption): they are scored by the
+///   counts' word table (4 bytes a token plus 8 a caption): they are scored by the
 ///   calibration model, which exists only once every caption has been seen.
 /// - A histogram of the captions' word counts (one entry per distinct length).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct QualityStats {
     counts: NgramCounts,
-    /// Tokens of the held-out captions, as ids of `counts`' word table.
-    held_out: Vec<Box<[u32]>>,
+    /// The held-out captions, as ids of `counts`' word table.
+    held_out: HeldOut,
     /// Number of captions with each word count.
     lengths: BTreeMap<u64, u64>,
 }
@@ -173,7 +173,7 @@ impl QualityStats {
     pub fn new(order: usize) -> QualityStats {
         QualityStats {
             counts: NgramCounts::new(order),
-            held_out: Vec::new(),
+            held_out: HeldOut::default(),
             lengths: BTreeMap::new(),
         }
     }
@@ -187,7 +187,7 @@ impl QualityStats {
         }
         let ids = self.counts.add_sentence_ids(tokens);
         if held_out {
-            self.held_out.push(ids.into_boxed_slice());
+            self.held_out.push(&ids);
         }
         *self.lengths.entry(word_count(tokens) as u64).or_default() += 1;
     }
@@ -202,12 +202,7 @@ impl QualityStats {
             std::mem::swap(self, &mut other);
         }
         let remap = self.counts.absorb(other.counts);
-        self.held_out.extend(
-            other
-                .held_out
-                .into_iter()
-                .map(|caption| caption.iter().map(|&id| remap[id as usize]).collect()),
-        );
+        self.held_out.append_remapped(other.held_out, &remap);
         for (length, count) in other.lengths {
             *self.lengths.entry(length).or_default() += count;
         }
@@ -230,15 +225,47 @@ impl QualityStats {
 
     /// Heap bytes held, roughly.
     pub fn approx_bytes(&self) -> usize {
-        let held_out: usize = self
-            .held_out
-            .iter()
-            .map(|c| (4 * c.len()).div_ceil(8).max(2) * 8)
-            .sum();
-        self.counts.approx_bytes()
-            + held_out
-            + self.held_out.capacity() * std::mem::size_of::<Box<[u32]>>()
-            + self.lengths.len() * 48
+        self.counts.approx_bytes() + self.held_out.approx_bytes() + self.lengths.len() * 48
+    }
+}
+
+/// Captions as word ids, one after another in one buffer (4 bytes a token and 8 a caption, in
+/// two allocations however many captions).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct HeldOut {
+    tokens: Vec<u32>,
+    /// Where each caption ends in `tokens`.
+    ends: Vec<u64>,
+}
+
+impl HeldOut {
+    fn push(&mut self, caption: &[u32]) {
+        self.tokens.extend_from_slice(caption);
+        self.ends.push(self.tokens.len() as u64);
+    }
+
+    /// Appends `other`'s captions with every word id `id` replaced by `remap[id]`.
+    fn append_remapped(&mut self, other: HeldOut, remap: &[u32]) {
+        let offset = self.tokens.len() as u64;
+        self.tokens
+            .extend(other.tokens.iter().map(|&id| remap[id as usize]));
+        self.ends.extend(other.ends.iter().map(|&end| offset + end));
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &[u32]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| &self.tokens[start as usize..end as usize])
+    }
+
+    fn approx_bytes(&self) -> usize {
+        self.tokens.capacity() * std::mem::size_of::<u32>()
+            + self.ends.capacity() * std::mem::size_of::<u64>()
     }
 }
 
@@ -310,7 +337,11 @@ impl BuiltinQualityScorer {
             .filter(|&(i, _)| is_held_out(i))
             .map(|(_, c)| *c)
             .collect();
-        let (word_order, ending, fluency) = calibrations(&calibration_lm, &held_out);
+        let features: Vec<HeldOutFeatures> = held_out
+            .iter()
+            .map(|c| HeldOutFeatures::of(&calibration_lm, c))
+            .collect();
+        let (word_order, ending, fluency) = calibrations(&features);
 
         let mut lengths: Vec<f64> = captions.iter().map(|c| word_count(c) as f64).collect();
         lengths.sort_by(f64::total_cmp);
@@ -366,20 +397,27 @@ impl BuiltinQualityScorer {
             held_out,
             lengths,
         } = stats;
-        // The calibration model's counts: every caption's but the held-out ones'.
-        for caption in &held_out {
+        // The calibration model's counts: every caption's but the held-out ones'. The word
+        // table stays as it is.
+        for caption in held_out.iter() {
             counts
                 .remove_sentence_ids(caption)
                 .map_err(|e| invalid(format!("a held-out caption: {e}")))?;
         }
         let calibration_lm = NgramLm::from_counts(&counts, &lm_config);
-        let held_out: Vec<Vec<String>> = held_out
+        // One held-out caption at a time as words, scored and let go: the scores are all the
+        // calibrations need.
+        let mut words: Vec<String> = Vec::new();
+        let features: Vec<HeldOutFeatures> = held_out
             .iter()
-            .map(|c| c.iter().map(|&id| counts.word(id).to_string()).collect())
+            .map(|caption| {
+                words.clear();
+                words.extend(caption.iter().map(|&id| counts.word(id).to_string()));
+                HeldOutFeatures::of(&calibration_lm, &words)
+            })
             .collect();
         drop(counts);
-        let held_out: Vec<&[String]> = held_out.iter().map(Vec::as_slice).collect();
-        let (word_order, ending, fluency) = calibrations(&calibration_lm, &held_out);
+        let (word_order, ending, fluency) = calibrations(&features);
         let short_length = histogram_quantile(&lengths, 0.02).clamp(1.0, SHORTEST_PLAUSIBLE_WORDS);
         let long_length = histogram_quantile(&lengths, 0.99) * 1.5;
         Ok(BuiltinQualityScorer {
@@ -489,19 +527,32 @@ fn slor(lm: &NgramLm, tokens: &[String]) -> f64 {
     (lm.log_prob(tokens) - lm.unigram_log_prob(tokens)) / (tokens.len() + 1) as f64
 }
 
+/// What the calibrations read off one held-out caption under the calibration model.
+#[derive(Debug, Clone, Copy)]
+struct HeldOutFeatures {
+    slor: f64,
+    end_log_prob: f64,
+}
+
+impl HeldOutFeatures {
+    fn of(calibration_lm: &NgramLm, tokens: &[String]) -> HeldOutFeatures {
+        HeldOutFeatures {
+            slor: slor(calibration_lm, tokens),
+            end_log_prob: calibration_lm.end_log_prob(tokens),
+        }
+    }
+}
+
 /// The word-order, ending and fluency calibrations from the held-out captions' scores under the
 /// calibration model. The order of the captions does not matter: each calibration sorts the
 /// scores.
-fn calibrations(
-    calibration_lm: &NgramLm,
-    held_out: &[&[String]],
-) -> (Calibration, Calibration, Calibration) {
-    let word_order = Calibration::fit(held_out.iter().map(|c| slor(calibration_lm, c)));
-    let ending = Calibration::fit(held_out.iter().map(|c| calibration_lm.end_log_prob(c)));
+fn calibrations(held_out: &[HeldOutFeatures]) -> (Calibration, Calibration, Calibration) {
+    let word_order = Calibration::fit(held_out.iter().map(|c| c.slor));
+    let ending = Calibration::fit(held_out.iter().map(|c| c.end_log_prob));
     let fluency = Calibration::fit(
         held_out
             .iter()
-            .map(|c| fluency_evidence(calibration_lm, word_order, ending, c)),
+            .map(|c| word_order.log_apply(c.slor) + ending.log_apply(c.end_log_prob)),
     );
     (word_order, ending, fluency)
 }

@@ -27,7 +27,7 @@ use capflow::augment::relatedness::rerank::{
 use capflow::augment::relatedness::search::{recall_at_k, CaptionIndex};
 use capflow::augment::relatedness::sif::{content_tokens, SentenceEncoder, SifEncoder};
 use capflow::augment::relatedness::tsv::{read_pairs, read_train, write_train, TRAIN_HEADER};
-use capflow::augment::relatedness::{RelatednessConfig, RelatednessModel};
+use capflow::augment::relatedness::{RelatednessConfig, RelatednessModel, RelatednessStats};
 use capflow::augment::ImageAnnotations;
 use capflow::ingest::{read_input, Format, VecSink};
 use capflow::text::{VectorFormat, WordVectors};
@@ -714,4 +714,185 @@ fn samples_on_the_embedded_data_follow_the_method() {
     assert_eq!(report.queries, contexts.len());
     assert!(report.recall.windows(2).all(|w| w[0].1 <= w[1].1));
     assert_eq!(report.recall.last().map(|r| r.1), Some(1.0));
+}
+
+/// Everything a fitted model holds, as bits: SIF weights by word, removed directions, word
+/// vectors, and the scores of every caption of `images`.
+type ModelBits = (
+    Vec<(String, u64)>,
+    Vec<Vec<u64>>,
+    Vec<(String, Vec<u32>)>,
+    Vec<(String, u64)>,
+);
+
+fn model_bits(model: &RelatednessModel, images: &[ImageAnnotations]) -> ModelBits {
+    let SentenceEncoder::Sif(sif) = model.encoder() else {
+        panic!("a fitted model has the built-in encoder");
+    };
+    let mut weights: Vec<(String, u64)> = sif
+        .weights()
+        .iter()
+        .map(|(w, x)| (w.clone(), x.to_bits()))
+        .collect();
+    weights.sort();
+    let components = sif
+        .components()
+        .iter()
+        .map(|u| u.iter().map(|x| x.to_bits()).collect())
+        .collect();
+    let table = sif.vectors();
+    let vectors = table
+        .words()
+        .map(|w| {
+            let v = table.get(w).expect("listed word");
+            (w.to_string(), v.iter().map(|x| x.to_bits()).collect())
+        })
+        .collect();
+    let mut scores = Vec::new();
+    for image in images {
+        for sample in model.samples(image, 0).expect("samples") {
+            for q in &sample.quality {
+                scores.push((
+                    format!("{} {}", sample.sample_id, q.name),
+                    q.value.to_bits(),
+                ));
+            }
+        }
+    }
+    (weights, components, vectors, scores)
+}
+
+/// A way to split images: the number of parts, the part of image `i`, the merge order.
+type Split = (usize, fn(usize) -> usize, &'static [usize]);
+
+/// Statistics of `images` split into `parts` (image `i` into part `assign(i)`, added last
+/// image first), each through a bincode round trip, merged in `order`.
+fn merged_stats(
+    images: &[ImageAnnotations],
+    config: &RelatednessConfig,
+    parts: usize,
+    assign: impl Fn(usize) -> usize,
+    order: &[usize],
+) -> RelatednessStats {
+    let mut stats: Vec<Option<RelatednessStats>> = (0..parts)
+        .map(|_| Some(RelatednessStats::new(config)))
+        .collect();
+    for (i, image) in images.iter().enumerate().rev() {
+        stats[assign(i) % parts]
+            .as_mut()
+            .expect("part")
+            .add_image(image);
+    }
+    let mut round_trip = |k: usize| -> RelatednessStats {
+        let part = stats[k].take().expect("each part merged once");
+        let bytes = bincode::serialize(&part).expect("serialize");
+        bincode::deserialize(&bytes).expect("deserialize")
+    };
+    let mut total = round_trip(order[0]);
+    for &k in &order[1..] {
+        total.merge(round_trip(k));
+    }
+    total
+}
+
+#[test]
+fn stats_split_any_way_and_merged_in_any_order_fit_the_same_model() {
+    let images = sample_images();
+    let mut configs = vec![
+        RelatednessConfig::default(),
+        RelatednessConfig {
+            gender_neutral: true,
+            remove_components: 2,
+            ppmi_dims: 12,
+            ppmi_window: 3,
+            ..RelatednessConfig::default()
+        },
+    ];
+    if let Some(glove) = common::fixture("word_vectors/gensim_test_glove.txt") {
+        configs.push(RelatednessConfig {
+            vectors: Some(glove),
+            ..RelatednessConfig::default()
+        });
+    }
+    for config in &configs {
+        let whole = RelatednessModel::fit(&images, config).expect("fit");
+        let expected = model_bits(&whole, &images);
+        assert!(!expected.1.is_empty() && !expected.3.is_empty());
+        let mut one = RelatednessStats::new(config);
+        images.iter().for_each(|image| one.add_image(image));
+        assert_eq!(one.images(), images.len() as u64);
+        assert!(one.approx_bytes() > 0);
+        let splits: [Split; 5] = [
+            (2, |i| i, &[0, 1]),
+            (2, |i| i / 7, &[1, 0]),
+            (3, |i| i * 5 % 3, &[2, 0, 1]),
+            (3, |i| (i + 1) / 4, &[1, 2, 0]),
+            (4, |i| if i == 3 { 0 } else { 1 + i % 3 }, &[3, 0, 2, 1]),
+        ];
+        for (parts, assign, order) in splits {
+            let total = merged_stats(&images, config, parts, assign, order);
+            assert_eq!(total.images(), images.len() as u64);
+            let model = RelatednessModel::from_stats(total, config).expect("fit from stats");
+            assert!(
+                model_bits(&model, &images) == expected,
+                "{parts} parts merged in order {order:?} fit another model ({:?})",
+                config.vectors
+            );
+        }
+        // Merged into one another in a tree, the whole through bincode again.
+        let mut left = merged_stats(&images, config, 2, |i| i % 2, &[1, 0]);
+        let right = merged_stats(&images[..0], config, 1, |_| 0, &[0]);
+        left.merge(right);
+        let bytes = bincode::serialize(&left).expect("serialize");
+        let back: RelatednessStats = bincode::deserialize(&bytes).expect("deserialize");
+        assert_eq!(bincode::serialize(&back).expect("serialize"), bytes);
+        let model = RelatednessModel::from_stats(back, config).expect("fit");
+        assert!(model_bits(&model, &images) == expected);
+    }
+}
+
+#[test]
+fn stats_of_other_settings_do_not_merge_or_fit() {
+    let images = sample_images();
+    let config = RelatednessConfig::default();
+    let neutral = RelatednessConfig {
+        gender_neutral: true,
+        ..RelatednessConfig::default()
+    };
+    let mut stats = RelatednessStats::new(&config);
+    stats.add_image(&images[0]);
+    // Fitting with other gathering settings fails; other settings of the fit are free.
+    for other in [
+        neutral.clone(),
+        RelatednessConfig {
+            ppmi_window: 4,
+            ..RelatednessConfig::default()
+        },
+    ] {
+        let error = RelatednessModel::from_stats(stats.clone(), &other).unwrap_err();
+        assert!(error.to_string().contains("cannot fit"), "{error}");
+    }
+    let free = RelatednessConfig {
+        top_k: 2,
+        sif_a: 0.01,
+        ppmi_dims: 7,
+        ..RelatednessConfig::default()
+    };
+    RelatednessModel::from_stats(stats.clone(), &free).expect("fit");
+    // Merging statistics of other settings makes the fit fail.
+    let mut other = RelatednessStats::new(&neutral);
+    other.add_image(&images[1]);
+    stats.merge(other);
+    assert_eq!(stats.images(), 2);
+    let error = RelatednessModel::from_stats(stats, &config).unwrap_err();
+    assert!(error.to_string().contains("cannot be merged"), "{error}");
+    // An unreadable vector file fails with its own error, as fitting on images does.
+    let missing = RelatednessConfig {
+        vectors: Some(PathBuf::from("/nonexistent/vectors.txt")),
+        ..RelatednessConfig::default()
+    };
+    let mut stats = RelatednessStats::new(&missing);
+    stats.add_image(&images[0]);
+    let error = RelatednessModel::from_stats(stats, &missing).unwrap_err();
+    assert_eq!(error.exit_code(), 4, "{error}");
 }

@@ -175,12 +175,13 @@ pub struct PpmiStats {
 }
 
 /// The key of the unordered pair of local ids `a`, `b`: the smaller in the high half.
-fn pair_key(a: u32, b: u32) -> u64 {
+pub(crate) fn pair_key(a: u32, b: u32) -> u64 {
     let (low, high) = if a <= b { (a, b) } else { (b, a) };
     (u64::from(low) << 32) | u64::from(high)
 }
 
-fn pair_of_key(key: u64) -> (u32, u32) {
+/// The two local ids of a [`pair_key`], the smaller first.
+pub(crate) fn pair_of_key(key: u64) -> (u32, u32) {
     ((key >> 32) as u32, key as u32)
 }
 

@@ -11,7 +11,10 @@
 //!
 //! [`RelatednessModel::fit`] learns the corpus statistics (word frequencies for SIF weights, the
 //! common sentence direction, and word vectors from the captions when no vector file is given);
-//! [`RelatednessModel::samples`] then scores one image at a time.
+//! [`RelatednessModel::samples`] then scores one image at a time. The statistics are gathered
+//! image by image into a mergeable [`RelatednessStats`] ([`stats`]), so workers can each gather
+//! over their share of the images and the model is fitted once from the merged total
+//! ([`RelatednessModel::from_stats`]); `fit` is that path over a list of images.
 //!
 //! ```
 //! use capflow::augment::relatedness::rerank::rerank_score;
@@ -24,6 +27,7 @@ pub mod gender;
 pub mod rerank;
 pub mod search;
 pub mod sif;
+pub mod stats;
 pub mod tsv;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -33,13 +37,12 @@ use crate::augment::control::{coverage_percent, ssa_length_level, word_count};
 use crate::augment::ImageAnnotations;
 use crate::error::Result;
 use crate::schema::{Provenance, QualityScore, SampleRow};
-use crate::text::ppmi::{train_ppmi_vectors, PpmiConfig};
-use crate::text::{VectorFormat, WordVectors};
 
 use context::{display_label, visual_context, ContextRule, VisualContext};
 use gender::{gender_cooccurrence, GenderCounts, GenderLexicon};
 use search::{recall_at_k, CaptionIndex};
-use sif::{content_tokens, cosine64, SentenceEncoder, SifEncoder};
+use sif::{cosine64, SentenceEncoder, SifEncoder};
+pub use stats::RelatednessStats;
 use tsv::{binary_label, TrainRow};
 
 /// The method name written into every sample.
@@ -146,37 +149,25 @@ pub struct RelatednessModel {
     lexicon: GenderLexicon,
 }
 
-/// A SIF encoder for `captions` (the corpus, in a fixed order): word vectors from
+/// A SIF encoder for `captions` (the corpus; their order does not matter): word vectors from
 /// `config.vectors`, else PPMI vectors trained on the captions and `labels` (visual context or
 /// class-name strings, which give class names vectors even when no caption uses them).
+///
+/// The texts are taken as given (no gender-neutral rewrite). The encoder is fitted from
+/// [`RelatednessStats`] of the texts, as [`RelatednessModel::from_stats`] fits it.
 pub fn fit_sif(
     captions: &[String],
     labels: &[String],
     config: &RelatednessConfig,
 ) -> Result<SifEncoder> {
-    let corpus: Vec<Vec<String>> = captions.iter().map(|c| content_tokens(c)).collect();
-    let vectors = match &config.vectors {
-        Some(path) => WordVectors::read(path, VectorFormat::Detect)?,
-        None => {
-            let mut sentences = corpus.clone();
-            sentences.extend(labels.iter().map(|l| content_tokens(l)));
-            let ppmi = PpmiConfig {
-                dims: config.ppmi_dims,
-                window: config.ppmi_window,
-                ..PpmiConfig::default()
-            };
-            WordVectors::from_pairs(train_ppmi_vectors(
-                sentences.iter().map(Vec::as_slice),
-                &ppmi,
-            ))?
-        }
-    };
-    Ok(SifEncoder::fit(
-        vectors,
-        &corpus,
-        config.sif_a,
-        config.remove_components,
-    ))
+    let mut stats = RelatednessStats::new(config);
+    for caption in captions {
+        stats.add_caption(caption);
+    }
+    for label in labels {
+        stats.add_label(label);
+    }
+    stats.fit_sif(config)
 }
 
 /// Images sorted by id, so fitting does not depend on arrival order.
@@ -190,33 +181,27 @@ impl RelatednessModel {
     /// Fits the built-in SIF encoder on the images' captions: word vectors from
     /// `config.vectors` (else PPMI vectors trained on the captions and the detected class
     /// names), word frequencies and the common sentence direction from the captions.
+    ///
+    /// This is [`RelatednessStats`] of the images fitted with [`from_stats`](Self::from_stats),
+    /// so the model does not depend on the images' order.
     pub fn fit(images: &[ImageAnnotations], config: &RelatednessConfig) -> Result<Self> {
-        let lexicon = GenderLexicon::default();
-        let images = sorted(images);
-        let neutral = |text: &str| {
-            if config.gender_neutral {
-                lexicon.neutral(text)
-            } else {
-                text.to_string()
-            }
-        };
-        let captions: Vec<String> = images
-            .iter()
-            .flat_map(|image| image.captions.iter())
-            .map(|c| neutral(&c.text))
-            .collect();
-        let labels: Vec<String> = images
-            .iter()
-            .map(|image| {
-                let labels: Vec<String> = image
-                    .detections
-                    .iter()
-                    .map(|d| neutral(&display_label(&d.label)))
-                    .collect();
-                labels.join(" ")
-            })
-            .collect();
-        let sif = fit_sif(&captions, &labels, config)?;
+        let mut stats = RelatednessStats::new(config);
+        for image in images {
+            stats.add_image(image);
+        }
+        Self::from_stats(stats, config)
+    }
+
+    /// Fits the built-in SIF encoder from merged statistics (see [`stats`] for what is
+    /// computed from what). The model is the same, bit for bit, however the images were split
+    /// between statistics and in whatever order they were added and merged.
+    ///
+    /// Fails when `config` differs from the statistics' settings in what the gathering
+    /// depends on (`gender_neutral`, `vectors`, `ppmi_window`), when the statistics noted an
+    /// error (an unreadable vector file, statistics of other settings merged), or when the
+    /// vector file cannot be read.
+    pub fn from_stats(stats: RelatednessStats, config: &RelatednessConfig) -> Result<Self> {
+        let sif = stats.fit_sif(config)?;
         Ok(Self::with_encoder(config, SentenceEncoder::Sif(sif)))
     }
 

@@ -30,8 +30,13 @@ pub struct Token {
 
 impl Token {
     pub fn is_word(&self) -> bool {
-        self.norm.chars().any(char::is_alphanumeric)
+        is_word(&self.norm)
     }
+}
+
+/// Whether a token's lower-case text is a word (has a letter or digit), not punctuation.
+pub fn is_word(norm: &str) -> bool {
+    norm.chars().any(char::is_alphanumeric)
 }
 
 /// Splits a caption as [`crate::text::tokenize::tokenize`] does, keeping byte spans and the
@@ -154,35 +159,50 @@ pub fn mentions(
     vocabulary: &ObjectVocabulary,
     is_attribute: impl Fn(&str) -> bool,
 ) -> Vec<Mention> {
-    let heads = phrase_heads(tokens, groundings);
+    let words: Vec<&str> = tokens.iter().map(|t| t.norm.as_str()).collect();
+    let heads = (!groundings.is_empty()).then(|| phrase_heads(tokens, groundings));
+    mentions_of_words(&words, heads.as_deref(), vocabulary, is_attribute)
+}
+
+/// The object mentions of a caption given as its tokens' lower-case texts ([`Token::norm`]),
+/// left to right; what [`mentions`] finds, without the tokens' places in the text.
+///
+/// `heads` is `None` for a caption without grounding rows, otherwise the token index of each
+/// grounded phrase's head ([`phrase_heads`]); then only those tokens count as objects, and
+/// [`Mention::grounding`] is the index in `heads` of the first phrase the object heads.
+pub fn mentions_of_words(
+    words: &[&str],
+    heads: Option<&[Option<usize>]>,
+    vocabulary: &ObjectVocabulary,
+    is_attribute: impl Fn(&str) -> bool,
+) -> Vec<Mention> {
     let mut out: Vec<Mention> = Vec::new();
-    for end in 0..tokens.len() {
-        if !tokens[end].is_word() {
+    for end in 0..words.len() {
+        if !is_word(words[end]) {
             continue;
         }
-        let grounding = if groundings.is_empty() {
-            None
-        } else {
-            match heads.iter().position(|&h| h == Some(end)) {
+        let grounding = match heads {
+            None => None,
+            Some(heads) => match heads.iter().position(|&h| h == Some(end)) {
                 Some(g) => Some(g),
                 None => continue,
-            }
+            },
         };
-        let Some((len, lemma, number)) = longest_object_ending_at(tokens, end, vocabulary) else {
+        let Some((len, lemma, number)) = longest_object_ending_at(words, end, vocabulary) else {
             continue;
         };
         let start = end + 1 - len;
         if out.last().is_some_and(|m| m.object.end > start) {
             continue;
         }
-        if grounding.is_none() && !ends_noun_phrase(tokens, end, vocabulary) {
+        if grounding.is_none() && !ends_noun_phrase(words, end, vocabulary) {
             continue;
         }
-        let attributes = attribute_run(tokens, start, &is_attribute);
-        let attribute_words = tokens[attributes.clone()]
+        let attributes = attribute_run(words, start, &is_attribute);
+        let attribute_words = words[attributes.clone()]
             .iter()
-            .filter(|t| t.norm != "and" && t.is_word())
-            .map(|t| t.norm.clone())
+            .filter(|w| **w != "and" && is_word(w))
+            .map(|w| w.to_string())
             .collect();
         out.push(Mention {
             lemma,
@@ -198,7 +218,7 @@ pub fn mentions(
 
 /// For each grounding, the token index of its phrase's last word (the head of a Flickr30k
 /// Entities noun phrase), when the span lies inside the caption.
-fn phrase_heads(tokens: &[Token], groundings: &[&GroundingRow]) -> Vec<Option<usize>> {
+pub fn phrase_heads(tokens: &[Token], groundings: &[&GroundingRow]) -> Vec<Option<usize>> {
     groundings
         .iter()
         .map(|g| {
@@ -212,16 +232,15 @@ fn phrase_heads(tokens: &[Token], groundings: &[&GroundingRow]) -> Vec<Option<us
 
 /// The longest vocabulary entry (words, lemma, number) whose last word is token `end`.
 fn longest_object_ending_at(
-    tokens: &[Token],
+    words: &[&str],
     end: usize,
     vocabulary: &ObjectVocabulary,
 ) -> Option<(usize, String, Number)> {
     for len in (1..=vocabulary.max_words().min(end + 1)).rev() {
-        let words = &tokens[end + 1 - len..=end];
-        if words.iter().any(|t| !t.is_word()) {
+        let phrase = &words[end + 1 - len..=end];
+        if phrase.iter().any(|w| !is_word(w)) {
             continue;
         }
-        let phrase: Vec<&str> = words.iter().map(|t| t.norm.as_str()).collect();
         if let Some((lemma, number)) = vocabulary.lookup(&phrase.join(" ")) {
             return Some((len, lemma.to_string(), number));
         }
@@ -232,40 +251,38 @@ fn longest_object_ending_at(
 /// Whether the word after `end` lets `end` head a noun phrase: the caption ends, punctuation or
 /// a closed-class word follows, or a verb-like form (`-s`, `-ing`, `-ed`) that is not itself an
 /// object.
-fn ends_noun_phrase(tokens: &[Token], end: usize, vocabulary: &ObjectVocabulary) -> bool {
-    let Some(next) = tokens.get(end + 1) else {
+fn ends_noun_phrase(words: &[&str], end: usize, vocabulary: &ObjectVocabulary) -> bool {
+    let Some(&next) = words.get(end + 1) else {
         return true;
     };
-    if !next.is_word() || is_function_word(&next.norm) {
+    if !is_word(next) || is_function_word(next) {
         return true;
     }
-    if vocabulary.lookup(&next.norm).is_some() {
+    if vocabulary.lookup(next).is_some() {
         return false;
     }
-    ["s", "ing", "ed"]
-        .iter()
-        .any(|end| next.norm.ends_with(end))
+    ["s", "ing", "ed"].iter().any(|end| next.ends_with(end))
 }
 
 /// The attribute tokens directly before token `object_start`.
 fn attribute_run(
-    tokens: &[Token],
+    words: &[&str],
     object_start: usize,
     is_attribute: &impl Fn(&str) -> bool,
 ) -> Range<usize> {
     let mut start = object_start;
     let mut i = object_start;
     while i > 0 {
-        let t = &tokens[i - 1];
-        if is_attribute(&t.norm) && !is_function_word(&t.norm) {
+        let t = words[i - 1];
+        if is_attribute(t) && !is_function_word(t) {
             i -= 1;
             start = i;
             continue;
         }
         // `black and white`, `big, fluffy`: a joiner counts only with an adjective before it.
-        let joiner = t.norm == "and" || t.norm == ",";
+        let joiner = t == "and" || t == ",";
         let adjective_before =
-            i >= 2 && is_attribute(&tokens[i - 2].norm) && !is_function_word(&tokens[i - 2].norm);
+            i >= 2 && is_attribute(words[i - 2]) && !is_function_word(words[i - 2]);
         if joiner && start < object_start && adjective_before {
             i -= 1;
             continue;

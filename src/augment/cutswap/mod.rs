@@ -13,6 +13,10 @@
 //! - [`Model::image_samples`]: image swaps ([`image`]) pasting a patch of the new object from
 //!   another image over the old object's boxes, re-ranked by an image-text score.
 //!
+//! The model can also be fitted without the images at hand: workers each gather
+//! [`CutswapStats`] over their share of the images, the statistics are merged, and
+//! [`from_stats`] fits the same model, bit for bit, whatever the split and order ([`stats`]).
+//!
 //! ```no_run
 //! use capflow::augment::cutswap::{fit, Config};
 //! # let images: Vec<capflow::augment::ImageAnnotations> = Vec::new();
@@ -28,6 +32,7 @@ pub mod clusters;
 pub mod image;
 pub mod number;
 pub mod rerank;
+pub mod stats;
 pub mod text;
 pub mod vocabulary;
 
@@ -41,15 +46,14 @@ use crate::augment::control::{coverage_percent, distinct_boxes, ssa_length_level
 use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
 use crate::schema::{BoxXyxy, Provenance, SampleRow};
-use crate::text::ppmi::{train_ppmi_vectors, PpmiConfig};
-use crate::text::tokenize::tokenize;
-use crate::text::{VectorFormat, WordVectors};
+use crate::text::WordVectors;
 
 pub use clusters::{ClusterCount, Clusters};
 pub use image::{ImageSwap, ImageSwapConfig};
 pub use number::Number;
+pub use stats::{from_stats, CutswapStats};
 pub use text::TextSwap;
-use vocabulary::{normalize_name, AttributeStatistics, ObjectVocabulary, SurfaceForms};
+use vocabulary::{AttributeStatistics, ObjectVocabulary, SurfaceForms};
 
 /// The method name written into every sample.
 pub const METHOD: &str = "cutswap";
@@ -157,112 +161,14 @@ pub struct ImageFile {
     pub size: Option<(f64, f64)>,
 }
 
-/// Reads the dataset statistics (see the module docs). Independent of the order of `images`.
+/// Reads the dataset statistics (see the module docs): [`CutswapStats`] of every image, fitted
+/// with [`from_stats`]. Independent of the order of `images`.
 pub fn fit(images: &[ImageAnnotations], config: &Config) -> Result<Model> {
-    config.validate()?;
-    let mut sorted: Vec<&ImageAnnotations> = images.iter().collect();
-    sorted.sort_by(|a, b| a.image_id.cmp(&b.image_id));
-
-    let mut class_names = BTreeSet::new();
-    let mut dataset_attributes = BTreeSet::new();
-    for image in &sorted {
-        for d in &image.detections {
-            class_names.insert(normalize_name(&d.label));
-            dataset_attributes.extend(d.attributes.iter().map(|a| normalize_name(a)));
-        }
-        for graph in &image.scene_graphs {
-            for object in &graph.objects {
-                class_names.extend(object.names.iter().map(|n| normalize_name(n)));
-                dataset_attributes.extend(object.attributes.iter().map(|a| normalize_name(a)));
-            }
-        }
+    let mut stats = CutswapStats::new(config);
+    for image in images {
+        stats.add_image(image);
     }
-    dataset_attributes.retain(|a| !a.contains(' ') && a.chars().all(char::is_alphabetic));
-    let vocabulary = ObjectVocabulary::from_class_names(&class_names);
-    let mut model = Model {
-        config: config.clone(),
-        vocabulary,
-        dataset_attributes,
-        forms: BTreeMap::new(),
-        attributes: AttributeStatistics::default(),
-        lemmas: Vec::new(),
-        lemma_index: HashMap::new(),
-        vectors: Vec::new(),
-        clusters: clusters::cluster(&[], ClusterCount::Silhouette)?,
-        boxes: BTreeMap::new(),
-        image_files: BTreeMap::new(),
-    };
-
-    let mut raw_boxes: BTreeMap<(String, String), Vec<ObjectBox>> = BTreeMap::new();
-    for image in &sorted {
-        model.image_files.insert(
-            image.image_id.clone(),
-            ImageFile {
-                file_name: image.image.as_ref().and_then(|i| i.file_name.clone()),
-                size: image.size(),
-            },
-        );
-        for row in &image.captions {
-            let read = model.read_caption(image, row);
-            for mention in &read.mentions {
-                let surface: Vec<&str> = read.tokens[mention.object.clone()]
-                    .iter()
-                    .map(|t| t.norm.as_str())
-                    .collect();
-                model
-                    .forms
-                    .entry(mention.lemma.clone())
-                    .or_default()
-                    .add(&surface.join(" "), mention.number);
-                for attribute in &mention.attribute_words {
-                    model
-                        .attributes
-                        .add(&mention.lemma, attribute, &row.caption_id);
-                }
-                let grounding = mention.grounding.map(|g| read.groundings[g]);
-                for bbox in grounding.iter().flat_map(|g| &g.boxes) {
-                    raw_boxes
-                        .entry((mention.lemma.clone(), image.image_id.clone()))
-                        .or_default()
-                        .push(ObjectBox {
-                            image_id: image.image_id.clone(),
-                            bbox: *bbox,
-                            score: 1.0,
-                            attributes: mention.attribute_words.iter().cloned().collect(),
-                        });
-                }
-            }
-        }
-        for (label, bbox, score, attributes) in labelled_boxes(image) {
-            if let Some((lemma, _)) = model.vocabulary.lookup(&normalize_name(label)) {
-                raw_boxes
-                    .entry((lemma.to_string(), image.image_id.clone()))
-                    .or_default()
-                    .push(ObjectBox {
-                        image_id: image.image_id.clone(),
-                        bbox,
-                        score,
-                        attributes: attributes.iter().map(|a| normalize_name(a)).collect(),
-                    });
-            }
-        }
-    }
-    model.attributes.retain_frequent(config.min_attribute_count);
-    for ((lemma, image_id), boxes) in raw_boxes {
-        let kept = image::nms(boxes, config.image.nms_iou);
-        model.boxes.entry(lemma).or_default().insert(image_id, kept);
-    }
-
-    let table = word_vectors(&sorted, config)?;
-    for lemma in model.forms.keys() {
-        if let Some(vector) = lemma_vector(&table, lemma, &model.forms[lemma]) {
-            model.lemma_index.insert(lemma.clone(), model.lemmas.len());
-            model.lemmas.push(lemma.clone());
-            model.vectors.push(vector);
-        }
-    }
-    model.clusters = clusters::cluster(&model.vectors, config.clusters)?;
-    Ok(model)
+    from_stats(stats, config)
 }
 
 /// Detection and scene-graph boxes of an image: (label, box, score, attributes).
@@ -289,32 +195,6 @@ fn labelled_boxes(image: &ImageAnnotations) -> Vec<(&str, BoxXyxy, f64, &[String
         }
     }
     out
-}
-
-/// The word vectors of the run: the configured file, or PPMI vectors of the captions.
-fn word_vectors(images: &[&ImageAnnotations], config: &Config) -> Result<WordVectors> {
-    if let Some(path) = &config.vectors {
-        let format = match config.vector_format {
-            VectorFileFormat::Glove => VectorFormat::Glove,
-            VectorFileFormat::Word2vec => VectorFormat::Word2VecText,
-            VectorFileFormat::Detect => VectorFormat::Detect,
-        };
-        return WordVectors::read(path, format);
-    }
-    let sentences: Vec<Vec<String>> = images
-        .iter()
-        .flat_map(|i| &i.captions)
-        .map(|c| tokenize(&c.text))
-        .collect();
-    let ppmi = PpmiConfig {
-        dims: config.ppmi_dims,
-        ..PpmiConfig::default()
-    };
-    let pairs = train_ppmi_vectors(sentences.iter().map(Vec::as_slice), &ppmi);
-    if pairs.is_empty() {
-        return Ok(WordVectors::default());
-    }
-    WordVectors::from_pairs(pairs)
 }
 
 /// A lemma's unit vector: the normalised mean of the vectors of the lemma and of its surface

@@ -62,11 +62,7 @@ impl Model {
         row: &'a CaptionRow,
     ) -> ReadCaption<'a> {
         let tokens = caption::tokens(&row.text);
-        let groundings: Vec<&GroundingRow> = image
-            .groundings
-            .iter()
-            .filter(|g| g.caption_id == row.caption_id)
-            .collect();
+        let groundings = caption_groundings(image, row);
         let mentions = caption::mentions(&tokens, &groundings, &self.vocabulary, |w| {
             self.is_attribute(w)
         });
@@ -232,6 +228,18 @@ impl Model {
             _ => None,
         }
     }
+}
+
+/// The grounding rows of `image` that belong to caption `row`.
+pub(super) fn caption_groundings<'a>(
+    image: &'a ImageAnnotations,
+    row: &CaptionRow,
+) -> Vec<&'a GroundingRow> {
+    image
+        .groundings
+        .iter()
+        .filter(|g| g.caption_id == row.caption_id)
+        .collect()
 }
 
 fn join_norms(tokens: &[Token]) -> String {

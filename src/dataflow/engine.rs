@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! readers ─ Arrow batches per table, cut by owner (exchange) → spill (Arrow IPC per bucket) ┐ read
-//!         └─ statistics / rows the models learn from → main thread: fit once ──────────────┘
+//!         └─ statistics by caption ─────────────────────────────┐                          │
+//! spill ─ part by part → statistics by image ───────────────────┴→ main thread: fit once ──┘
 //! spill ─ part by part (whole chunks, ≤ part budget) → gather → method stages
 //!       → the worker's writer thread writes the part's chunks, its changes as a sorted run
 //! runs ─ merged by image id → changelog; ledger, manifest → commit
@@ -12,9 +13,10 @@
 //! Every worker reads its share of the inputs (input path `i` goes to worker `i % peers`) and
 //! sends its rows, as Arrow record batches cut by the worker owning each row's bucket
 //! (`bucket % peers`, [`super::exchange`]), to that worker, which appends them to the bucket's
-//! spill files. Once every input is read, the main thread fits the corpus-level models
-//! from the statistics the readers gathered, or from the rows they learn from in read order, so
-//! the models are the same for any number of workers, and hands them to the workers. Each
+//! spill files. Once every input is read, each worker gathers the statistics that need whole
+//! images from its spilled parts, and the main thread fits the corpus-level models from every
+//! worker's statistics ([`super::models::CorpusStats`], merged in worker order), so the models
+//! are the same for any number of workers and processes, and hands them to the workers. Each
 //! worker then reads its buckets back in parts: consecutive ranges of image ids that end at
 //! bucket-chunk boundaries ([`super::spill::BucketSpill::parts`]), so a part holds whole images
 //! and whole chunks. A part's images go through the method stages on the worker that read it,
@@ -41,15 +43,14 @@ use timely::dataflow::operators::{Exchange, Input, Probe};
 use super::augment::{ImageOutput, StageContexts};
 use super::buckets::{changelog as image_changes, chunks};
 use super::exchange::{TableBatch, TableBatcher};
-use super::models::{fit_methods_with, fits_from_stats, model_rows};
+use super::models::{fit_methods_with, CorpusStats};
 use super::record::Staged;
 use super::runtime::{input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed};
 use super::sink::{add_metrics, NamedSink, SinkWriters};
-use super::spill::{BucketSpill, ChangesWriter, PartRows};
-use super::ssa::corpus_stats;
+use super::spill::{BucketPart, BucketSpill, ChangesWriter, PartRows};
 use super::stages::{Failure, SsaImage, StageMeter};
 use super::{ClusterOptions, DataflowSpec};
-use crate::augment::ssa::{Drop as SsaDrop, SsaCorpusStats};
+use crate::augment::ssa::Drop as SsaDrop;
 use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
 use crate::export::{
@@ -61,9 +62,10 @@ use crate::schema::{RejectedRow, SampleRow, TableKind};
 /// The default memory budget of a run.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
 
-/// The largest part a worker reads back at once, in encoded (Arrow) bytes: about a thousand
-/// images of a synth run.
-const PART_BYTES_CEILING: u64 = 8 << 20;
+/// The largest part a worker reads back at once, in encoded (Arrow) bytes, and the most of a
+/// part's Arrow data whose images go through the stages at once: about 300 images of a synth
+/// run, a bucket chunk or so.
+const PART_BYTES_CEILING: u64 = 2 << 20;
 
 /// What the streaming engine did, for the commit and the run's summary.
 #[derive(Default)]
@@ -106,9 +108,8 @@ enum Message {
         counts: IngestCounts,
         rows: u64,
     },
-    ModelRow(KeyedRow),
-    /// What one worker (by its index) gathered for SSA's corpus-level models.
-    SsaStats(usize, Box<SsaCorpusStats>),
+    /// What one worker gathered for the corpus-level models.
+    Stats(WorkerStats),
     ReadDone,
     /// Images of a part just written, for the progress display.
     Progress(u64),
@@ -152,21 +153,18 @@ pub fn run_streaming(
     let runs_dir = writer.scratch_dir("changes")?;
     let out = writer.dir().to_path_buf();
     let config_hash = spec.config_hash();
-    // A part's rows are decoded into typed rows and per-image state several times their encoded
-    // size; each worker holds one part at a time, and the writer one more.
-    // Parts above PART_BYTES_CEILING would only hold more memory: each part is one round of
-    // the stage dataflow, whose cost per round is small beside a part's images.
+    // A part's rows are decoded into typed rows and per-image state many times their encoded
+    // size; each worker holds one part at a time, and the writer one more. Parts (and the
+    // ranges of a part that go through the stages at once) above PART_BYTES_CEILING would only
+    // hold more memory: each range is one round of the stage dataflow, whose cost per round is
+    // small beside a range's images.
     let part_bytes =
         (memory_limit / (4 * (local_workers as u64 + 1))).clamp(4 << 10, PART_BYTES_CEILING);
-    // SSA's models are fitted from statistics the readers gather; other models from rows.
-    let ssa_stats = match (&corpus, &spec.ssa) {
-        (None, Some(config)) if fits_from_stats(spec) => Some(corpus_stats(config)),
-        _ => None,
-    };
-    let keep = match &corpus {
+    // The models are fitted from statistics the workers gather (unless the spec names a fixed
+    // corpus): SSA's while reading, the others' from the spilled images once all is read.
+    let corpus_stats = match &corpus {
         Some(_) => None,
-        None if ssa_stats.is_some() => None,
-        None => model_rows(spec),
+        None => CorpusStats::new(spec),
     };
     let augments = spec.augments() || spec.keeps_originals();
     let (sender, receiver) = crossbeam_channel::bounded::<Message>(4 * 1024);
@@ -224,43 +222,26 @@ pub fn run_streaming(
             worker.dataflow(|scope| {
                 scope
                     .input_from(&mut to_models)
-                    .container::<Vec<(usize, ModelInput)>>()
-                    .exchange(|(to, _): &(usize, ModelInput)| *to as u64)
-                    .flat_map(move |(_, input): (usize, ModelInput)| {
-                        let message = match input {
-                            ModelInput::Row(row) => Message::ModelRow(*row),
-                            ModelInput::Stats(from, stats) => Message::SsaStats(from, stats),
-                        };
-                        let _ = messages.send(message);
+                    .container::<Vec<(usize, WorkerStats)>>()
+                    .exchange(|(to, _): &(usize, WorkerStats)| *to as u64)
+                    .flat_map(move |(_, stats): (usize, WorkerStats)| {
+                        let _ = messages.send(Message::Stats(stats));
                         None::<()>
                     })
                     .probe()
                     .0
             })
         };
-        let first_workers: Vec<usize> = (0..peers / local_workers)
-            .map(|process| process * local_workers)
-            .collect();
         let mut observer = SpillObserver {
             messages: &messages,
-            to_models: &mut to_models,
-            first_workers: &first_workers,
-            keep,
-            stats: ssa_stats.clone(),
+            stats: corpus_stats.clone(),
             unit: None,
             captions: 0,
         };
         if let Err(err) = read_units(&units, worker, input, &mut observer) {
             fail(err);
         }
-        if let Some(stats) = observer.stats.take() {
-            let stats = Box::new(stats);
-            for &to in &first_workers {
-                to_models.send((to, ModelInput::Stats(index, stats.clone())));
-            }
-        }
-        to_models.close();
-        while !probe.done() || !models_probe.done() {
+        while !probe.done() {
             worker.step();
         }
         if let Some(err) = spill_error.borrow_mut().take() {
@@ -268,6 +249,39 @@ pub fn run_streaming(
         }
         if let Err(err) = spill.borrow_mut().finish() {
             fail(err);
+        }
+        // The worker's buckets, cut into the parts the stages will take one at a time.
+        let mut planned: Vec<BucketPart> = Vec::new();
+        for bucket in (0..buckets).filter(|b| b % peers == index) {
+            match spill.borrow_mut().parts(bucket, part_bytes) {
+                Ok(parts) => {
+                    tracing::debug!(
+                        "worker {index}: bucket {bucket} in {} parts of at most {part_bytes} bytes",
+                        parts.len()
+                    );
+                    planned.extend(parts);
+                }
+                Err(err) => fail(err),
+            }
+        }
+        if let Some(mut stats) = observer.stats.take() {
+            if stats.by_image() {
+                if let Err(err) = add_images(&planned, &mut stats) {
+                    fail(err);
+                }
+            }
+            let stats = WorkerStats {
+                from: index,
+                stats: Box::new(stats),
+            };
+            let first_workers = (0..peers / local_workers).map(|process| process * local_workers);
+            for to in first_workers {
+                to_models.send((to, stats.clone()));
+            }
+        }
+        to_models.close();
+        while !models_probe.done() {
+            worker.step();
         }
         let _ = messages.send(Message::ReadDone);
         // The models, fitted by the main thread once every worker has read its inputs.
@@ -323,27 +337,26 @@ pub fn run_streaming(
             Err(err) => return fail(err),
         };
         let mut round = 0u64;
-        let mut owned = spill.borrow_mut();
-        for bucket in (0..buckets).filter(|b| b % peers == index) {
-            let parts = match owned.parts(bucket, part_bytes) {
-                Ok(parts) => parts,
+        for part in planned {
+            let (bucket, after, through) = (part.bucket, part.after.clone(), part.through.clone());
+            let rows = match part.read() {
+                Ok(rows) => rows,
                 Err(err) => return fail(err),
             };
-            tracing::debug!(
-                "worker {index}: bucket {bucket} in {} parts of at most {part_bytes} bytes",
-                parts.len()
-            );
-            for part in parts {
-                let (after, through) = (part.after.clone(), part.through.clone());
-                let rows = match part.read() {
-                    Ok(rows) => rows,
-                    Err(err) => return fail(err),
-                };
-                let typed = match rows.typed() {
+            let ranges = match rows.image_ranges(part_bytes) {
+                Ok(ranges) => ranges,
+                Err(err) => return fail(err),
+            };
+            // The part's images go through the stages a range at a time.
+            let mut input_samples = Vec::new();
+            let mut part_outputs = Vec::new();
+            for (first, last) in &ranges {
+                let typed = match rows.typed_range(first, last) {
                     Ok(typed) => typed,
                     Err(err) => return fail(err),
                 };
-                let (staged, input_samples) = gather_part(typed, gather_meter.as_ref());
+                let (staged, samples) = gather_part(typed, gather_meter.as_ref());
+                input_samples.extend(samples);
                 let expected = staged.len();
                 for image in staged {
                     images_in.insert(image);
@@ -354,19 +367,19 @@ pub fn run_streaming(
                 while outputs.borrow().len() < expected {
                     worker.step();
                 }
-                let mut part_outputs = std::mem::take(&mut *outputs.borrow_mut());
-                part_outputs.sort_by(|a, b| a.image_id.cmp(&b.image_id));
-                let output = PartOutput {
-                    bucket,
-                    after,
-                    through,
-                    rows,
-                    input_samples,
-                    outputs: part_outputs,
-                };
-                if to_writer.send(output).is_err() {
-                    break; // the writer failed: its error comes from the join below
-                }
+                part_outputs.append(&mut outputs.borrow_mut());
+            }
+            part_outputs.sort_by(|a, b| a.image_id.cmp(&b.image_id));
+            let output = PartOutput {
+                bucket,
+                after,
+                through,
+                rows,
+                input_samples,
+                outputs: part_outputs,
+            };
+            if to_writer.send(output).is_err() {
+                break; // the writer failed: its error comes from the join below
             }
         }
         drop(to_writer);
@@ -381,7 +394,6 @@ pub fn run_streaming(
                 )))
             }
         }
-        drop(owned);
         drop(images_in);
         while !stage_probe.done() {
             worker.step();
@@ -395,8 +407,7 @@ pub fn run_streaming(
     let mut run = StreamedRun::default();
     let failure = Failure::default();
     let mut first_error: Option<Error> = None;
-    let mut model_rows_read: Vec<Arc<KeyedRow>> = Vec::new();
-    let mut gathered: Vec<(usize, SsaCorpusStats)> = Vec::new();
+    let mut gathered: Vec<WorkerStats> = Vec::new();
     let mut reads_done = 0;
     let mut rows_read = 0u64;
     let mut stage_totals: Vec<StageMetrics> = Vec::new();
@@ -413,8 +424,7 @@ pub fn run_streaming(
                 run.counts.add(counts);
                 rows_read += rows;
             }
-            Message::ModelRow(row) => model_rows_read.push(Arc::new(row)),
-            Message::SsaStats(from, stats) => gathered.push((from, *stats)),
+            Message::Stats(stats) => gathered.push(stats),
             Message::ReadDone => {
                 reads_done += 1;
                 if reads_done < local_workers {
@@ -426,16 +436,7 @@ pub fn run_streaming(
                 let contexts = match first_error {
                     Some(_) => None,
                     None => {
-                        let fit = match corpus.take() {
-                            Some(corpus) => corpus,
-                            None => {
-                                model_rows_read.sort_by_key(|r| (r.unit, r.ordinal));
-                                CollectedRun {
-                                    rows: std::mem::take(&mut model_rows_read),
-                                    ..CollectedRun::default()
-                                }
-                            }
-                        };
+                        let fit = corpus.take().unwrap_or_default();
                         let stats = merged_stats(std::mem::take(&mut gathered));
                         match stats.and_then(|stats| {
                             fitted_contexts(spec, &fit, stats, augments, &failure)
@@ -534,7 +535,7 @@ pub fn run_streaming(
 fn fitted_contexts(
     spec: &DataflowSpec,
     fit: &CollectedRun,
-    ssa_stats: Option<SsaCorpusStats>,
+    stats: Option<CorpusStats>,
     augments: bool,
     failure: &Failure,
 ) -> Result<(FittedStages, Option<StageMetrics>)> {
@@ -545,7 +546,7 @@ fn fitted_contexts(
         };
         return Ok((fitted, None));
     }
-    let (methods, metrics) = fit_methods_with(spec, fit, ssa_stats)?;
+    let (methods, metrics) = fit_methods_with(spec, fit, stats)?;
     let names = methods.stage_names();
     let fitted = FittedStages {
         contexts: StageContexts::new(methods, spec.seed, failure),
@@ -562,37 +563,48 @@ struct FittedStages {
     names: Vec<String>,
 }
 
-/// What a worker sends the models' fitting: a row they learn from, or the statistics it
-/// gathered (with its index).
+/// What a worker sends the models' fitting: the statistics it gathered, with its index.
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
-enum ModelInput {
-    Row(Box<KeyedRow>),
-    Stats(usize, Box<SsaCorpusStats>),
+struct WorkerStats {
+    from: usize,
+    stats: Box<CorpusStats>,
 }
 
-/// The model inputs' dataflow input: `(worker to deliver to, input)`.
+/// The model inputs' dataflow input: `(worker to deliver to, statistics)`.
 type ModelInputs =
-    timely::dataflow::InputHandle<u64, CapacityContainerBuilder<Vec<(usize, ModelInput)>>>;
+    timely::dataflow::InputHandle<u64, CapacityContainerBuilder<Vec<(usize, WorkerStats)>>>;
 
 /// Every worker's statistics merged in worker order, so that the models are the same on every
 /// process and in every run.
-fn merged_stats(mut gathered: Vec<(usize, SsaCorpusStats)>) -> Result<Option<SsaCorpusStats>> {
-    gathered.sort_by_key(|(from, _)| *from);
-    let mut merged: Option<SsaCorpusStats> = None;
-    for (_, stats) in gathered {
+fn merged_stats(mut gathered: Vec<WorkerStats>) -> Result<Option<CorpusStats>> {
+    gathered.sort_by_key(|worker| worker.from);
+    let mut merged: Option<CorpusStats> = None;
+    for worker in gathered {
         match &mut merged {
-            Some(total) => total.merge(stats)?,
-            None => merged = Some(stats),
+            Some(total) => total.merge(*worker.stats)?,
+            None => merged = Some(*worker.stats),
         }
     }
     if let Some(stats) = &merged {
-        tracing::debug!(
-            "SSA statistics: {} captions, about {} bytes",
-            stats.captions(),
-            stats.approx_bytes()
-        );
+        tracing::debug!("corpus statistics: about {} bytes", stats.approx_bytes());
     }
     Ok(merged)
+}
+
+/// Adds the images of `parts` to the statistics gathered by image, a part at a time; the parts'
+/// files stay for the stages.
+fn add_images(parts: &[BucketPart], stats: &mut CorpusStats) -> Result<()> {
+    for part in parts {
+        let rows = part.peek()?.typed()?;
+        let inputs = rows
+            .into_iter()
+            .filter(|(table, _)| *table != TableKind::Samples)
+            .flat_map(|(_, keyed)| keyed.into_iter().map(|keyed| keyed.row));
+        for image in ImageAnnotations::group(inputs).values() {
+            stats.add_image(image);
+        }
+    }
+    Ok(())
 }
 
 /// The spill directory of worker `index`.
@@ -704,14 +716,10 @@ impl RowFeed for BatchFeed {
 }
 
 /// What a worker's readers hand on besides the rows: rejections and unit counts to the main
-/// thread, the rows the models learn from and SSA's corpus statistics to the model inputs.
+/// thread; the captions go into SSA's corpus statistics.
 struct SpillObserver<'a> {
     messages: &'a crossbeam_channel::Sender<Message>,
-    /// Where the rows the models learn from go: the first worker of every process.
-    to_models: &'a mut ModelInputs,
-    first_workers: &'a [usize],
-    keep: Option<fn(&Row) -> bool>,
-    stats: Option<SsaCorpusStats>,
+    stats: Option<CorpusStats>,
     /// The unit being read and its number of non-empty captions so far.
     unit: Option<u32>,
     captions: u64,
@@ -727,19 +735,14 @@ impl SpillObserver<'_> {
 
 impl ReadObserver for SpillObserver<'_> {
     fn row(&mut self, keyed: &KeyedRow) -> Result<()> {
-        if let (Some(stats), Row::Caption(caption)) = (self.stats.as_mut(), &keyed.row) {
+        let ssa = self.stats.as_mut().and_then(|stats| stats.ssa.as_mut());
+        if let (Some(stats), Row::Caption(caption)) = (ssa, &keyed.row) {
             if self.unit != Some(keyed.unit) {
                 self.unit = Some(keyed.unit);
                 self.captions = 0;
             }
             if stats.add_caption(self.captions, &caption.text) {
                 self.captions += 1;
-            }
-        }
-        if self.keep.is_some_and(|keep| keep(&keyed.row)) {
-            for &to in self.first_workers {
-                self.to_models
-                    .send((to, ModelInput::Row(Box::new(keyed.clone()))));
             }
         }
         Ok(())

@@ -1,9 +1,13 @@
 //! The corpus-level models of a run's methods: SSA's scorer and word vectors, the relatedness
-//! encoder, the CutSwap vocabulary and clusters, fitted once per run from the rows they learn
-//! from ([`model_rows`]) and shared with every worker.
+//! encoder, the CutSwap vocabulary and clusters, fitted once per run and shared with every
+//! worker. The streaming engine fits them from statistics its workers gather and merge
+//! ([`CorpusStats`]); a run that collects its rows fits them from the rows they learn from
+//! ([`model_rows`]), and both give the same models.
 
-use crate::augment::cutswap;
-use crate::augment::relatedness::RelatednessModel;
+use crate::augment::cutswap::stats::{self as cutswap_stats, CutswapStats};
+use crate::augment::relatedness::{RelatednessModel, RelatednessStats};
+use crate::augment::ImageAnnotations;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use crate::augment::method::{self, Method};
@@ -14,7 +18,7 @@ use crate::ingest::Row;
 
 use super::augment::{group_images, Methods};
 use super::runtime::CollectedRun;
-use super::ssa::{build_models, build_models_from_stats};
+use super::ssa::{build_models, build_models_from_stats, corpus_stats};
 use super::state::rows_digest;
 use super::DataflowSpec;
 use crate::augment::ssa::SsaCorpusStats;
@@ -45,20 +49,80 @@ pub fn fit_methods(spec: &DataflowSpec, fit: &CollectedRun) -> Result<(Methods, 
     fit_methods_with(spec, fit, None)
 }
 
-/// Whether the spec's corpus-level models can be fitted from statistics gathered while reading
-/// ([`fit_methods_with`]) instead of rows: SSA's can; the relatedness encoder and the CutSwap
-/// vocabulary still learn from rows.
-pub fn fits_from_stats(spec: &DataflowSpec) -> bool {
-    spec.ssa.is_some() && spec.relatedness.is_none() && spec.cutswap.is_none()
+/// What a run's corpus-level models are fitted from in place of rows: statistics each worker
+/// gathers over its share of the data, merged in worker order ([`merge`](Self::merge)).
+/// Every fit from them is independent of how the data were split among workers and
+/// processes, so every process fits the same models.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CorpusStats {
+    /// SSA's scorer and word vectors: gathered caption by caption as the inputs are read.
+    pub ssa: Option<SsaCorpusStats>,
+    /// The relatedness encoder's: gathered image by image ([`add_image`](Self::add_image)).
+    pub relatedness: Option<RelatednessStats>,
+    /// CutSwap's vocabulary, clusters and swap donors: gathered image by image.
+    pub cutswap: Option<CutswapStats>,
 }
 
-/// [`fit_methods`], with SSA's models fitted from `ssa_stats` when given.
+impl CorpusStats {
+    /// Empty statistics for the spec's corpus-level models; `None` when it has none.
+    pub fn new(spec: &DataflowSpec) -> Option<CorpusStats> {
+        let stats = CorpusStats {
+            ssa: spec.ssa.as_ref().map(corpus_stats),
+            relatedness: spec.relatedness.as_ref().map(RelatednessStats::new),
+            cutswap: spec.cutswap.as_ref().map(CutswapStats::new),
+        };
+        (stats.ssa.is_some() || stats.by_image()).then_some(stats)
+    }
+
+    /// Whether some of the statistics are gathered from whole images, which the engine has
+    /// only once every input is read and its rows are grouped.
+    pub fn by_image(&self) -> bool {
+        self.relatedness.is_some() || self.cutswap.is_some()
+    }
+
+    /// Adds what one image (all its rows) contributes to the statistics gathered by image.
+    pub fn add_image(&mut self, image: &ImageAnnotations) {
+        if let Some(stats) = &mut self.relatedness {
+            stats.add_image(image);
+        }
+        if let Some(stats) = &mut self.cutswap {
+            stats.add_image(image);
+        }
+    }
+
+    /// Adds `other`'s statistics (another worker's, for the same spec) to these.
+    pub fn merge(&mut self, other: CorpusStats) -> Result<()> {
+        if let (Some(total), Some(more)) = (&mut self.ssa, other.ssa) {
+            total.merge(more)?;
+        }
+        if let (Some(total), Some(more)) = (&mut self.relatedness, other.relatedness) {
+            total.merge(more);
+        }
+        if let (Some(total), Some(more)) = (&mut self.cutswap, other.cutswap) {
+            total.merge(more);
+        }
+        Ok(())
+    }
+
+    /// Heap bytes held, roughly.
+    pub fn approx_bytes(&self) -> usize {
+        self.ssa.as_ref().map_or(0, SsaCorpusStats::approx_bytes)
+            + self
+                .relatedness
+                .as_ref()
+                .map_or(0, RelatednessStats::approx_bytes)
+            + self.cutswap.as_ref().map_or(0, CutswapStats::approx_bytes)
+    }
+}
+
+/// [`fit_methods`], with the models fitted from `stats` where it holds theirs.
 pub fn fit_methods_with(
     spec: &DataflowSpec,
     fit: &CollectedRun,
-    ssa_stats: Option<SsaCorpusStats>,
+    stats: Option<CorpusStats>,
 ) -> Result<(Methods, StageMetrics)> {
     let started = std::time::Instant::now();
+    let mut stats = stats;
     let mut methods = Methods {
         originals: spec
             .keeps_originals()
@@ -79,7 +143,7 @@ pub fn fit_methods_with(
         .count() as u64;
     if let Some(config) = &spec.ssa {
         let adapter = spec.models.amr_to_text.as_ref();
-        let models = match ssa_stats {
+        let models = match stats.as_mut().and_then(|s| s.ssa.take()) {
             Some(stats) => {
                 captions = stats.captions();
                 build_models_from_stats(config, stats, adapter, builtin_realizer())?
@@ -89,20 +153,42 @@ pub fn fit_methods_with(
         methods.ssa = Some((config.clone(), models));
         fitted += 2;
     }
-    if spec.relatedness.is_some() || spec.cutswap.is_some() {
+    let mut relatedness = stats.as_mut().and_then(|s| s.relatedness.take());
+    let mut cutswap = stats.as_mut().and_then(|s| s.cutswap.take());
+    let needs_rows = (spec.relatedness.is_some() && relatedness.is_none())
+        || (spec.cutswap.is_some() && cutswap.is_none());
+    if needs_rows {
         let images = group_images(fit);
         if let Some(config) = &spec.relatedness {
-            let model = RelatednessModel::fit(&images, config)
-                .map_err(|e| Error::Config(format!("relatedness: fitting the model: {e}")))?;
-            methods.after_ssa.push(Arc::new(model));
-            fitted += 1;
+            let mut stats = RelatednessStats::new(config);
+            images.iter().for_each(|image| stats.add_image(image));
+            relatedness = Some(stats);
         }
         if let Some(config) = &spec.cutswap {
-            let model = cutswap::fit(&images, config)
-                .map_err(|e| Error::Config(format!("cutswap: fitting the model: {e}")))?;
-            methods.after_ssa.push(Arc::new(model));
-            fitted += 1;
+            let mut stats = CutswapStats::new(config);
+            images.iter().for_each(|image| stats.add_image(image));
+            cutswap = Some(stats);
         }
+    }
+    // Without SSA, what the models learned from is counted in images.
+    let images = relatedness
+        .as_ref()
+        .map(RelatednessStats::images)
+        .or(cutswap.as_ref().map(CutswapStats::images));
+    if let (None, Some(images)) = (&spec.ssa, images) {
+        captions = images;
+    }
+    if let (Some(config), Some(stats)) = (&spec.relatedness, relatedness) {
+        let model = RelatednessModel::from_stats(stats, config)
+            .map_err(|e| Error::Config(format!("relatedness: fitting the model: {e}")))?;
+        methods.after_ssa.push(Arc::new(model));
+        fitted += 1;
+    }
+    if let (Some(config), Some(stats)) = (&spec.cutswap, cutswap) {
+        let model = cutswap_stats::from_stats(stats, config)
+            .map_err(|e| Error::Config(format!("cutswap: fitting the model: {e}")))?;
+        methods.after_ssa.push(Arc::new(model));
+        fitted += 1;
     }
     for (name, config) in &spec.methods {
         methods.after_ssa.push(method::build(name, config)?);

@@ -412,10 +412,18 @@ impl BucketPart {
     /// The part's rows, each table's sorted by image id and then read position; removes its
     /// files.
     pub fn read(self) -> Result<PartRows> {
+        let rows = self.peek()?;
+        for path in self.files.values() {
+            std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+        }
+        Ok(rows)
+    }
+
+    /// [`read`](Self::read), keeping the files for a later read.
+    pub fn peek(&self) -> Result<PartRows> {
         let mut tables = Vec::with_capacity(self.files.len());
         for (table, path) in &self.files {
             let batches = read_batches(path)?.collect::<Result<Vec<RecordBatch>>>()?;
-            std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
             let what = || format!("sorting spilled {} rows", table.name());
             let batch = arrow::compute::concat_batches(&spill_schema(*table), &batches)
                 .map_err(|e| Error::arrow(what(), e))?;
@@ -478,9 +486,60 @@ impl PartRows {
             .collect()
     }
 
+    /// The part's images cut into consecutive ranges `(first, last)` of whole images, as many
+    /// as it takes for each to hold about `max_bytes` of the part's Arrow data at most (a range
+    /// holds at least one image; a part without images has no range). Parts end at chunk
+    /// boundaries and a chunk can be several times its mean size; ranges cut inside chunks, so
+    /// the stages, which take a range at a time, hold no more for the largest chunk.
+    pub fn image_ranges(&self, max_bytes: u64) -> Result<Vec<(String, String)>> {
+        let ids = self.image_ids()?;
+        let bytes: u64 = self
+            .tables
+            .iter()
+            .map(|(_, batch)| batch.get_array_memory_size() as u64)
+            .sum();
+        let count = bytes
+            .div_ceil(max_bytes.max(1))
+            .clamp(1, ids.len().max(1) as u64) as usize;
+        let ranges = (0..count)
+            .map(|i| (i * ids.len() / count, (i + 1) * ids.len() / count))
+            .filter(|(start, end)| start < end)
+            .map(|(start, end)| (ids[start].clone(), ids[end - 1].clone()))
+            .collect();
+        Ok(ranges)
+    }
+
+    /// The rows of the images in `first..=last` of every table, as typed rows in the order
+    /// they are held.
+    pub fn typed_range(&self, first: &str, last: &str) -> Result<Vec<(TableKind, Vec<KeyedRow>)>> {
+        let mut typed = Vec::with_capacity(self.tables.len());
+        for (table, _) in &self.tables {
+            if let Some(rows) = self.rows_between(*table, first, last)? {
+                typed.push((*table, decode(*table, &rows)?));
+            }
+        }
+        Ok(typed)
+    }
+
     /// The rows of `table` whose image ids lie in `first..=last`, in `table`'s own schema
     /// (without the read positions); `None` when there are none.
     pub fn slice(&self, table: TableKind, first: &str, last: &str) -> Result<Option<RecordBatch>> {
+        let Some(rows) = self.rows_between(table, first, last)? else {
+            return Ok(None);
+        };
+        let columns = rows.columns()[..rows.num_columns() - 2].to_vec();
+        RecordBatch::try_new(table.schema(), columns)
+            .map(Some)
+            .map_err(|e| Error::arrow(format!("writing {} rows", table.name()), e))
+    }
+
+    /// The rows of `table` whose image ids lie in `first..=last`, in the spill schema.
+    fn rows_between(
+        &self,
+        table: TableKind,
+        first: &str,
+        last: &str,
+    ) -> Result<Option<RecordBatch>> {
         let Some((_, batch)) = self.tables.iter().find(|(t, _)| *t == table) else {
             return Ok(None);
         };
@@ -499,15 +558,7 @@ impl PartRows {
         };
         let start = bound(&|id| id < first);
         let end = bound(&|id| id <= last);
-        if start >= end {
-            return Ok(None);
-        }
-        let width = batch.num_columns();
-        let rows = batch.slice(start, end - start);
-        let columns = rows.columns()[..width - 2].to_vec();
-        RecordBatch::try_new(table.schema(), columns)
-            .map(Some)
-            .map_err(|e| Error::arrow(format!("writing {} rows", table.name()), e))
+        Ok((start < end).then(|| batch.slice(start, end - start)))
     }
 }
 

@@ -151,6 +151,8 @@ fn ssa_samples_agree_with_their_text_and_groundings() {
             );
         }
         assert_eq!(s.control_boxes.is_empty(), s.control_labels.is_empty());
+        // SSA never writes a sample without control boxes (`no control box`).
+        assert!(!s.control_boxes.is_empty(), "{} has no boxes", s.sample_id);
         let (w, h) = sizes[&s.image_id];
         let expected = pixel_coverage(&s.control_boxes, w, h);
         // Boxes are whole pixels, so the pixel-centre count is exact up to float rounding.
@@ -488,4 +490,312 @@ fn coco_sample_files_are_regenerated_exactly() {
             "examples/data/coco/{name} is stale: rerun examples/data/tools/coco.py"
         );
     }
+}
+
+/// A caption row of image `1`.
+fn caption(k: i32, text: &str) -> capflow::schema::CaptionRow {
+    capflow::schema::CaptionRow {
+        image_id: "1".into(),
+        caption_id: format!("1#{k}"),
+        dataset: "flickr30k-entities".into(),
+        split: "train".into(),
+        caption_index: k,
+        text: text.into(),
+    }
+}
+
+/// A phrase of caption `1#k` over its whitespace tokens `[start, end)`, with one box.
+fn phrase(k: i32, id: &str, text: &str, start: i32, end: i32, b: BoxXyxy) -> GroundingRow {
+    GroundingRow {
+        image_id: "1".into(),
+        caption_id: format!("1#{k}"),
+        phrase_id: id.into(),
+        phrase: text.into(),
+        phrase_types: vec!["other".into()],
+        token_start: start,
+        token_end: end,
+        boxes: vec![b],
+        is_scene: false,
+        no_box: false,
+        not_visual: false,
+    }
+}
+
+/// The AMR of caption `1#k`, as the PENMAN reader gives it.
+fn amr(k: i32, penman: &str) -> capflow::schema::AmrRow {
+    let graph = capflow::amr::penman::parse(penman).unwrap();
+    capflow::schema::AmrRow {
+        image_id: "1".into(),
+        graph_id: format!("1.{k}"),
+        caption_id: None,
+        sentence: graph.meta("snt").map(str::to_string),
+        tokens: None,
+        alignment_flavour: capflow::amr::penman::alignment_flavour(&graph)
+            .as_str()
+            .into(),
+        metadata: Vec::new(),
+        penman: penman.into(),
+    }
+}
+
+/// Every `~e.N` / `~e.N,M` marker removed.
+fn strip_alignments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("~e.") {
+        out.push_str(&rest[..at]);
+        rest = rest[at + 3..].trim_start_matches(|c: char| c.is_ascii_digit() || c == ',');
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Caption AMRs without alignments (as amrlib or SPRING write them) are aligned by the built-in
+/// aligner and grounded exactly as the same graphs with hand-written ISI alignments, also where
+/// the sentence's tokens are not the caption's whitespace tokens (`grass.`, `dog's`).
+#[test]
+fn unaligned_amrs_are_grounded_like_hand_aligned_ones() {
+    use capflow::amr::align::ModifierLexicon;
+    use capflow::augment::ssa::align;
+    use capflow::augment::ImageAnnotations;
+
+    let dog = BoxXyxy::new(10.0, 20.0, 60.0, 80.0);
+    let grass = BoxXyxy::new(0.0, 50.0, 200.0, 100.0);
+    let ball = BoxXyxy::new(30.0, 60.0, 40.0, 70.0);
+    let image = |amrs: Vec<capflow::schema::AmrRow>| {
+        let mut image = ImageAnnotations::new("1");
+        image.captions = vec![
+            caption(0, "A dog runs on the grass ."),
+            caption(1, "A dog runs on the grass."),
+            caption(2, "The dog's ball is on the grass."),
+        ];
+        image.groundings = vec![
+            phrase(0, "1", "A dog", 0, 2, dog),
+            phrase(0, "2", "the grass", 4, 6, grass),
+            phrase(1, "1", "A dog", 0, 2, dog),
+            phrase(1, "2", "the grass.", 4, 6, grass),
+            phrase(2, "3", "The dog's ball", 0, 3, ball),
+            phrase(2, "2", "the grass.", 5, 7, grass),
+        ];
+        image.amrs = amrs;
+        image
+    };
+    // Hand-aligned over ISI-style tokens: `A dog runs on the grass .` and
+    // `The dog 's ball is on the grass .`.
+    let runs = "(r / run-02~e.2 :ARG0 (d / dog~e.1) :location (g / grass~e.5))";
+    let ball_graph = "(b / ball~e.3 :poss (d / dog~e.1) :location (g / grass~e.7))";
+    let aligned = [
+        format!("# ::id 1.0\n# ::snt A dog runs on the grass .\n# ::tok A dog runs on the grass .\n{runs}"),
+        format!("# ::id 1.1\n# ::snt A dog runs on the grass.\n# ::tok A dog runs on the grass .\n{runs}"),
+        format!("# ::id 1.2\n# ::snt The dog's ball is on the grass.\n# ::tok The dog 's ball is on the grass .\n{ball_graph}"),
+    ];
+    // What a parser without alignments writes: with `# ::tok`, with `# ::snt` only, with no
+    // sentence at all (the caption's text is aligned).
+    let unaligned = [
+        strip_alignments(&aligned[0]),
+        format!(
+            "# ::id 1.1\n# ::snt A dog runs on the grass.\n{}",
+            strip_alignments(runs)
+        ),
+        format!("# ::id 1.2\n{}", strip_alignments(ball_graph)),
+    ];
+    for text in &unaligned {
+        assert!(!text.contains('~'), "{text}");
+    }
+    let lexicon = ModifierLexicon::wordnet();
+    let rows = |texts: &[String]| -> Vec<_> {
+        texts
+            .iter()
+            .enumerate()
+            .map(|(k, t)| amr(k as i32, t))
+            .collect()
+    };
+    let by_hand = align(&image(rows(&aligned)), lexicon);
+    let automatic = align(&image(rows(&unaligned)), lexicon);
+    assert_eq!(by_hand.token_aligned, 0);
+    assert_eq!(automatic.token_aligned, 3);
+    assert!(by_hand.rejected.is_empty() && automatic.rejected.is_empty());
+    assert_eq!(by_hand.vgamrs.len(), 3);
+    assert_eq!(automatic.vgamrs.len(), 3);
+    // Hand-checked: the dog and the grass (and the ball) get their phrases' boxes, the
+    // predicate nothing.
+    let expected: [&[(&str, BoxXyxy)]; 3] = [
+        &[("d", dog), ("g", grass)],
+        &[("d", dog), ("g", grass)],
+        &[("b", ball), ("d", ball), ("g", grass)],
+    ];
+    for (k, want) in expected.iter().enumerate() {
+        for (name, vgamrs) in [("hand-aligned", &by_hand), ("unaligned", &automatic)] {
+            let vg = &vgamrs.vgamrs[k];
+            assert_eq!(vg.caption_id, format!("1#{k}"), "{name}");
+            let got: Vec<(&str, Vec<BoxXyxy>)> = vg
+                .node_groundings
+                .iter()
+                .map(|(var, g)| (var.as_str(), g.boxes.clone()))
+                .collect();
+            let want: Vec<(&str, Vec<BoxXyxy>)> =
+                want.iter().map(|(var, b)| (*var, vec![*b])).collect();
+            assert_eq!(got, want, "{name} caption {k}");
+        }
+        assert_eq!(
+            by_hand.vgamrs[k].node_groundings, automatic.vgamrs[k].node_groundings,
+            "caption {k}"
+        );
+    }
+    // Aligned graphs are used exactly as read.
+    for (k, text) in aligned.iter().enumerate() {
+        assert_eq!(
+            by_hand.vgamrs[k].graph,
+            capflow::amr::penman::parse(text).unwrap()
+        );
+    }
+    // The graphs without `# ::tok` now carry the tokens their new alignments index.
+    assert_eq!(
+        automatic.vgamrs[1].graph.meta("tok"),
+        Some("A dog runs on the grass .")
+    );
+    assert_eq!(
+        automatic.vgamrs[2].graph.meta("tok"),
+        Some("The dog 's ball is on the grass .")
+    );
+}
+
+/// A scorer that likes everything.
+struct Perfect;
+
+impl capflow::select::quality::QualityScorer for Perfect {
+    fn score(&self, _caption_tokens: &[String]) -> f64 {
+        1.0
+    }
+}
+
+/// A sentence whose subgraph has no grounded box would be a sample without control boxes and
+/// with coverage 0: the quality filter drops it, counted as `no control box`, even when it passes
+/// every other check.
+#[test]
+fn quality_filter_drops_subgraphs_without_control_boxes() {
+    use capflow::amr::align::ModifierLexicon;
+    use capflow::amr::sample::{EventSubgraph, EventVariant};
+    use capflow::augment::ssa::{builtin_realizer, filter_sentences, Drop, SsaConfig, SsaModels};
+    use capflow::augment::ImageAnnotations;
+
+    let mut image = ImageAnnotations::new("1");
+    image.captions = vec![caption(0, "A dog runs on the grass .")];
+    let event = |penman: &str, boxes: Vec<BoxXyxy>| EventSubgraph {
+        predicate: "r".into(),
+        nodes: vec!["r".into(), "d".into(), "g".into()],
+        graph: capflow::amr::penman::parse(penman).unwrap(),
+        boxes,
+        unknown: false,
+        variant: EventVariant::Full,
+    };
+    let events = vec![
+        event(
+            "(r / run-02 :ARG0 (d / dog) :location (g / grass))",
+            vec![BoxXyxy::new(0.0, 0.0, 10.0, 10.0)],
+        ),
+        event("(r / run-02 :ARG0 (d / dog) :location (g / grass))", vec![]),
+        event("(r / run-02 :ARG0 (d / dog))", vec![]),
+    ];
+    let texts = vec![
+        "a dog runs on grass".to_string(),
+        "the dog is running on the grass".to_string(),
+        "a dog runs".to_string(),
+    ];
+    let models = SsaModels {
+        lexicon: ModifierLexicon::wordnet(),
+        vectors: None,
+        quality: std::sync::Arc::new(Perfect),
+        frames: None,
+        realizer: builtin_realizer(),
+    };
+    let filtered = filter_sentences(&image, &events, &texts, &SsaConfig::default(), &models);
+    let kept: Vec<usize> = filtered.kept.iter().map(|(i, _)| *i).collect();
+    assert_eq!(kept, [0]);
+    assert_eq!(filtered.dropped, [(Drop::NoControlBox, 2)]);
+    assert_eq!(Drop::NoControlBox.as_str(), "no control box");
+}
+
+/// The Flickr30k recipe on the embedded sample data with every `~e.N` stripped from the caption
+/// AMRs (what a parser without alignments writes): SSA aligns them itself, says so, and every
+/// SSA sample it writes has control boxes and a coverage above 0.
+#[test]
+fn ssa_aligns_caption_amrs_that_come_without_alignments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = common::repo_root();
+    let original = std::fs::read_to_string(root.join("examples/data/amr/captions.amr")).unwrap();
+    let stripped = strip_alignments(&original);
+    assert!(
+        !stripped
+            .lines()
+            .any(|l| !l.starts_with('#') && l.contains('~')),
+        "an alignment is left"
+    );
+    let graphs = stripped.lines().filter(|l| l.starts_with('(')).count();
+    assert_eq!(graphs, 100);
+    std::fs::write(tmp.path().join("captions.amr"), &stripped).unwrap();
+    let spec = std::fs::read_to_string(root.join("dataflows/ssa-flickr30k.toml"))
+        .unwrap()
+        .replace(
+            "../examples/data/amr/captions.amr",
+            &tmp.path().join("captions.amr").display().to_string(),
+        )
+        .replace("../examples", &root.join("examples").display().to_string());
+    let spec_path = tmp.path().join("stripped.toml");
+    std::fs::write(&spec_path, spec).unwrap();
+
+    let summary = |dir: &Path, spec: &Path| -> (Vec<SampleRow>, String) {
+        let output = run(spec, dir, 2);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "capflow run failed: {stderr}");
+        let samples = rows::<SampleRow>(dir, TableKind::Samples)
+            .into_iter()
+            .filter(|s| s.method == "ssa")
+            .collect();
+        (samples, stderr)
+    };
+    let (with_alignments, stderr) = summary(
+        &tmp.path().join("aligned"),
+        Path::new("dataflows/ssa-flickr30k.toml"),
+    );
+    assert!(
+        !stderr.contains("had no token alignments"),
+        "the embedded AMRs are aligned: {stderr}"
+    );
+    let (without, stderr) = summary(&tmp.path().join("stripped"), &spec_path);
+    assert!(
+        stderr.contains("ssa: 100 caption AMRs had no token alignments and were aligned"),
+        "{stderr}"
+    );
+    let mean = |samples: &[SampleRow]| {
+        samples.iter().map(|s| s.coverage).sum::<f64>() / samples.len().max(1) as f64
+    };
+    eprintln!(
+        "SSA samples: {} with the embedded alignments (mean coverage {:.2}%), {} with them \
+         stripped (mean coverage {:.2}%)",
+        with_alignments.len(),
+        mean(&with_alignments),
+        without.len(),
+        mean(&without)
+    );
+    for samples in [&with_alignments, &without] {
+        for s in samples.iter() {
+            assert!(!s.control_boxes.is_empty(), "{} has no boxes", s.sample_id);
+            assert!(s.coverage > 0.0, "{} covers nothing", s.sample_id);
+        }
+    }
+    // The aligner finds most of what the hand alignments give.
+    assert!(
+        without.len() * 2 >= with_alignments.len(),
+        "{} SSA samples without alignments, {} with",
+        without.len(),
+        with_alignments.len()
+    );
+    let images: std::collections::BTreeSet<&str> =
+        without.iter().map(|s| s.image_id.as_str()).collect();
+    assert!(
+        images.len() >= 10,
+        "SSA samples for {} images",
+        images.len()
+    );
 }

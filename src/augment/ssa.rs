@@ -3,14 +3,15 @@
 //! The dataflow runs these one stage at a time (`src/dataflow/stages/`); each is a plain
 //! function that can be tested without timely.
 //!
-//! 1. [`align`]: parse the image's caption AMRs and ground their noun nodes in the caption's
-//!    phrase boxes (vgAMR).
+//! 1. [`align`]: parse the image's caption AMRs, token-align those that come without
+//!    alignments ([`align_tokens`]), and ground their noun nodes in the caption's phrase boxes
+//!    (vgAMR).
 //! 2. [`merge`]: Smatch between every pair, UPGMA merge order, pairwise merge into the meta graph.
 //! 3. [`sample`]: event subgraphs of every predicate.
 //! 4. realize: a sentence per subgraph ([`EventRealizer`]: the built-in realizer or an external
 //!    AMR-to-text model).
 //! 5. [`filter_sentences`] / [`judge`]: the quality filter (score threshold, hallucination words, noun grounding,
-//!    fully grounded, duplicates).
+//!    fully grounded, at least one control box, duplicates).
 //! 6. [`ssa_sample`]: the control signals (boxes, coverage, length level, word count, verbs).
 
 mod stats;
@@ -24,12 +25,14 @@ use std::sync::Arc;
 use crate::amr::align::{
     ground_graph, is_entity_concept, is_predicate, strip_sense, ModifierLexicon, VgAmr,
 };
+use crate::amr::graph::AlignmentFlavour;
 use crate::amr::merge::{
     smatch_meta_graph, ExactWords, MergeContext, MetaGraph, RuleSet, WordSimilarity,
 };
-use crate::amr::penman::{encode, parse};
+use crate::amr::penman::{alignment_flavour, encode, parse};
 use crate::amr::sample::{event_subgraphs, EventSubgraph, SamplingConfig};
 use crate::amr::smatch::SmatchOptions;
+use crate::amr::token_align::align_graph;
 use crate::amr::Graph;
 use crate::augment::control::{coverage_percent, ssa_length_level, word_count};
 use crate::augment::ImageAnnotations;
@@ -164,17 +167,22 @@ pub struct Aligned {
     pub vgamrs: Vec<VgAmr>,
     /// AMRs that could not be used, with why.
     pub rejected: Vec<RejectedRow>,
+    /// How many of the AMRs came without token alignments and were aligned by the built-in
+    /// aligner ([`align_tokens`]).
+    pub token_aligned: usize,
 }
 
 /// Stage `amr-align`: parses the image's caption AMRs and grounds their nodes (vgAMR).
 ///
 /// A graph finds its caption through its `caption_id`, else its id `<image>.<k>` (caption
 /// `<image>#<k>`); it is grounded with that caption's phrases over the caption's tokens. An AMR
-/// without a caption is still used, ungrounded, over its own sentence.
+/// without a caption is still used, ungrounded, over its own sentence. A graph without any
+/// token alignment (what amrlib or SPRING write) is first aligned by the built-in aligner
+/// ([`align_tokens`]); a graph with alignments is used as it is.
 pub fn align(image: &ImageAnnotations, lexicon: &ModifierLexicon) -> Aligned {
     let mut out = Aligned::default();
     for row in &image.amrs {
-        let graph = match parse(&row.penman) {
+        let mut graph = match parse(&row.penman) {
             Ok(g) => g,
             Err(e) => {
                 out.rejected.push(RejectedRow {
@@ -198,6 +206,9 @@ pub fn align(image: &ImageAnnotations, lexicon: &ModifierLexicon) -> Aligned {
             Some(c) => c.text.as_str(),
             None => row.sentence.as_deref().unwrap_or_default(),
         };
+        if align_tokens(&mut graph, text) {
+            out.token_aligned += 1;
+        }
         let tokens: Vec<&str> = text.split_whitespace().collect();
         let phrases: Vec<_> = image
             .groundings
@@ -208,6 +219,50 @@ pub fn align(image: &ImageAnnotations, lexicon: &ModifierLexicon) -> Aligned {
             .push(ground_graph(caption_id, graph, &tokens, &phrases, lexicon));
     }
     out
+}
+
+/// Aligns a caption AMR that has no token alignments at all (no `~e.N` or `~N` marker, no
+/// `# ::alignments` or `# ::node` line) with the built-in aligner
+/// ([`crate::amr::token_align::align_graph`]); returns whether it did. A graph with any
+/// alignment is left exactly as it is.
+///
+/// The tokens are the graph's `# ::tok`, split on whitespace, as grounding reads it; without
+/// it, `text` (the caption, or the AMR's sentence when it has no caption) tokenized by
+/// [`crate::amr::token_align::tokenize`], written to the graph as its `# ::tok` (after
+/// `# ::snt`) so that grounding reads the new `~e.N` indices over those tokens and maps them
+/// to the caption's whitespace tokens, which the phrase spans index.
+pub fn align_tokens(graph: &mut Graph, text: &str) -> bool {
+    if alignment_flavour(graph) != AlignmentFlavour::None {
+        return false;
+    }
+    let (tokens, written): (Vec<String>, bool) = match graph.meta("tok") {
+        Some(tok) => (tok.split_whitespace().map(str::to_string).collect(), false),
+        None => {
+            let mut tokens = crate::amr::token_align::tokenize(text);
+            // A markup tag is one token, spaces included; one `# ::tok` token each.
+            for token in &mut tokens {
+                if token.contains(char::is_whitespace) {
+                    *token = token.split_whitespace().collect::<Vec<_>>().join("_");
+                }
+            }
+            (tokens, true)
+        }
+    };
+    if tokens.is_empty() {
+        return false;
+    }
+    align_graph(graph, &tokens);
+    if written {
+        let at = graph
+            .metadata
+            .iter()
+            .position(|(k, _)| k == "snt")
+            .map_or(graph.metadata.len(), |i| i + 1);
+        graph
+            .metadata
+            .insert(at, ("tok".to_string(), tokens.join(" ")));
+    }
+    true
 }
 
 /// The caption an AMR belongs to.
@@ -310,7 +365,12 @@ fn normalize(tokens: &[String]) -> String {
         .join(" ")
 }
 
-/// Why the quality filter dropped a sample.
+/// Why the quality filter dropped a sample; these are SSA's per-run counts, summed over the
+/// images and reported by the run.
+///
+/// One of them, [`Drop::TokenAligned`], counts no drop: it counts the caption AMRs that came
+/// without token alignments and were aligned by the built-in aligner in `amr-align`, reported
+/// beside the drops ([`Drop::is_drop`]).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
 )]
@@ -321,6 +381,10 @@ pub enum Drop {
     UngroundedNoun,
     NotFullyGrounded,
     Duplicate,
+    /// The subgraph has no grounded box: the sample would have no control box (and coverage 0).
+    NoControlBox,
+    /// Not a drop: a caption AMR without token alignments, aligned by the built-in aligner.
+    TokenAligned,
 }
 
 impl Drop {
@@ -332,7 +396,16 @@ impl Drop {
             Drop::UngroundedNoun => "a noun is not in the image's captions",
             Drop::NotFullyGrounded => "a node is grounded to an unknown region",
             Drop::Duplicate => "duplicate sentence",
+            Drop::NoControlBox => "no control box",
+            Drop::TokenAligned => {
+                "caption AMRs without token alignments aligned by the built-in aligner"
+            }
         }
+    }
+
+    /// Whether this counts dropped sentences (every reason but [`Drop::TokenAligned`]).
+    pub fn is_drop(self) -> bool {
+        self != Drop::TokenAligned
     }
 }
 
@@ -348,7 +421,8 @@ pub fn event_nouns(event: &EventSubgraph, lexicon: &ModifierLexicon) -> Vec<Stri
 }
 
 /// Stage `quality-filter` for one sample (duplicates are the caller's: they need the image's
-/// other samples). Returns the scores, or why the sample is dropped.
+/// other samples). Returns the scores, or why the sample is dropped; a subgraph without a
+/// grounded box ([`Drop::NoControlBox`]) is dropped after every other check.
 pub fn judge(
     text: &str,
     event: &EventSubgraph,
@@ -379,6 +453,11 @@ pub fn judge(
     let score = models.quality.score(&tokens);
     if score <= config.quality_threshold {
         return Err(Drop::LowQuality);
+    }
+    // Last, so that it counts the sentences that would otherwise be kept: SSA never emits a
+    // sample without control boxes.
+    if event.boxes.is_empty() {
+        return Err(Drop::NoControlBox);
     }
     Ok(vec![QualityScore {
         name: "builtin-quality".into(),

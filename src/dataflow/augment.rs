@@ -75,7 +75,8 @@ pub struct AugmentRun {
     pub rejected: Vec<(String, RejectedRow)>,
     pub stages: Vec<StageMetrics>,
     pub images: u64,
-    /// Sentences SSA's quality filter dropped, by reason.
+    /// Sentences SSA's quality filter dropped, by reason, and the caption AMRs `amr-align`
+    /// token-aligned ([`Drop::TokenAligned`]).
     pub dropped: BTreeMap<Drop, u64>,
     /// Wall-clock time of the stages, from feeding the first record to the last image's output.
     pub wall: std::time::Duration,

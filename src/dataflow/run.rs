@@ -769,8 +769,18 @@ fn print_summary(
         }
     );
     if spec.ssa.is_some() {
+        let token_aligned = dropped
+            .get(&crate::augment::ssa::Drop::TokenAligned)
+            .copied()
+            .unwrap_or(0);
+        if token_aligned > 0 {
+            eprintln!(
+                "ssa: {token_aligned} caption AMRs had no token alignments and were aligned by the built-in aligner"
+            );
+        }
         let dropped: Vec<String> = dropped
             .iter()
+            .filter(|(reason, _)| reason.is_drop())
             .map(|(reason, n)| format!("{n} {}", reason.as_str()))
             .collect();
         eprintln!(

@@ -1,9 +1,11 @@
-//! Stage `amr-align`: caption AMRs → vgAMRs ([`crate::augment::ssa::align`]).
+//! Stage `amr-align`: caption AMRs → vgAMRs ([`crate::augment::ssa::align`]). The AMRs it
+//! token-aligned with the built-in aligner are counted in the image's SSA counts
+//! ([`Drop::TokenAligned`]).
 
 use std::sync::Arc;
 
 use super::{per_image, Images, StageContext, StageCount, StageMeter};
-use crate::augment::ssa::align;
+use crate::augment::ssa::{align, Drop};
 
 pub fn amr_align<'scope>(
     images: Images<'scope>,
@@ -19,6 +21,11 @@ pub fn amr_align<'scope>(
         );
         state.vgamrs = aligned.vgamrs;
         state.rejected.extend(aligned.rejected);
+        if aligned.token_aligned > 0 {
+            state
+                .dropped
+                .push((Drop::TokenAligned, aligned.token_aligned as u64));
+        }
         count
     })
 }

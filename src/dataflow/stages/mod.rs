@@ -45,7 +45,8 @@ pub struct SsaImage {
     pub texts: Vec<String>,
     /// Events that passed the quality filter, with their scores.
     pub kept: Vec<(usize, Vec<QualityScore>)>,
-    /// How many sentences the quality filter dropped, by reason.
+    /// How many sentences the quality filter dropped, by reason, and how many AMRs `amr-align`
+    /// token-aligned ([`Drop::TokenAligned`]).
     pub dropped: Vec<(Drop, u64)>,
     pub samples: Vec<SampleRow>,
     pub rejected: Vec<RejectedRow>,

@@ -1,5 +1,5 @@
 //! Stage `quality-filter`: keeps the realized sentences that pass the quality score, the
-//! hallucination list, noun grounding, full grounding and de-duplication
+//! hallucination list, noun grounding, full grounding, having a control box and de-duplication
 //! ([`crate::augment::ssa::filter_sentences`]).
 
 use std::sync::Arc;
@@ -24,7 +24,7 @@ pub fn quality_filter<'scope>(
             &ctx.models,
         );
         state.kept = filtered.kept;
-        state.dropped = filtered.dropped;
+        state.dropped.extend(filtered.dropped);
         let total = state.texts.len();
         let kept = state.kept.len();
         StageCount::new(total, kept, total - kept)

@@ -274,9 +274,16 @@ pub fn run_streaming(
                 from: index,
                 stats: Box::new(stats),
             };
-            let first_workers = (0..peers / local_workers).map(|process| process * local_workers);
+            // A copy for every process but the last, which takes the statistics themselves:
+            // they can be as large as the held-out captions of the whole share.
+            let mut first_workers =
+                (0..peers / local_workers).map(|process| process * local_workers);
+            let last = first_workers.next_back();
             for to in first_workers {
                 to_models.send((to, stats.clone()));
+            }
+            if let Some(to) = last {
+                to_models.send((to, stats));
             }
         }
         to_models.close();

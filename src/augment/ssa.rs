@@ -235,8 +235,8 @@ pub fn align_tokens(graph: &mut Graph, text: &str) -> bool {
     if alignment_flavour(graph) != AlignmentFlavour::None {
         return false;
     }
-    let (tokens, written): (Vec<String>, bool) = match graph.meta("tok") {
-        Some(tok) => (tok.split_whitespace().map(str::to_string).collect(), false),
+    let tokens: Vec<String> = match graph.meta("tok") {
+        Some(tok) => tok.split_whitespace().map(str::to_string).collect(),
         None => {
             let mut tokens = crate::amr::token_align::tokenize(text);
             // A markup tag is one token, spaces included; one `# ::tok` token each.
@@ -245,23 +245,14 @@ pub fn align_tokens(graph: &mut Graph, text: &str) -> bool {
                     *token = token.split_whitespace().collect::<Vec<_>>().join("_");
                 }
             }
-            (tokens, true)
+            tokens
         }
     };
     if tokens.is_empty() {
         return false;
     }
     align_graph(graph, &tokens);
-    if written {
-        let at = graph
-            .metadata
-            .iter()
-            .position(|(k, _)| k == "snt")
-            .map_or(graph.metadata.len(), |i| i + 1);
-        graph
-            .metadata
-            .insert(at, ("tok".to_string(), tokens.join(" ")));
-    }
+    crate::amr::token_align::write_tok_line(graph, &tokens);
     true
 }
 

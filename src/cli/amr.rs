@@ -104,16 +104,7 @@ fn align_one(graph: &mut Graph) -> std::result::Result<(), String> {
         return Err("the sentence has no tokens".to_string());
     }
     crate::amr::token_align::align_graph(graph, &tokens);
-    if graph.meta("tok").is_none() {
-        let at = graph
-            .metadata
-            .iter()
-            .position(|(k, _)| k == "snt")
-            .map_or(graph.metadata.len(), |i| i + 1);
-        graph
-            .metadata
-            .insert(at, ("tok".to_string(), tokens.join(" ")));
-    }
+    crate::amr::token_align::write_tok_line(graph, &tokens);
     Ok(())
 }
 

@@ -136,7 +136,8 @@ pub fn fit_methods_with(
         methods.after_ssa.push(Arc::new(config.clone()));
     }
     let mut fitted = 0;
-    let mut captions = fit
+    // The `models` stage's rows in: the captions SSA learned from, else the images.
+    let mut learned_from = fit
         .rows
         .iter()
         .filter(|r| matches!(r.row, Row::Caption(_)))
@@ -145,7 +146,7 @@ pub fn fit_methods_with(
         let adapter = spec.models.amr_to_text.as_ref();
         let models = match stats.as_mut().and_then(|s| s.ssa.take()) {
             Some(stats) => {
-                captions = stats.captions();
+                learned_from = stats.captions();
                 build_models_from_stats(config, stats, adapter, builtin_realizer())?
             }
             None => build_models(config, &fit.rows, adapter, builtin_realizer())?,
@@ -176,7 +177,7 @@ pub fn fit_methods_with(
         .map(RelatednessStats::images)
         .or(cutswap.as_ref().map(CutswapStats::images));
     if let (None, Some(images)) = (&spec.ssa, images) {
-        captions = images;
+        learned_from = images;
     }
     if let (Some(config), Some(stats)) = (&spec.relatedness, relatedness) {
         let model = RelatednessModel::from_stats(stats, config)
@@ -195,7 +196,7 @@ pub fn fit_methods_with(
     }
     let metrics = StageMetrics {
         name: "models".into(),
-        rows_in: captions,
+        rows_in: learned_from,
         rows_out: fitted,
         rejected: 0,
         elapsed_ms: started.elapsed().as_millis() as u64,

@@ -65,6 +65,22 @@ pub fn graph_tokens(graph: &Graph) -> Option<Vec<String>> {
     graph.meta("snt").map(tokenize)
 }
 
+/// Records `tokens` as the graph's `# ::tok` line (after `# ::snt`, else last), the tokens its
+/// `~e.N` indices count; a graph that has a `# ::tok` line keeps it.
+pub fn write_tok_line(graph: &mut Graph, tokens: &[String]) {
+    if graph.meta("tok").is_some() {
+        return;
+    }
+    let at = graph
+        .metadata
+        .iter()
+        .position(|(k, _)| k == "snt")
+        .map_or(graph.metadata.len(), |i| i + 1);
+    graph
+        .metadata
+        .insert(at, ("tok".to_string(), tokens.join(" ")));
+}
+
 /// Aligns the concepts and constants of `graph` to `tokens` (0-based indices into it),
 /// replacing any concept or constant alignments it had; role alignments are kept.
 pub fn align_graph(graph: &mut Graph, tokens: &[String]) -> AlignSummary {

@@ -382,6 +382,28 @@ fn add_attributes(set: &mut BTreeSet<String>, attributes: &[String]) {
     }
 }
 
+/// A model of the vocabulary of `class_names` and the attribute words, with nothing learned
+/// from captions or boxes yet.
+fn empty_model(
+    config: &Config,
+    class_names: &BTreeSet<String>,
+    dataset_attributes: BTreeSet<String>,
+) -> Result<Model> {
+    Ok(Model {
+        config: config.clone(),
+        vocabulary: ObjectVocabulary::from_class_names(class_names),
+        dataset_attributes,
+        forms: BTreeMap::new(),
+        attributes: AttributeStatistics::default(),
+        lemmas: Vec::new(),
+        lemma_index: Default::default(),
+        vectors: Vec::new(),
+        clusters: clusters::cluster(&[], ClusterCount::Silhouette)?,
+        boxes: BTreeMap::new(),
+        image_files: BTreeMap::new(),
+    })
+}
+
 /// Fits the model from the statistics of every image of the dataset (see the module docs of
 /// [`super`] for what it holds).
 ///
@@ -414,20 +436,7 @@ pub fn from_stats(stats: CutswapStats, config: &Config) -> Result<Model> {
         return invalid("a repeated image id has no first contribution");
     }
 
-    let vocabulary = ObjectVocabulary::from_class_names(&class_names);
-    let mut model = Model {
-        config: config.clone(),
-        vocabulary,
-        dataset_attributes,
-        forms: BTreeMap::new(),
-        attributes: AttributeStatistics::default(),
-        lemmas: Vec::new(),
-        lemma_index: Default::default(),
-        vectors: Vec::new(),
-        clusters: clusters::cluster(&[], ClusterCount::Silhouette)?,
-        boxes: BTreeMap::new(),
-        image_files: BTreeMap::new(),
-    };
+    let mut model = empty_model(config, &class_names, dataset_attributes)?;
 
     let mut raw_boxes: BTreeMap<(String, String), Vec<ObjectBox>> = BTreeMap::new();
     for (image_id, first) in images {
@@ -667,19 +676,7 @@ mod tests {
             }
         }
         dataset_attributes.retain(|a| !a.contains(' ') && a.chars().all(char::is_alphabetic));
-        let mut model = Model {
-            config: config.clone(),
-            vocabulary: ObjectVocabulary::from_class_names(&class_names),
-            dataset_attributes,
-            forms: BTreeMap::new(),
-            attributes: AttributeStatistics::default(),
-            lemmas: Vec::new(),
-            lemma_index: Default::default(),
-            vectors: Vec::new(),
-            clusters: clusters::cluster(&[], ClusterCount::Silhouette).unwrap(),
-            boxes: BTreeMap::new(),
-            image_files: BTreeMap::new(),
-        };
+        let mut model = empty_model(config, &class_names, dataset_attributes).unwrap();
         let mut raw_boxes: BTreeMap<(String, String), Vec<ObjectBox>> = BTreeMap::new();
         for image in &sorted {
             model.image_files.insert(

@@ -97,6 +97,13 @@ pub struct QualityConfig {
     pub dangling_penalty: f64,
     /// Multiplier for unbalanced brackets or quotes, or punctuation in a wrong place.
     pub structure_penalty: f64,
+    /// The most held-out captions the calibrations are read from. Beyond it, a sample of this
+    /// many is kept ([`held_out_sample`]), the same whatever order the captions come in, and
+    /// the rest count as training captions of the calibration model. The calibrations read the
+    /// 5th percentile and the median off the held-out captions' scores: 65,536 captions place
+    /// each within about 0.1 percentile points, and keep the statistics' memory the same from a
+    /// few thousand images to millions.
+    pub held_out_limit: usize,
 }
 
 impl Default for QualityConfig {
@@ -108,9 +115,13 @@ impl Default for QualityConfig {
             repetition_penalty: 0.3,
             dangling_penalty: 0.3,
             structure_penalty: 0.5,
+            held_out_limit: DEFAULT_HELD_OUT_LIMIT,
         }
     }
 }
+
+/// The default [`QualityConfig::held_out_limit`].
+pub const DEFAULT_HELD_OUT_LIMIT: usize = 1 << 16;
 
 impl QualityConfig {
     /// Whether the caption numbered `index` (counting non-empty captions only, from 0) is held
@@ -154,26 +165,42 @@ impl QualityConfig {
 /// - The n-gram counts of all captions ([`NgramCounts`]): grows with the distinct n-grams.
 ///   The calibration model's counts (the captions that are not held out) are these minus the
 ///   held-out captions' n-grams, taken away at fit time (exact: integer counts).
-/// - The held-out captions themselves (one in `calibration_every`), as word ids of the
-///   counts' word table (4 bytes a token plus 8 a caption): they are scored by the
-///   calibration model, which exists only once every caption has been seen.
+/// - The held-out captions themselves (one in `calibration_every`, at most twice
+///   [`QualityConfig::held_out_limit`] of them between two trims to the limit), as word ids
+///   of the counts' word table (4 bytes a token plus 16 a caption): they are scored by the
+///   calibration model, which exists only once every caption has been seen. Which of them
+///   the calibrations read when there are more than the limit is [`held_out_sample`]'s
+///   choice, which a trim keeps: the same captions whatever order they were added and
+///   merged in.
 /// - A histogram of the captions' word counts (one entry per distinct length).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct QualityStats {
     counts: NgramCounts,
     /// The held-out captions, as ids of `counts`' word table.
     held_out: HeldOut,
+    /// [`QualityConfig::held_out_limit`].
+    held_out_limit: usize,
     /// Number of captions with each word count.
     lengths: BTreeMap<u64, u64>,
 }
 
 impl QualityStats {
     /// Empty statistics for a scorer of language-model order up to `order`
-    /// ([`QualityConfig::order`]).
+    /// ([`QualityConfig::order`]) with the default [`QualityConfig::held_out_limit`].
     pub fn new(order: usize) -> QualityStats {
+        QualityStats::with_held_out_limit(order, DEFAULT_HELD_OUT_LIMIT)
+    }
+
+    /// Empty statistics for the scorers `config` describes.
+    pub fn for_config(config: &QualityConfig) -> QualityStats {
+        QualityStats::with_held_out_limit(config.order, config.held_out_limit)
+    }
+
+    fn with_held_out_limit(order: usize, held_out_limit: usize) -> QualityStats {
         QualityStats {
             counts: NgramCounts::new(order),
             held_out: HeldOut::default(),
+            held_out_limit,
             lengths: BTreeMap::new(),
         }
     }
@@ -187,7 +214,9 @@ impl QualityStats {
         }
         let ids = self.counts.add_sentence_ids(tokens);
         if held_out {
-            self.held_out.push(&ids);
+            let priority = sample_priority(tokens.iter().map(String::as_str));
+            self.held_out.push(&ids, priority);
+            self.trim_held_out(2 * self.held_out_limit.max(1));
         }
         *self.lengths.entry(word_count(tokens) as u64).or_default() += 1;
     }
@@ -196,16 +225,36 @@ impl QualityStats {
     ///
     /// # Panics
     ///
-    /// When the two were made for different orders.
+    /// When the two were made for different orders or held-out limits.
     pub fn merge(&mut self, mut other: QualityStats) {
+        assert_eq!(
+            self.held_out_limit, other.held_out_limit,
+            "quality statistics with different held-out limits cannot be merged"
+        );
         if other.counts.distinct_ngrams() > self.counts.distinct_ngrams() {
             std::mem::swap(self, &mut other);
         }
         let remap = self.counts.absorb(other.counts);
         self.held_out.append_remapped(other.held_out, &remap);
+        self.trim_held_out(2 * self.held_out_limit.max(1));
         for (length, count) in other.lengths {
             *self.lengths.entry(length).or_default() += count;
         }
+    }
+
+    /// Keeps [`held_out_sample`]'s choice of the held-out captions once there are more than
+    /// `over`.
+    fn trim_held_out(&mut self, over: usize) {
+        if self.held_out.len() > over {
+            let counts = &self.counts;
+            self.held_out
+                .keep_sample(self.held_out_limit, |id| counts.word(id));
+        }
+    }
+
+    /// [`QualityConfig::held_out_limit`] of the statistics.
+    pub fn held_out_limit(&self) -> usize {
+        self.held_out_limit
     }
 
     /// The number of (non-empty) captions added.
@@ -229,19 +278,23 @@ impl QualityStats {
     }
 }
 
-/// Captions as word ids, one after another in one buffer (4 bytes a token and 8 a caption, in
-/// two allocations however many captions).
+/// Captions as word ids, one after another in one buffer, with each caption's
+/// [`sample_priority`] (4 bytes a token and 16 a caption, in three allocations however many
+/// captions).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct HeldOut {
     tokens: Vec<u32>,
     /// Where each caption ends in `tokens`.
     ends: Vec<u64>,
+    /// Each caption's [`sample_priority`].
+    priorities: Vec<u64>,
 }
 
 impl HeldOut {
-    fn push(&mut self, caption: &[u32]) {
+    fn push(&mut self, caption: &[u32], priority: u64) {
         self.tokens.extend_from_slice(caption);
         self.ends.push(self.tokens.len() as u64);
+        self.priorities.push(priority);
     }
 
     /// Appends `other`'s captions with every word id `id` replaced by `remap[id]`.
@@ -250,6 +303,20 @@ impl HeldOut {
         self.tokens
             .extend(other.tokens.iter().map(|&id| remap[id as usize]));
         self.ends.extend(other.ends.iter().map(|&end| offset + end));
+        self.priorities.extend(other.priorities);
+    }
+
+    /// Keeps only [`held_out_sample`]'s choice of `limit` captions; `word` gives a word id's
+    /// text.
+    fn keep_sample<'w>(&mut self, limit: usize, word: impl Fn(u32) -> &'w str) {
+        let captions: Vec<&[u32]> = self.iter().collect();
+        let words = |i: usize| captions[i].iter().map(|&id| word(id));
+        let chosen = held_out_sample(&self.priorities, limit, |a, b| words(a).cmp(words(b)));
+        let mut kept = HeldOut::default();
+        for i in chosen {
+            kept.push(captions[i], self.priorities[i]);
+        }
+        *self = kept;
     }
 
     fn len(&self) -> usize {
@@ -265,8 +332,48 @@ impl HeldOut {
 
     fn approx_bytes(&self) -> usize {
         self.tokens.capacity() * std::mem::size_of::<u32>()
-            + self.ends.capacity() * std::mem::size_of::<u64>()
+            + (self.ends.capacity() + self.priorities.capacity()) * std::mem::size_of::<u64>()
     }
+}
+
+/// Which of the held-out captions the calibrations read when there are more than `limit`:
+/// the `limit` with the smallest priorities ([`sample_priority`] of their words), ties broken
+/// by `words_order` (comparing the two captions' words, so that only identical captions tie and
+/// either may be kept). That is a uniform sample over distinct captions that depends only on
+/// the multiset of captions, not on their order, so statistics trimmed to it part by part and
+/// merged keep the sample all the captions together give. Returns the chosen captions' indices
+/// in ascending order; all of them when there are at most `limit`.
+fn held_out_sample(
+    priorities: &[u64],
+    limit: usize,
+    words_order: impl Fn(usize, usize) -> std::cmp::Ordering,
+) -> Vec<usize> {
+    let mut chosen: Vec<usize> = (0..priorities.len()).collect();
+    if chosen.len() > limit {
+        let order = |&a: &usize, &b: &usize| {
+            priorities[a]
+                .cmp(&priorities[b])
+                .then_with(|| words_order(a, b))
+        };
+        if limit > 0 {
+            chosen.select_nth_unstable_by(limit - 1, order);
+        }
+        chosen.truncate(limit);
+        chosen.sort_unstable();
+    }
+    chosen
+}
+
+/// A caption's priority in [`held_out_sample`]: a 64-bit hash of its words (XXH3), the same on
+/// every machine and in every run.
+fn sample_priority<'a>(words: impl Iterator<Item = &'a str>) -> u64 {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    for word in words {
+        hasher.update(word.as_bytes());
+        // Not a byte of UTF-8 text: "a b" and "ab" hash apart.
+        hasher.update(&[0xFF]);
+    }
+    hasher.digest()
 }
 
 /// Captions of at least this many words are never judged too short.
@@ -323,19 +430,40 @@ impl BuiltinQualityScorer {
         }
         let lm_config = config.lm_config();
         let is_held_out = |i: usize| i % config.calibration_every == config.calibration_every - 1;
-        let calibration_lm = NgramLm::train_with(
-            captions
-                .iter()
-                .enumerate()
-                .filter(|&(i, _)| !is_held_out(i))
-                .map(|(_, c)| *c),
-            &lm_config,
-        );
-        let held_out: Vec<&[String]> = captions
+        let flagged: Vec<&[String]> = captions
             .iter()
             .enumerate()
             .filter(|&(i, _)| is_held_out(i))
             .map(|(_, c)| *c)
+            .collect();
+        let priorities: Vec<u64> = flagged
+            .iter()
+            .map(|c| sample_priority(c.iter().map(String::as_str)))
+            .collect();
+        let mut kept = vec![false; flagged.len()];
+        for i in held_out_sample(&priorities, config.held_out_limit, |a, b| {
+            flagged[a].cmp(flagged[b])
+        }) {
+            kept[i] = true;
+        }
+        // Whether each caption is a held-out one the calibrations read.
+        let mut kept = kept.into_iter();
+        let kept_out: Vec<bool> = (0..captions.len())
+            .map(|i| is_held_out(i) && kept.next().unwrap_or(false))
+            .collect();
+        let calibration_lm = NgramLm::train_with(
+            captions
+                .iter()
+                .zip(&kept_out)
+                .filter(|&(_, &out)| !out)
+                .map(|(c, _)| *c),
+            &lm_config,
+        );
+        let held_out: Vec<&[String]> = captions
+            .iter()
+            .zip(&kept_out)
+            .filter(|&(_, &out)| out)
+            .map(|(c, _)| *c)
             .collect();
         let features: Vec<HeldOutFeatures> = held_out
             .iter()
@@ -390,12 +518,20 @@ impl BuiltinQualityScorer {
                 config.order
             )));
         }
+        if config.held_out_limit != stats.held_out_limit {
+            return Err(invalid(format!(
+                "gathered for a held-out limit of {}, cannot fit one of {}",
+                stats.held_out_limit, config.held_out_limit
+            )));
+        }
+        let mut stats = stats;
+        stats.trim_held_out(stats.held_out_limit);
         let lm_config = config.lm_config();
-        let lm = NgramLm::from_counts(&stats.counts, &lm_config);
         let QualityStats {
             mut counts,
             held_out,
             lengths,
+            ..
         } = stats;
         // The calibration model's counts: every caption's but the held-out ones'. The word
         // table stays as it is.
@@ -416,6 +552,14 @@ impl BuiltinQualityScorer {
                 HeldOutFeatures::of(&calibration_lm, &words)
             })
             .collect();
+        drop(calibration_lm);
+        // The held-out captions counted again: the scorer's model is fitted on every caption,
+        // with one model at a time in memory.
+        for caption in held_out.iter() {
+            counts.restore_sentence_ids(caption);
+        }
+        drop(held_out);
+        let lm = NgramLm::from_counts(&counts, &lm_config);
         drop(counts);
         let (word_order, ending, fluency) = calibrations(&features);
         let short_length = histogram_quantile(&lengths, 0.02).clamp(1.0, SHORTEST_PLAUSIBLE_WORDS);
@@ -780,7 +924,7 @@ mod tests {
         merge_order: &[usize],
     ) -> QualityStats {
         let mut parts: Vec<Option<QualityStats>> = (0..merge_order.len())
-            .map(|_| Some(QualityStats::new(config.order)))
+            .map(|_| Some(QualityStats::for_config(config)))
             .collect();
         let mut index = 0;
         for (i, caption) in captions.iter().enumerate() {
@@ -805,11 +949,15 @@ mod tests {
         captions.push(tokenize(
             "a dog ( runs ) on the beach with a ball and a stick .",
         ));
+        // Repeated captions: equal priorities in the held-out sample.
+        let repeated: Vec<Vec<String>> = captions[5..25].to_vec();
+        captions.extend(repeated);
         for calibration_every in [2, 3, 5, 7] {
-            for order in 1..=4 {
+            for (order, held_out_limit) in [(1, 1), (2, 3), (3, 4), (3, 1 << 16), (4, 6)] {
                 let config = QualityConfig {
                     order,
                     calibration_every,
+                    held_out_limit,
                     ..QualityConfig::default()
                 };
                 let trained = BuiltinQualityScorer::train(&captions, &config).unwrap();
@@ -821,6 +969,7 @@ mod tests {
                 ] {
                     let stats = merged_stats(&captions, &config, part_of, &merge_order);
                     assert_eq!(stats.captions(), captions.len() as u64 - 2);
+                    assert!(stats.held_out_captions() <= 2 * held_out_limit);
                     let fitted = BuiltinQualityScorer::from_stats(stats, &config).unwrap();
                     assert_same_scorer(&trained, &fitted);
                 }
@@ -842,6 +991,54 @@ mod tests {
             ..QualityConfig::default()
         };
         assert!(BuiltinQualityScorer::from_stats(stats, &higher).is_err());
+        let stats = merged_stats(&corpus(), &config, |_| 0, &[0]);
+        let other_limit = QualityConfig {
+            held_out_limit: 10,
+            ..QualityConfig::default()
+        };
+        assert!(BuiltinQualityScorer::from_stats(stats, &other_limit).is_err());
+    }
+
+    #[test]
+    fn the_held_out_sample_is_bounded_and_chosen_by_content() {
+        // 100 distinct captions, 20 held out (one in five); the limit keeps 7 of them, and at
+        // most twice as many are held while captions are added.
+        let config = QualityConfig {
+            held_out_limit: 7,
+            ..QualityConfig::default()
+        };
+        let captions = corpus();
+        let forward = merged_stats(&captions, &config, |_| 0, &[0]);
+        assert!(forward.held_out_captions() <= 14);
+        let mut trimmed = forward.clone();
+        trimmed.trim_held_out(config.held_out_limit);
+        assert_eq!(trimmed.held_out_captions(), 7);
+        // The same captions are kept when the held-out ones arrive in the opposite order.
+        let mut backward = QualityStats::for_config(&config);
+        let held: Vec<&Vec<String>> = (0..captions.len())
+            .filter(|&i| config.holds_out(i as u64))
+            .map(|i| &captions[i])
+            .collect();
+        for caption in held.iter().rev() {
+            backward.add_caption(true, caption);
+        }
+        backward.trim_held_out(config.held_out_limit);
+        let texts = |stats: &QualityStats| {
+            let mut texts: Vec<String> = stats
+                .held_out
+                .iter()
+                .map(|c| {
+                    c.iter()
+                        .map(|&id| stats.counts.word(id))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect();
+            texts.sort();
+            texts
+        };
+        assert_eq!(texts(&trimmed), texts(&backward));
+        assert_eq!(texts(&trimmed).len(), 7);
     }
 
     #[test]

@@ -562,6 +562,27 @@ impl NgramCounts {
         Ok(())
     }
 
+    /// Counts again one sentence given by its tokens' local ids, as
+    /// [`remove_sentence_ids`](Self::remove_sentence_ids) took it back.
+    ///
+    /// # Panics
+    ///
+    /// When an id is not in the word table.
+    pub(crate) fn restore_sentence_ids(&mut self, tokens: &[u32]) {
+        assert!(
+            tokens.iter().all(|&id| (id as usize) < self.words.len()),
+            "a word id is out of range"
+        );
+        let mut padded = Vec::with_capacity(tokens.len() + 2);
+        padded.push(PAD_BOS);
+        padded.extend_from_slice(tokens);
+        padded.push(PAD_EOS);
+        self.sentences += 1;
+        for_each_gram(&padded, self.order, |m, gram| {
+            add_count(&mut self.grams[m - 1], gram, 1)
+        });
+    }
+
     /// The word of a local id.
     pub(crate) fn word(&self, id: u32) -> &str {
         self.words.word(id)

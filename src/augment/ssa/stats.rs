@@ -48,7 +48,7 @@ impl SsaCorpusStats {
     pub fn new(quality: &QualityConfig, ppmi: &PpmiConfig) -> SsaCorpusStats {
         SsaCorpusStats {
             calibration_every: quality.calibration_every,
-            quality: QualityStats::new(quality.order),
+            quality: QualityStats::for_config(quality),
             vectors: PpmiStats::new(ppmi.window),
         }
     }
@@ -81,10 +81,12 @@ impl SsaCorpusStats {
         if (
             self.calibration_every,
             self.quality.order(),
+            self.quality.held_out_limit(),
             self.vectors.window(),
         ) != (
             other.calibration_every,
             other.quality.order(),
+            other.quality.held_out_limit(),
             other.vectors.window(),
         ) {
             return Err(Error::invalid(

@@ -14,6 +14,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// An Arrow or Parquet failure while writing or while reading capflow's own intermediate
+    /// files: an I/O error (exit 4) when the disk or file system failed, else an internal error.
     #[error("{what}: {source}")]
     Arrow {
         what: String,
@@ -25,6 +27,16 @@ pub enum Error {
         what: String,
         #[source]
         source: parquet::errors::ParquetError,
+    },
+    /// A Parquet or Arrow file given as input (a dataset, a GBC or changelog file) that does not
+    /// decode: truncated, corrupt or not that format at all. Bad input data; made by
+    /// [`Error::parquet_input`] and [`Error::arrow_input`].
+    #[error("{}: not a readable {format} file (truncated or corrupt): {source}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        format: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("{file}, {record}: {reason}")]
     Record {
@@ -79,6 +91,64 @@ impl Error {
         }
     }
 
+    /// A Parquet decoding failure of the input file `path`: an I/O error (exit 4) when reading
+    /// the file failed, else the file is [`Error::Corrupt`] (exit 3). A file that ends early is
+    /// corrupt, not an I/O failure.
+    pub fn parquet_input(path: impl AsRef<Path>, source: parquet::errors::ParquetError) -> Self {
+        match source {
+            parquet::errors::ParquetError::External(inner) => match inner.downcast() {
+                Ok(io) => Self::read_failure(path, "Parquet", *io),
+                Err(inner) => Self::corrupt(
+                    path,
+                    "Parquet",
+                    parquet::errors::ParquetError::External(inner),
+                ),
+            },
+            other => Self::corrupt(path, "Parquet", other),
+        }
+    }
+
+    /// An Arrow failure while decoding the input file `path` (whose format is `format`), as
+    /// [`Error::parquet_input`] classifies it.
+    pub fn arrow_input(
+        path: impl AsRef<Path>,
+        format: &'static str,
+        source: arrow::error::ArrowError,
+    ) -> Self {
+        use arrow::error::ArrowError;
+        match source {
+            ArrowError::IoError(_, io) => Self::read_failure(path, format, io),
+            ArrowError::ExternalError(inner) => match inner.downcast() {
+                Ok(io) => Self::read_failure(path, format, *io),
+                Err(inner) => match inner.downcast::<parquet::errors::ParquetError>() {
+                    Ok(parquet) => Self::parquet_input(path, *parquet),
+                    Err(inner) => Self::corrupt(path, format, ArrowError::ExternalError(inner)),
+                },
+            },
+            other => Self::corrupt(path, format, other),
+        }
+    }
+
+    fn read_failure(path: impl AsRef<Path>, format: &'static str, io: std::io::Error) -> Self {
+        if io.kind() == std::io::ErrorKind::UnexpectedEof {
+            Self::corrupt(path, format, io)
+        } else {
+            Self::io(path, io)
+        }
+    }
+
+    fn corrupt(
+        path: impl AsRef<Path>,
+        format: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Corrupt {
+            path: path.as_ref().to_path_buf(),
+            format,
+            source: Box::new(source),
+        }
+    }
+
     pub fn invalid(what: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Invalid {
             what: what.into(),
@@ -112,12 +182,26 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_) | Error::Config(_) => 2,
-            Error::Record { .. } | Error::Invalid { .. } => 3,
+            Error::Record { .. } | Error::Invalid { .. } | Error::Corrupt { .. } => 3,
             Error::Io { .. } => 4,
             Error::Adapter { .. } => 5,
             Error::Cluster { .. } => 6,
             Error::Stage { source, .. } => source.exit_code(),
-            Error::Arrow { .. } | Error::Parquet { .. } => 1,
+            Error::Arrow { source, .. } => io_or_internal(source),
+            Error::Parquet { source, .. } => io_or_internal(source),
         }
     }
+}
+
+/// 4 when an I/O error (a full disk, a file over the size limit, a failed device) caused
+/// `error`, wherever it sits in the chain of sources; 1 otherwise.
+fn io_or_internal(error: &(dyn std::error::Error + 'static)) -> i32 {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if error.is::<std::io::Error>() {
+            return 4;
+        }
+        cause = error.source();
+    }
+    1
 }

@@ -1,6 +1,7 @@
-//! `capflow run` exits with the code the README gives for what went wrong: 2 usage or
-//! configuration, 3 bad input data, 4 I/O (an input that cannot be read), 5 an external model
-//! that fails; the error reaches the user typed, however many workers ran the stage that failed.
+//! capflow exits with the code the README gives for what went wrong: 2 usage or configuration
+//! (a malformed hostfile included), 3 bad input data (a truncated Parquet input included), 4 I/O
+//! (an input that cannot be read, an output that cannot be written), 5 an external model that
+//! fails; the error reaches the user typed, however many workers ran the stage that failed.
 
 mod common;
 
@@ -115,4 +116,158 @@ fn an_unknown_spec_field_is_a_configuration_error() {
     );
     let output = run(&spec, &tmp.path().join("out"), "1");
     assert_exit(&output, 2, "no_such_method");
+}
+
+fn capflow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_capflow"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `capflow args...` with files limited to `blocks` × 512 bytes (RLIMIT_FSIZE, SIGXFSZ ignored):
+/// every write past the limit fails with EFBIG, as on a full disk, whichever writer makes it.
+fn capflow_with_file_limit(blocks: u64, args: &[&str]) -> Output {
+    Command::new("sh")
+        .args([
+            "-c",
+            "trap '' XFSZ; ulimit -f \"$1\"; shift; exec \"$@\"",
+            "sh",
+        ])
+        .arg(blocks.to_string())
+        .arg(env!("CARGO_BIN_EXE_capflow"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `capflow ingest penman` of the sample's AMR file into `out`.
+fn ingest_sample_amrs(out: &Path, file_limit: Option<u64>) -> Output {
+    let amr = common::repo_root().join("examples/data/amr/captions.amr");
+    let args = [
+        "ingest",
+        "penman",
+        amr.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    match file_limit {
+        Some(blocks) => capflow_with_file_limit(blocks, &args),
+        None => capflow(&args),
+    }
+}
+
+/// The Parquet shard of the `amrs` table in a dataset written by [`ingest_sample_amrs`].
+fn amrs_shard(dataset: &Path) -> std::path::PathBuf {
+    walk(dataset)
+        .into_iter()
+        .find(|p| {
+            p.extension().is_some_and(|e| e == "parquet")
+                && p.file_name().unwrap().to_string_lossy().starts_with("amrs")
+        })
+        .expect("an amrs shard")
+}
+
+#[test]
+fn a_write_that_fails_for_lack_of_space_is_an_io_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    // `capflow run` fails in its Arrow IPC spill files.
+    let spec = write_spec(tmp.path(), &sample_inputs());
+    for workers in ["1", "2"] {
+        let out = tmp.path().join(format!("run-{workers}"));
+        let output = capflow_with_file_limit(
+            2,
+            &[
+                "run",
+                spec.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "-w",
+                workers,
+            ],
+        );
+        assert_exit(&output, 4, out.to_str().unwrap());
+        assert!(!out.join("manifest.json").exists(), "nothing is committed");
+    }
+    // `capflow ingest` fails in its Parquet shard writer: in the pages, and when only the
+    // footer's last flush is past the limit.
+    let whole = tmp.path().join("whole");
+    let output = ingest_sample_amrs(&whole, None);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let shard_bytes = std::fs::metadata(amrs_shard(&whole)).unwrap().len();
+    for blocks in [2, (shard_bytes - 1) / 512] {
+        let out = tmp.path().join(format!("ingest-{blocks}"));
+        let output = ingest_sample_amrs(&out, Some(blocks));
+        assert_exit(&output, 4, out.to_str().unwrap());
+        assert!(!out.join("manifest.json").exists(), "nothing is committed");
+    }
+}
+
+#[test]
+fn a_truncated_parquet_input_is_bad_input_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = tmp.path().join("dataset");
+    let output = ingest_sample_amrs(&dataset, None);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let shard = amrs_shard(&dataset);
+    let bytes = std::fs::read(&shard).unwrap();
+    let truncated = tmp.path().join("truncated.parquet");
+    // Cut in the middle, and just before the footer's length and magic.
+    for cut in [bytes.len() / 2, bytes.len() - 8] {
+        std::fs::write(&truncated, &bytes[..cut]).unwrap();
+        let out = tmp.path().join(format!("out-{cut}"));
+        let output = capflow(&[
+            "ingest",
+            "capflow",
+            truncated.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_exit(&output, 3, "truncated.parquet");
+        // The GBC tools read Parquet through their own reader.
+        let output = capflow(&["gbc", "stats", truncated.to_str().unwrap()]);
+        assert_exit(&output, 3, "truncated.parquet");
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn a_malformed_hostfile_line_is_a_configuration_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = write_spec(tmp.path(), &sample_inputs());
+    let hostfile = tmp.path().join("hosts.txt");
+    for bad in ["localhost", "localhost:http", ":2101", "127.0.0.1:70000"] {
+        std::fs::write(
+            &hostfile,
+            format!("# two processes\n127.0.0.1:2101\n{bad}\n"),
+        )
+        .unwrap();
+        let output = capflow(&[
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.path().join("out").to_str().unwrap(),
+            "-n",
+            "2",
+            "-p",
+            "0",
+            "--hostfile",
+            hostfile.to_str().unwrap(),
+        ]);
+        assert_exit(&output, 2, "hosts.txt, line 3");
+        assert_exit(&output, 2, bad);
+    }
 }

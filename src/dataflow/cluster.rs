@@ -95,12 +95,17 @@ fn read_hostfile(path: &PathBuf) -> Result<Vec<String>> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        if !line.contains(':') {
-            return Err(Error::record(
-                path.display().to_string(),
-                format!("line {}", i + 1),
-                format!("expected host:port, found `{line}`"),
-            ));
+        // The hostfile is configuration: a line that is not `host:port` is a configuration
+        // error naming the file and line, found before any process tries to connect.
+        let well_formed = line
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if !well_formed {
+            return Err(Error::Config(format!(
+                "{}, line {}: expected host:port (a port from 0 to 65535), found `{line}`",
+                path.display(),
+                i + 1
+            )));
         }
         addresses.push(line.to_string());
     }

@@ -113,11 +113,15 @@ impl ChangelogWriter {
     /// Writes what is pending and the file's footer, and syncs it.
     pub(crate) fn finish(mut self) -> Result<StagedChangelog> {
         self.flush()?;
-        let file = self
-            .writer
-            .into_inner()
+        // `finish` (not `into_inner`, which reports a failed flush as text) keeps a failed
+        // write the I/O error it is.
+        self.writer
+            .finish()
             .map_err(|e| Error::parquet(format!("finishing {}", self.path.display()), e))?;
-        file.sync_all().map_err(|e| Error::io(&self.path, e))?;
+        self.writer
+            .inner()
+            .sync_all()
+            .map_err(|e| Error::io(&self.path, e))?;
         Ok(StagedChangelog {
             path: self.path,
             added: self.added,
@@ -187,11 +191,11 @@ pub fn read_changelog(path: &Path) -> Result<Vec<(SampleRow, i8)>> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .and_then(|b| b.build())
-        .map_err(|e| Error::parquet(format!("opening {}", path.display()), e))?;
+        .map_err(|e| Error::parquet_input(path, e))?;
     let what = path.display().to_string();
     let mut out = Vec::new();
     for batch in reader {
-        let batch = batch.map_err(|e| Error::arrow(format!("reading {what}"), e))?;
+        let batch = batch.map_err(|e| Error::arrow_input(path, "Parquet", e))?;
         out.extend(changes_from_batch(&batch, &what)?);
     }
     Ok(out)

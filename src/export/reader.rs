@@ -81,7 +81,7 @@ impl TableReader {
         };
         let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
         let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-            .map_err(|e| Error::parquet(format!("opening {}", path.display()), e))?;
+            .map_err(|e| Error::parquet_input(&path, e))?;
         let expected = schema_fingerprint(&self.table.schema());
         let found = schema_fingerprint(builder.schema());
         if found != expected {
@@ -97,7 +97,7 @@ impl TableReader {
         let reader = builder
             .with_batch_size(READ_BATCH_ROWS)
             .build()
-            .map_err(|e| Error::parquet(format!("reading {}", path.display()), e))?;
+            .map_err(|e| Error::parquet_input(&path, e))?;
         self.current = Some((path, reader));
         Ok(true)
     }
@@ -115,16 +115,14 @@ impl Iterator for TableReader {
                         // that they concatenate with freshly built ones.
                         return Some(
                             RecordBatch::try_new(self.table.schema(), batch.columns().to_vec())
-                                .map_err(|e| {
-                                    Error::arrow(format!("reading {}", path.display()), e)
-                                }),
+                                .map_err(|e| Error::arrow_input(&*path, "Parquet", e)),
                         );
                     }
                     Some(Err(e)) => {
-                        let what = format!("reading {}", path.display());
+                        let error = Error::arrow_input(&*path, "Parquet", e);
                         self.current = None;
                         self.files.clear();
-                        return Some(Err(Error::arrow(what, e)));
+                        return Some(Err(error));
                     }
                     None => self.current = None,
                 }
@@ -150,10 +148,10 @@ pub fn read_file_rows<R: crate::schema::TableRow>(
     let handle = File::open(&path).map_err(|e| Error::io(&path, e))?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(handle)
         .and_then(|b| b.with_batch_size(READ_BATCH_ROWS).build())
-        .map_err(|e| Error::parquet(format!("opening {}", path.display()), e))?;
+        .map_err(|e| Error::parquet_input(&path, e))?;
     let mut rows = Vec::new();
     for batch in reader {
-        let batch = batch.map_err(|e| Error::arrow(format!("reading {}", path.display()), e))?;
+        let batch = batch.map_err(|e| Error::arrow_input(&path, "Parquet", e))?;
         rows.extend(crate::schema::batch_to_rows::<R>(&batch)?);
     }
     Ok(rows)

@@ -253,11 +253,18 @@ impl SplitWriter {
         let Some(open) = self.open.take() else {
             return Ok(());
         };
-        let OpenShard { path, writer, rows } = open;
-        let sink = writer
-            .into_inner()
+        let OpenShard {
+            path,
+            mut writer,
+            rows,
+        } = open;
+        // `finish` writes the footer and flushes it, so a failed write (a full disk) stays the
+        // I/O error it is; `into_inner` would turn a failed flush into text. The data must be
+        // on disk before a manifest names it.
+        writer
+            .finish()
             .map_err(|e| Error::parquet(format!("finishing {}", path.display()), e))?;
-        // `into_inner` wrote the footer; the data must be on disk before a manifest names it.
+        let sink = writer.inner();
         sink.file.sync_all().map_err(|e| Error::io(&path, e))?;
         self.finished.push(FinishedShard {
             table: self.table,
@@ -265,7 +272,7 @@ impl SplitWriter {
             staged_path: path,
             rows,
             bytes: sink.bytes,
-            sha256: hex::encode(sink.hasher.finalize()),
+            sha256: hex::encode(sink.hasher.clone().finalize()),
             bucket: self.bucket,
             chunk: self.chunk.clone(),
         });

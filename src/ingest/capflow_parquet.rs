@@ -152,13 +152,12 @@ fn table_of(builder: &ParquetRecordBatchReaderBuilder<File>) -> Option<TableKind
 
 /// Reads one Parquet file; returns its table (`Rejected` files are skipped).
 fn read_file(path: &Path, sink: &mut dyn RecordSink) -> Result<Option<TableKind>> {
-    let what = || format!("reading {}", path.display());
     let file = super::open_input(path)?;
     // The Parquet decoder is third-party code fed untrusted bytes; a panic in it must not take
     // the run down, so it becomes an error naming the file.
     let decoded = catch_unwind(AssertUnwindSafe(|| -> Result<Option<TableKind>> {
         let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-            .map_err(|e| Error::parquet(what(), e))?;
+            .map_err(|e| Error::parquet_input(path, e))?;
         let Some(kind) = table_of(&builder) else {
             return Err(Error::invalid(
                 format!("capflow table {}", path.display()),
@@ -174,11 +173,11 @@ fn read_file(path: &Path, sink: &mut dyn RecordSink) -> Result<Option<TableKind>
         let reader = builder
             .with_batch_size(BATCH_ROWS)
             .build()
-            .map_err(|e| Error::parquet(what(), e))?;
+            .map_err(|e| Error::parquet_input(path, e))?;
         let source = Source::new(FORMAT, path);
         let mut first_row = 0usize;
         for batch in reader {
-            let batch = batch.map_err(|e| Error::arrow(what(), e))?;
+            let batch = batch.map_err(|e| Error::arrow_input(path, "Parquet", e))?;
             emit_batch(kind, &batch, first_row, &source, sink)?;
             first_row += batch.num_rows();
         }

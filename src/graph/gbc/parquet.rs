@@ -34,15 +34,14 @@ pub fn read_parquet_records(
     mut on_record: impl FnMut(usize, std::result::Result<Value, String>) -> Result<()>,
 ) -> Result<()> {
     let file = crate::ingest::open_input(path)?;
-    let what = || format!("{}: reading Parquet", path.display());
     let mut reader = decoder_guard(path, || {
         ParquetRecordBatchReaderBuilder::try_new(file)
             .and_then(|builder| builder.with_batch_size(BATCH_ROWS).build())
     })?
-    .map_err(|e| Error::parquet(what(), e))?;
+    .map_err(|e| Error::parquet_input(path, e))?;
     let mut row_index = 0;
     while let Some(batch) = decoder_guard(path, || reader.next())? {
-        let batch = batch.map_err(|e| Error::arrow(what(), e))?;
+        let batch = batch.map_err(|e| Error::arrow_input(path, "Parquet", e))?;
         for record in record_batch_to_records(&batch) {
             on_record(row_index, record)?;
             row_index += 1;
@@ -347,8 +346,10 @@ pub fn write_parquet(path: &Path, records: &[Value]) -> Result<()> {
         for batch in &batches {
             writer.write(batch).map_err(|e| Error::parquet(what(), e))?;
         }
-        let file = writer.into_inner().map_err(|e| Error::parquet(what(), e))?;
-        file.sync_all().map_err(|e| Error::io(&tmp, e))
+        // `finish` (not `into_inner`, which reports a failed flush as text) keeps a failed
+        // write the I/O error it is.
+        writer.finish().map_err(|e| Error::parquet(what(), e))?;
+        writer.inner().sync_all().map_err(|e| Error::io(&tmp, e))
     })();
     match result {
         Ok(()) => std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)),

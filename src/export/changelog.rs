@@ -13,7 +13,6 @@ use arrow::array::{Array, ArrayRef, Int8Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
-use sha2::{Digest, Sha256};
 
 use super::fsutil;
 use super::manifest::ChangelogEntry;
@@ -138,7 +137,8 @@ pub(crate) fn publish_changelog(
 ) -> Result<ChangelogEntry> {
     let changes = dir.join(CHANGES_DIR);
     fs::create_dir_all(&changes).map_err(|e| Error::io(&changes, e))?;
-    let bytes = fs::read(&staged.path).map_err(|e| Error::io(&staged.path, e))?;
+    // Read in blocks: a run's changelog can be as large as its dataset.
+    let (sha256, bytes) = fsutil::sha256_file(&staged.path)?;
     let relative = format!("{CHANGES_DIR}/v{version}.parquet");
     fsutil::rename(&staged.path, &dir.join(&relative))?;
     fsutil::sync_dir(&changes)?;
@@ -146,8 +146,8 @@ pub(crate) fn publish_changelog(
         path: relative,
         added: staged.added,
         retracted: staged.retracted,
-        bytes: bytes.len() as u64,
-        sha256: hex::encode(Sha256::digest(&bytes)),
+        bytes,
+        sha256,
     })
 }
 

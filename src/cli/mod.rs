@@ -61,7 +61,8 @@ pub enum Command {
     /// Clustering and matching on tab-separated matrices (UPGMA, flat clusters, Hungarian).
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
-    /// Evaluate outputs (`eval captions`: BLEU, CIDEr-D, D-n of captions against references).
+    /// Evaluate outputs (`eval captions`: BLEU, CIDEr-D, D-n of captions against references;
+    /// `eval controls`: control metrics of captions against a dataset's controls).
     Eval(eval::EvalArgs),
     /// Visual relatedness: re-rank captions by sim^P(c), label (visual, caption) pairs, gender
     /// ratios, visual-context caption search.

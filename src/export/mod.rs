@@ -24,6 +24,7 @@ pub(crate) mod changelog;
 pub(crate) mod fsutil;
 mod manifest;
 mod reader;
+pub mod samples;
 mod shard;
 mod sink;
 pub mod synthetic;

@@ -1,5 +1,6 @@
 //! Caption metrics: BLEU-1..4 and CIDEr-D as pycocoevalcap 1.2 computes them, self-CIDEr and
-//! D-n diversity.
+//! D-n diversity, and the control metrics of captions against a dataset's controls
+//! ([`control_eval`], read from a captions file by [`generated`]).
 //!
 //! The corpus metrics take already tokenised captions ([`tokenize::Tokenizer`]) grouped per image
 //! in an [`EvalImage`]. N-grams are kept in first-appearance order ([`NGramCounts`]) because the
@@ -21,7 +22,9 @@
 pub mod bleu;
 pub mod cider;
 pub mod control;
+pub mod control_eval;
 pub mod diversity;
+pub mod generated;
 pub mod tokenize;
 
 use std::collections::HashMap;

@@ -430,27 +430,18 @@ impl BuiltinQualityScorer {
         }
         let lm_config = config.lm_config();
         let is_held_out = |i: usize| i % config.calibration_every == config.calibration_every - 1;
-        let flagged: Vec<&[String]> = captions
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| is_held_out(i))
-            .map(|(_, c)| *c)
-            .collect();
+        // The positions of the captions flagged as held out, and of those the calibrations read.
+        let flagged: Vec<usize> = (0..captions.len()).filter(|&i| is_held_out(i)).collect();
         let priorities: Vec<u64> = flagged
             .iter()
-            .map(|c| sample_priority(c.iter().map(String::as_str)))
+            .map(|&i| sample_priority(captions[i].iter().map(String::as_str)))
             .collect();
-        let mut kept = vec![false; flagged.len()];
-        for i in held_out_sample(&priorities, config.held_out_limit, |a, b| {
-            flagged[a].cmp(flagged[b])
+        let mut kept_out = vec![false; captions.len()];
+        for k in held_out_sample(&priorities, config.held_out_limit, |a, b| {
+            captions[flagged[a]].cmp(captions[flagged[b]])
         }) {
-            kept[i] = true;
+            kept_out[flagged[k]] = true;
         }
-        // Whether each caption is a held-out one the calibrations read.
-        let mut kept = kept.into_iter();
-        let kept_out: Vec<bool> = (0..captions.len())
-            .map(|i| is_held_out(i) && kept.next().unwrap_or(false))
-            .collect();
         let calibration_lm = NgramLm::train_with(
             captions
                 .iter()

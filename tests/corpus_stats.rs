@@ -106,7 +106,7 @@ fn ssa_stats(
         .collect();
     let mut index = 0;
     for text in texts {
-        if stats[rng.gen_range(0..parts)].add_caption(index, text) {
+        if stats[rng.gen_range(0..parts)].add_caption(0, index, text) {
             index += 1;
         }
     }
@@ -199,9 +199,9 @@ fn ssa_stats_refuse_other_settings() {
     let (quality, ppmi) = (QualityConfig::default(), PpmiConfig::default());
     let mut stats = SsaCorpusStats::new(&quality, &ppmi);
     for (i, text) in flickr_caption_texts().iter().enumerate() {
-        assert!(stats.add_caption(i as u64, text));
+        assert!(stats.add_caption(0, i as u64, text));
     }
-    assert!(!stats.add_caption(0, " \t\n"));
+    assert!(!stats.add_caption(0, 0, " \t\n"));
     let other = SsaCorpusStats::new(
         &quality,
         &PpmiConfig {
@@ -254,7 +254,7 @@ proptest! {
         let mut stats: Vec<QualityStats> = (0..parts).map(|_| QualityStats::new(order)).collect();
         let mut index = 0;
         for caption in &captions {
-            stats[rng.gen_range(0..parts)].add_caption(config.holds_out(index), caption);
+            stats[rng.gen_range(0..parts)].add_caption(config.holds_out(index), index, caption);
             if !caption.is_empty() {
                 index += 1;
             }

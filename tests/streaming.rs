@@ -78,6 +78,50 @@ fn small_parts_and_two_workers_write_the_same_bytes() {
     assert_eq!(files[0], files[2], "two workers change the bytes");
 }
 
+/// Chunks larger than a part: a chunk's shards are written as its parts come, and their bytes
+/// are those of the same chunk written at once.
+#[test]
+fn chunks_spread_over_parts_write_the_same_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = recipe(tmp.path());
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("chunk_images = 2\n", "chunk_images = 6\nbuckets = 1\n");
+    std::fs::write(&spec, text).unwrap();
+    let spec = spec.to_str().unwrap();
+    let mut files = Vec::new();
+    for (name, limit) in [("whole", "1GiB"), ("spread", "64KiB")] {
+        let out = tmp.path().join(name);
+        let args = [
+            "run",
+            spec,
+            "--out",
+            out.to_str().unwrap(),
+            "--memory-limit",
+            limit,
+        ];
+        capflow(&args);
+        files.push(data_files(&out));
+    }
+    // Parts of an 8 KiB budget hold an image or two (about 5 KB of rows each), so every
+    // closed chunk of several images spreads over several parts.
+    let closed_chunks = read_manifest(&tmp.path().join("whole"))
+        .unwrap()
+        .files
+        .iter()
+        .filter(|f| f.table == TableKind::Images)
+        .filter(|f| f.rows >= 4 && f.chunk.as_deref().is_some_and(|c| !c.is_empty()))
+        .count();
+    assert!(
+        closed_chunks >= 2,
+        "{closed_chunks} closed chunks of 4 images or more"
+    );
+    assert_eq!(
+        files[0], files[1],
+        "chunks spread over parts change the bytes"
+    );
+}
+
 #[test]
 fn a_rerun_over_a_dataset_retracts_exactly_what_left_the_inputs() {
     let tmp = tempfile::tempdir().unwrap();

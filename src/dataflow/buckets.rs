@@ -29,6 +29,24 @@ pub fn ends_chunk(image_id: &str, chunk_images: usize) -> bool {
     hash.is_multiple_of(chunk_images.max(1) as u64)
 }
 
+/// Seeds the piece hash apart from the chunk and bucket hashes.
+const PIECE_SEED: u64 = 0x7069_6563_6573_2121;
+
+/// The most images between two piece ends on average ([`ends_piece`]).
+const MAX_PIECE_IMAGES: usize = 32;
+
+/// Whether `image_id` is the last image of a piece: a place inside a chunk after which a run
+/// may stop holding the chunk's rows and go on with the next images, so that what a run holds
+/// at once does not depend on how large the largest chunk is. Chunk sizes are geometric about
+/// their mean, and the largest chunk of a bucket grows with the log of the bucket's size;
+/// pieces hold about an eighth of a chunk's mean, and at most [`MAX_PIECE_IMAGES`] images on
+/// average. Like a chunk end, a property of the image id alone.
+pub fn ends_piece(image_id: &str, chunk_images: usize) -> bool {
+    let piece_images = (chunk_images / 8).clamp(1, MAX_PIECE_IMAGES) as u64;
+    let hash = xxhash_rust::xxh3::xxh3_64_with_seed(image_id.as_bytes(), PIECE_SEED);
+    hash.is_multiple_of(piece_images)
+}
+
 /// One chunk of a bucket: its key (the last image id, empty for the open last chunk) and its
 /// image ids in order.
 #[derive(Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 //! readers ─ Arrow batches per table, cut by owner (exchange) → spill (Arrow IPC per bucket) ┐ read
 //!         └─ statistics by caption ─────────────────────────────┐                          │
 //! spill ─ part by part → statistics by image ───────────────────┴→ main thread: fit once ──┘
-//! spill ─ part by part (whole chunks, ≤ part budget) → gather → method stages
+//! spill ─ part by part (≤ part budget) → gather → method stages
 //!       → the worker's writer thread writes the part's chunks, its changes as a sorted run
 //! runs ─ merged by image id → changelog; ledger, manifest → commit
 //! ```
@@ -17,12 +17,15 @@
 //! images from its spilled parts, and the main thread fits the corpus-level models from every
 //! worker's statistics ([`super::models::CorpusStats`], merged in worker order), so the models
 //! are the same for any number of workers and processes, and hands them to the workers. Each
-//! worker then reads its buckets back in parts: consecutive ranges of image ids that end at
-//! bucket-chunk boundaries ([`super::spill::BucketSpill::parts`]), so a part holds whole images
-//! and whole chunks. A part's images go through the method stages on the worker that read it,
-//! and the worker's writer thread writes the part's chunks into shards of the worker's own
-//! (the input tables as slices of the part's Arrow batches), closes them at once, and keeps
-//! the part's changes as a run sorted by image id in the scratch directory. At the end the
+//! worker then reads its buckets back in parts: consecutive ranges of image ids of about the
+//! part budget that end at a chunk's or a piece's end ([`super::spill::BucketSpill::parts`]),
+//! so a part holds whole images, and a chunk larger than the budget spreads over several parts.
+//! A part's images go through the method stages on the worker that read it, and the worker's
+//! writer thread writes the chunks that end in the part into shards of the worker's own (the
+//! input tables as slices of the part's Arrow batches) and closes them at once; the rows of a
+//! chunk that goes on into the next part wait, copied, until the part that ends it, so each
+//! chunk's shards are written in one piece whatever the parts. The writer keeps the part's
+//! changes as a run sorted by image id in the scratch directory. At the end the
 //! commit adopts every worker's shards, the runs are merged into the changelog and the
 //! dataset is committed. The bytes are those of [`super::buckets`]'s export: each chunk holds
 //! its images' rows in read order, then their samples, images by id.
@@ -34,6 +37,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arrow::array::RecordBatch;
 use differential_dataflow::input::Input as _;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::probe::Handle as ProbeHandle;
@@ -57,7 +61,7 @@ use crate::export::{
     read_file_rows, shard_index, DatasetSink, DatasetWriter, FileEntry, Manifest, StageMetrics,
 };
 use crate::ingest::{IngestCounts, RecordSink, Row};
-use crate::schema::{RejectedRow, SampleRow, TableKind};
+use crate::schema::{rows_to_batch, RejectedRow, SampleRow, TableKind};
 
 /// The default memory budget of a run.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
@@ -94,6 +98,8 @@ struct PartOutput {
     /// The image ids the part covers ([`super::spill::BucketPart::covers`]).
     after: Option<String>,
     through: Option<String>,
+    /// Whether the part is its bucket's last: the chunk its last images belong to ends here.
+    ends_bucket: bool,
     /// The part's rows, each table's by image id and then in read order.
     rows: PartRows,
     /// The part's rows of the samples table (a capflow dataset as input), typed.
@@ -346,6 +352,8 @@ pub fn run_streaming(
         let mut round = 0u64;
         for part in planned {
             let (bucket, after, through) = (part.bucket, part.after.clone(), part.through.clone());
+            let ends_bucket = part.index + 1 == part.count;
+            let (part_index, part_count, part_rows) = (part.index, part.count, part.rows);
             let rows = match part.read() {
                 Ok(rows) => rows,
                 Err(err) => return fail(err),
@@ -354,6 +362,14 @@ pub fn run_streaming(
                 Ok(ranges) => ranges,
                 Err(err) => return fail(err),
             };
+            tracing::debug!(
+                "worker {index}: bucket {bucket} part {} of {}: {} rows, {} bytes, {} ranges",
+                part_index + 1,
+                part_count,
+                part_rows,
+                rows.bytes(),
+                ranges.len()
+            );
             // The part's images go through the stages a range at a time.
             let mut input_samples = Vec::new();
             let mut part_outputs = Vec::new();
@@ -381,6 +397,7 @@ pub fn run_streaming(
                 bucket,
                 after,
                 through,
+                ends_bucket,
                 rows,
                 input_samples,
                 outputs: part_outputs,
@@ -748,7 +765,7 @@ impl ReadObserver for SpillObserver<'_> {
                 self.unit = Some(keyed.unit);
                 self.captions = 0;
             }
-            if stats.add_caption(self.captions, &caption.text) {
+            if stats.add_caption(keyed.unit, self.captions, &caption.text) {
                 self.captions += 1;
             }
         }
@@ -817,7 +834,21 @@ struct PartWriter {
     previous: BTreeMap<usize, Vec<PreviousChunk>>,
     /// The run of the bucket being written.
     run: Option<(usize, ChangesWriter)>,
+    /// The chunk that the last part began or went on with and a later part ends.
+    open: Option<OpenChunk>,
     written: WrittenParts,
+}
+
+/// The chunk being written, which a later part ends. Its input tables' rows go to its shards
+/// as they come, under the key "" until its last image id, its key, is known
+/// ([`DatasetWriter::rekey_chunk`]); its shards' bytes depend only on the sequence of their rows
+/// (the shard writer passes rows on in fixed batches), so not on where parts end. The stages'
+/// samples follow the rows of the samples table among the inputs in a chunk, so they wait
+/// for the chunk's end.
+struct OpenChunk {
+    bucket: usize,
+    /// The stages' samples so far, by split, image by image.
+    samples: BTreeMap<String, Vec<RecordBatch>>,
 }
 
 /// A sample file of the previous version and the image ids of its chunk.
@@ -826,6 +857,10 @@ struct PreviousChunk {
     after: Option<String>,
     through: Option<String>,
 }
+
+/// The key of a chunk whose last image is not known yet: the bucket's open last chunk, or a
+/// chunk that a later part ends.
+const OPEN_CHUNK: &str = "";
 
 impl PartWriter {
     fn new(writer: DatasetWriter, buckets: usize, chunk_images: usize, runs_dir: PathBuf) -> Self {
@@ -868,6 +903,7 @@ impl PartWriter {
             runs_dir,
             previous,
             run: None,
+            open: None,
             written: WrittenParts::default(),
         }
     }
@@ -899,14 +935,15 @@ impl PartWriter {
         Ok(samples)
     }
 
-    /// Writes `part`'s chunks and changes, then hands its samples, as the dataset holds them,
-    /// to `sinks`.
+    /// Writes the chunks that end in `part` and the part's changes, then hands its samples, as
+    /// the dataset holds them, to `sinks`.
     fn write(&mut self, part: PartOutput, sinks: &mut SinkWriters) -> Result<()> {
         let started = Instant::now();
         let PartOutput {
             bucket,
             after,
             through,
+            ends_bucket,
             rows,
             input_samples,
             outputs,
@@ -937,9 +974,20 @@ impl PartWriter {
         let mut added: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
         let mut handed: Vec<SampleRow> = Vec::new();
         let hand = !sinks.is_empty();
-        for chunk in chunks(&ids, self.chunk_images) {
-            let (Some(first), Some(last)) = (chunk.ids.first(), chunk.ids.last()) else {
+        // Cut at the chunk ends in the part; the last piece has the key "" ([`OPEN_CHUNK`])
+        // when no chunk end closes it here: the bucket's open last chunk, or a chunk a later
+        // part ends.
+        for piece in chunks(&ids, self.chunk_images) {
+            let (Some(first), Some(last)) = (piece.ids.first(), piece.ids.last()) else {
                 continue;
+            };
+            let mut chunk = match self.open.take() {
+                Some(open) if open.bucket == bucket => open,
+                Some(open) => return Err(left_open(open.bucket)),
+                None => OpenChunk {
+                    bucket,
+                    samples: BTreeMap::new(),
+                },
             };
             let bucket_of = (bucket, self.buckets);
             // The input tables' rows go to their shards as the Arrow batches they were read
@@ -950,23 +998,29 @@ impl PartWriter {
                         table,
                         table.name(),
                         bucket_of,
-                        chunk.key,
+                        OPEN_CHUNK,
                         &batch,
                     )?;
                     self.written.rows_written += batch.num_rows() as u64;
                 }
             }
-            let mut sink = DatasetSink::bucket(&mut self.writer, bucket_of, chunk.key);
+            let mut sink = DatasetSink::bucket(&mut self.writer, bucket_of, OPEN_CHUNK);
             while let Some(keyed) = input_samples.next_if(|k| k.row.image_id() <= *last) {
                 if let (true, Row::Sample(sample)) = (hand, &keyed.row) {
                     handed.push(sample.clone());
                 }
                 sink.row(keyed.row)?;
             }
-            for id in chunk.ids {
+            self.written.rows_written += sink.rows_out();
+            sink.finish()?;
+            let mut by_split: BTreeMap<&str, Vec<SampleRow>> = BTreeMap::new();
+            for id in piece.ids {
                 let new = samples.get(id).copied().unwrap_or_default();
                 for sample in new {
-                    sink.row(Row::Sample(sample.clone()))?;
+                    by_split
+                        .entry(sample.split.as_str())
+                        .or_default()
+                        .push(sample.clone());
                 }
                 if hand {
                     handed.extend_from_slice(new);
@@ -975,9 +1029,25 @@ impl PartWriter {
                     added.insert(id.to_string(), new.to_vec());
                 }
             }
-            self.written.rows_written += sink.rows_out();
-            sink.finish()?;
-            self.writer.finish_chunk(bucket, chunk.key)?;
+            for (split, rows) in by_split {
+                let batch = rows_to_batch(&rows)?;
+                chunk
+                    .samples
+                    .entry(split.to_string())
+                    .or_default()
+                    .push(batch);
+            }
+            if !piece.key.is_empty() || ends_bucket {
+                self.close_chunk(piece.key, chunk)?;
+            } else {
+                self.open = Some(chunk);
+            }
+        }
+        if ends_bucket {
+            // A last part with no images of its own ends the chunk the previous part left open.
+            if let Some(chunk) = self.open.take() {
+                self.close_chunk(OPEN_CHUNK, chunk)?;
+            }
         }
         let changes = image_changes(retracted, added);
         if !changes.is_empty() {
@@ -988,6 +1058,26 @@ impl PartWriter {
         }
         self.written.elapsed += started.elapsed();
         sinks.write(&handed)
+    }
+
+    /// Writes the samples of the chunk being written, gives it its key `key` and closes its
+    /// shards.
+    fn close_chunk(&mut self, key: &str, chunk: OpenChunk) -> Result<()> {
+        let bucket_of = (chunk.bucket, self.buckets);
+        for (split, batches) in chunk.samples {
+            for batch in batches {
+                self.writer.write_bucket_batch(
+                    TableKind::Samples,
+                    &split,
+                    bucket_of,
+                    OPEN_CHUNK,
+                    &batch,
+                )?;
+                self.written.rows_written += batch.num_rows() as u64;
+            }
+        }
+        self.writer.rekey_chunk(chunk.bucket, OPEN_CHUNK, key);
+        self.writer.finish_chunk(chunk.bucket, key)
     }
 
     /// The run of `bucket`'s changes: a bucket's parts come in image-id order, so each bucket's
@@ -1016,9 +1106,19 @@ impl PartWriter {
 
     /// Moves the worker's shards into the dataset's `data/` for the commit to adopt.
     fn finish(mut self) -> Result<WrittenParts> {
+        if let Some(open) = &self.open {
+            return Err(left_open(open.bucket));
+        }
         self.finish_run()?;
         let mut written = self.written;
         written.files = self.writer.finish_part()?;
         Ok(written)
     }
+}
+
+/// A chunk left open when its bucket's last part has been written: parts came out of order.
+fn left_open(bucket: usize) -> Error {
+    Error::Usage(format!(
+        "bucket {bucket}'s last chunk was never closed: its parts were written out of order"
+    ))
 }

@@ -6,7 +6,8 @@
 //! appends the bucket's rows to one Arrow IPC stream per table (batches of at most
 //! [`SPILL_BATCH_ROWS`] rows, each row with its read position), and the bucket is later read
 //! back in parts of bounded size ([`BucketSpill::parts`]): consecutive ranges of image ids that
-//! end at bucket-chunk boundaries, so every part holds whole images and whole chunks.
+//! end after a chunk's or a piece's last image ([`ends_chunk`], [`ends_piece`]), so every part
+//! holds whole images, and a chunk larger than a part spreads over several.
 //!
 //! A run's changes (samples retracted and added) are spilled the same way, as runs sorted by
 //! image id ([`write_changes`]), and merged into the changelog at the end ([`merge_changes`]).
@@ -23,7 +24,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
 
-use super::buckets::ends_chunk;
+use super::buckets::{ends_chunk, ends_piece};
 use super::exchange::{image_ids, partition};
 use super::runtime::KeyedRow;
 use super::state::bucket_of;
@@ -184,8 +185,9 @@ struct BucketFiles {
     rows: u64,
     /// Encoded bytes written (the batches' Arrow memory size).
     bytes: u64,
-    /// The image ids of the bucket that end a bucket chunk ([`ends_chunk`]).
-    chunk_ends: BTreeSet<String>,
+    /// The image ids of the bucket a part may end after, each with whether it ends a chunk
+    /// ([`ends_chunk`]) rather than only a piece ([`ends_piece`]).
+    cuts: BTreeMap<String, bool>,
 }
 
 impl std::fmt::Debug for SpillFile {
@@ -249,10 +251,11 @@ impl BucketSpill {
             .collect();
         for (i, bucket) in buckets.iter().enumerate() {
             let id = ids.value(i);
-            if ends_chunk(id, self.chunk_images) {
+            let chunk_end = ends_chunk(id, self.chunk_images);
+            if chunk_end || ends_piece(id, self.chunk_images) {
                 let files = self.files.entry(*bucket).or_default();
-                if !files.chunk_ends.contains(id) {
-                    files.chunk_ends.insert(id.to_string());
+                if !files.cuts.contains_key(id) {
+                    files.cuts.insert(id.to_string(), chunk_end);
                 }
             }
         }
@@ -313,17 +316,20 @@ impl BucketSpill {
         self.files.values().map(|b| b.rows).sum()
     }
 
-    /// Cuts bucket `bucket` into parts of about `part_bytes` encoded bytes each, at chunk
-    /// boundaries, and writes each part's spill files. A bucket that fits is one part and keeps
-    /// its files; a bucket with no rows is one empty part. Call after [`BucketSpill::finish`].
+    /// Cuts bucket `bucket` into parts of at most about `part_bytes` encoded bytes each
+    /// ([`split_points`]), and writes each part's spill files. A bucket that fits is one part
+    /// and keeps its files; a bucket with no rows is one empty part. Call after
+    /// [`BucketSpill::finish`].
     pub fn parts(&mut self, bucket: usize, part_bytes: u64) -> Result<Vec<BucketPart>> {
         let files = self.files.remove(&bucket).unwrap_or_default();
-        let wanted = files.bytes.div_ceil(part_bytes.max(1)).max(1) as usize;
-        let ends: Vec<String> = files.chunk_ends.into_iter().collect();
-        // Split points are chunk ends spread evenly over the bucket's chunks: chunks hold about
-        // the same number of images, so parts hold about the same number of rows.
-        let count = wanted.min(ends.len() + 1);
-        if count <= 1 {
+        let splits = if files.bytes > part_bytes && !files.cuts.is_empty() {
+            let cuts: Vec<(String, bool)> = files.cuts.into_iter().collect();
+            let sizes = cut_sizes(&files.files, &cuts)?;
+            split_points(&cuts, &sizes, part_bytes)
+        } else {
+            Vec::new()
+        };
+        if splits.is_empty() {
             return Ok(vec![BucketPart {
                 bucket,
                 index: 0,
@@ -334,16 +340,6 @@ impl BucketSpill {
                 rows: files.rows,
             }]);
         }
-        let splits: Vec<String> = (1..count)
-            .map(|i| {
-                ends[(i * ends.len() / count)
-                    .saturating_sub(1)
-                    .min(ends.len() - 1)]
-                .clone()
-            })
-            .collect::<BTreeSet<String>>()
-            .into_iter()
-            .collect();
         let count = splits.len() + 1;
         let mut parts: Vec<BucketPart> = (0..count)
             .map(|index| BucketPart {
@@ -389,6 +385,71 @@ impl BucketSpill {
         }
         Ok(parts)
     }
+}
+
+/// Where to cut a bucket into parts of at most about `part_bytes`: the image ids that end
+/// each part but the last, chosen from the bucket's `cuts` (in order, each with whether it ends
+/// a chunk). `sizes[i]` is the bytes of the rows up to and including cut `i` and after the one
+/// before; the last is those after the last cut. A part ends before the rows that would take it
+/// over `part_bytes`: after the last chunk end it passed when that leaves it at least half
+/// full, so that most chunks are written by the part that holds all of them, otherwise after
+/// the cut before those rows. Rows between two cuts are never split, so a part is larger than
+/// `part_bytes` only when such rows are.
+fn split_points(cuts: &[(String, bool)], sizes: &[u64], part_bytes: u64) -> Vec<String> {
+    let part_bytes = part_bytes.max(1);
+    let mut splits = Vec::new();
+    // Bytes in the part being planned, and its last chunk end with the bytes up to it.
+    let mut held = 0;
+    let mut chunk_end: Option<(usize, u64)> = None;
+    for (i, &size) in sizes.iter().enumerate() {
+        if held > 0 && held + size > part_bytes {
+            match chunk_end.take() {
+                Some((end, at)) if 2 * at >= part_bytes => {
+                    splits.push(cuts[end].0.clone());
+                    held -= at;
+                }
+                _ => {
+                    splits.push(cuts[i - 1].0.clone());
+                    held = 0;
+                }
+            }
+        }
+        held += size;
+        if cuts.get(i).is_some_and(|(_, ends_chunk)| *ends_chunk) {
+            chunk_end = Some((i, held));
+        }
+    }
+    splits
+}
+
+/// The bytes of a bucket's spilled rows between each two of its `cuts` ([`split_points`]),
+/// read from its spill files: each row counts as its batch's Arrow bytes shared over its rows.
+fn cut_sizes(files: &BTreeMap<TableKind, PathBuf>, cuts: &[(String, bool)]) -> Result<Vec<u64>> {
+    let ids: Vec<String> = cuts.iter().map(|(id, _)| id.clone()).collect();
+    let mut sizes = vec![0u64; cuts.len() + 1];
+    for path in files.values() {
+        for batch in read_batches(path)? {
+            let batch = batch?;
+            let rows = batch.num_rows() as u64;
+            // Batches read back share their message's buffers: count only their own bytes.
+            let mut bytes = 0;
+            for column in batch.columns() {
+                let data = column.to_data();
+                bytes += data
+                    .get_slice_memory_size()
+                    .map_err(|e| Error::arrow(format!("sizing {}", path.display()), e))?
+                    as u64;
+            }
+            let mut counts = vec![0u64; sizes.len()];
+            for between in part_indices(&batch, &ids)? {
+                counts[between] += 1;
+            }
+            for (size, count) in sizes.iter_mut().zip(counts) {
+                *size += (bytes * count).div_ceil(rows.max(1));
+            }
+        }
+    }
+    Ok(sizes)
 }
 
 /// The part of every row of a spilled batch: the number of split points below its image id.
@@ -473,6 +534,14 @@ impl PartRows {
         Ok(ids.into_iter().map(str::to_string).collect())
     }
 
+    /// The Arrow memory the part's rows take.
+    pub fn bytes(&self) -> u64 {
+        self.tables
+            .iter()
+            .map(|(_, batch)| batch.get_array_memory_size() as u64)
+            .sum()
+    }
+
     /// The tables the part has rows of.
     pub fn tables(&self) -> impl Iterator<Item = TableKind> + '_ {
         self.tables.iter().map(|(table, _)| *table)
@@ -488,17 +557,13 @@ impl PartRows {
 
     /// The part's images cut into consecutive ranges `(first, last)` of whole images, as many
     /// as it takes for each to hold about `max_bytes` of the part's Arrow data at most (a range
-    /// holds at least one image; a part without images has no range). Parts end at chunk
-    /// boundaries and a chunk can be several times its mean size; ranges cut inside chunks, so
-    /// the stages, which take a range at a time, hold no more for the largest chunk.
+    /// holds at least one image; a part without images has no range). A part's size is an
+    /// estimate from the number of cut points it spans ([`split_points`]); ranges keep what the
+    /// stages, which take a range at a time, hold within the budget when a part comes out larger.
     pub fn image_ranges(&self, max_bytes: u64) -> Result<Vec<(String, String)>> {
         let ids = self.image_ids()?;
-        let bytes: u64 = self
-            .tables
-            .iter()
-            .map(|(_, batch)| batch.get_array_memory_size() as u64)
-            .sum();
-        let count = bytes
+        let count = self
+            .bytes()
             .div_ceil(max_bytes.max(1))
             .clamp(1, ids.len().max(1) as u64) as usize;
         let ranges = (0..count)
@@ -798,11 +863,11 @@ mod tests {
     }
 
     #[test]
-    fn parts_hold_whole_chunks_and_every_row_once() {
+    fn parts_end_at_cuts_and_hold_every_row_once() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("spill")).unwrap();
         // One bucket, so that every row lands in bucket 0; batches of 100 rows, as readers send.
-        let mut spill = BucketSpill::new(dir.path().join("spill"), 1, 4);
+        let mut spill = BucketSpill::new(dir.path().join("spill"), 1, 64);
         let mut pushed = Vec::new();
         let mut rows = Vec::new();
         for n in 0..6000u64 {
@@ -838,11 +903,14 @@ mod tests {
                 .collect();
             assert_eq!(written.unwrap().num_rows(), rows.len());
             assert!(rows.iter().all(|r| covered(r.row.image_id())));
-            // Parts are consecutive ranges of ids, and no chunk straddles two parts.
+            // Parts are consecutive ranges of ids that end at a chunk's or a piece's end.
             let first = rows.first().unwrap().row.image_id().to_string();
             if let Some(last) = &last_id {
                 assert!(*last < first);
-                assert!(ends_chunk(last, 4), "{last} does not end a chunk");
+                assert!(
+                    ends_chunk(last, 64) || ends_piece(last, 64),
+                    "{last} ends neither a chunk nor a piece"
+                );
             }
             last_id = Some(rows.last().unwrap().row.image_id().to_string());
             for pair in rows.windows(2) {
@@ -860,5 +928,37 @@ mod tests {
             std::fs::read_dir(dir.path().join("spill")).unwrap().count(),
             0
         );
+    }
+
+    #[test]
+    fn split_points_fill_parts_and_prefer_chunk_ends() {
+        let cuts: Vec<(String, bool)> = [
+            ("a", false),
+            ("b", true),
+            ("c", false),
+            ("d", false),
+            ("e", true),
+            ("f", false),
+        ]
+        .iter()
+        .map(|(id, end)| (id.to_string(), *end))
+        .collect();
+        let ids = |splits: Vec<String>| splits.join(",");
+        // Rows up to a, up to b, ..., after f. Budget 10: a+b = 7; c would make 11, and b (a
+        // chunk end) leaves the part at least half full, so the part ends at b. c+d+e = 9; f
+        // would make 12: end at e. f + after = 8.
+        let sizes = [3, 4, 4, 2, 3, 3, 5];
+        assert_eq!(ids(split_points(&cuts, &sizes, 10)), "b,e");
+        // Up to d the part holds 10, which fits; e would overflow it, and the chunk end b holds
+        // 2 of 10, under half: the part ends at d. Then e + f + after = 10.
+        let sizes = [1, 1, 1, 7, 4, 1, 5];
+        assert_eq!(ids(split_points(&cuts, &sizes, 10)), "d");
+        // Rows larger than the budget make a part of their own.
+        let sizes = [30, 1, 1, 1, 1, 1, 1];
+        assert_eq!(ids(split_points(&cuts, &sizes, 10)), "a");
+        let sizes = [1, 1, 30, 1, 1, 1, 1];
+        assert_eq!(ids(split_points(&cuts, &sizes, 10)), "b,c");
+        // Everything fits: no split.
+        assert_eq!(ids(split_points(&cuts, &[1; 7], 10)), "");
     }
 }

@@ -4,9 +4,10 @@
 //! gather → amr-align → merge → event-sample → realize → quality-filter → control-signals
 //! ```
 //!
-//! The corpus-level models (the quality scorer's language model, the word vectors) are trained on
-//! all of the run's captions in read order, so they are the same for any number of workers; the
-//! stages run per image in [`super::augment::run_augment`].
+//! The corpus-level models (the quality scorer's language model, the word vectors) are fitted
+//! from statistics of all of the run's captions, numbered per input unit, so they are the same
+//! for any number of workers and processes; the stages run per image in
+//! [`super::augment::run_augment`].
 
 use std::sync::Arc;
 
@@ -16,8 +17,7 @@ use crate::error::{Error, Result};
 use crate::ingest::Row;
 use crate::models::{AdapterConfig, ModelKind, SubprocessAdapter};
 use crate::select::quality::{BuiltinQualityScorer, QualityConfig, QualityScorer};
-use crate::text::ppmi::{train_ppmi_vectors, PpmiConfig};
-use crate::text::tokenize::tokenize;
+use crate::text::ppmi::PpmiConfig;
 use crate::text::{VectorFormat, WordVectors};
 
 use super::runtime::KeyedRow;
@@ -53,36 +53,34 @@ pub fn corpus_stats(config: &SsaConfig) -> SsaCorpusStats {
     SsaCorpusStats::new(&quality_config(config), &PpmiConfig::default())
 }
 
-/// Trains or loads the corpus-level models SSA needs, from the run's rows in read order.
+/// Trains or loads the corpus-level models SSA needs, from the run's rows in read order: the
+/// models [`build_models_from_stats`] fits from the statistics of the same captions, numbered
+/// per input unit as the streaming engine's readers number them.
 pub fn build_models(
     config: &SsaConfig,
     rows: &[Arc<KeyedRow>],
     amr_to_text: Option<&AdapterConfig>,
     realizer: Arc<dyn EventRealizer>,
 ) -> Result<SsaModels> {
-    let captions: Vec<Vec<String>> = rows
-        .iter()
-        .filter_map(|r| match &r.row {
-            Row::Caption(c) => Some(tokenize(&c.text)),
-            _ => None,
-        })
-        .collect();
-    let quality =
-        BuiltinQualityScorer::train(&captions, &quality_config(config)).map_err(training_error)?;
-    let vectors = match &config.vectors {
-        Some(path) => WordVectors::read(path, VectorFormat::Detect)?,
-        None => {
-            let pairs =
-                train_ppmi_vectors(captions.iter().map(Vec::as_slice), &PpmiConfig::default());
-            WordVectors::from_pairs(pairs)?
+    let mut stats = corpus_stats(config);
+    let mut unit = None;
+    let mut index = 0;
+    for row in rows {
+        if let Row::Caption(caption) = &row.row {
+            if unit != Some(row.unit) {
+                unit = Some(row.unit);
+                index = 0;
+            }
+            if stats.add_caption(row.unit, index, &caption.text) {
+                index += 1;
+            }
         }
-    };
-    assemble(config, quality, vectors, amr_to_text, realizer)
+    }
+    build_models_from_stats(config, stats, amr_to_text, realizer)
 }
 
 /// [`build_models`] from statistics the workers gathered while reading
-/// ([`crate::augment::ssa::SsaCorpusStats`]): the same models when the captions come from one
-/// input file (with several, the scorer's held-out captions are chosen per file).
+/// ([`crate::augment::ssa::SsaCorpusStats`]).
 pub fn build_models_from_stats(
     config: &SsaConfig,
     stats: SsaCorpusStats,

@@ -122,6 +122,8 @@ pub(crate) struct SplitWriter {
     finished: Vec<FinishedShard>,
     bucket: Option<(usize, usize)>,
     chunk: Option<String>,
+    /// Tells the staged files of a bucket's writers apart (their chunk key may change).
+    serial: u64,
 }
 
 impl SplitWriter {
@@ -145,6 +147,7 @@ impl SplitWriter {
             finished: Vec::new(),
             bucket: None,
             chunk: None,
+            serial: 0,
         }
     }
 
@@ -157,11 +160,21 @@ impl SplitWriter {
         settings: ShardSettings,
         bucket: (usize, usize),
         chunk: &str,
+        serial: u64,
     ) -> SplitWriter {
         let mut writer = SplitWriter::new(table, split, staging, settings, false);
         writer.bucket = Some(bucket);
         writer.chunk = Some(chunk.to_string());
+        writer.serial = serial;
         writer
+    }
+
+    /// Gives the chunk the writer holds the key `chunk`, for its shards written and to come.
+    pub(crate) fn set_chunk(&mut self, chunk: &str) {
+        self.chunk = Some(chunk.to_string());
+        for shard in &mut self.finished {
+            shard.chunk = Some(chunk.to_string());
+        }
     }
 
     /// Queues `batch` and writes every full chunk. Memory stays bounded by one chunk plus one
@@ -221,7 +234,7 @@ impl SplitWriter {
         let index = self.finished.len();
         // Staged names only need to be unique within the staging directory.
         let bucket = match (self.bucket, &self.chunk) {
-            (Some((b, _)), Some(chunk)) => format!("b{b:05}-c{:016x}-", chunk_tag(chunk)),
+            (Some((b, _)), Some(_)) => format!("b{b:05}-w{:08}-", self.serial),
             (Some((b, _)), None) => format!("b{b:05}-"),
             _ => String::new(),
         };
@@ -293,9 +306,4 @@ impl SplitWriter {
         self.close_shard()?;
         Ok(self.finished)
     }
-}
-
-/// A short tag of a chunk key for staged file names (image ids may hold any character).
-fn chunk_tag(chunk: &str) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(chunk.as_bytes())
 }

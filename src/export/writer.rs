@@ -93,6 +93,8 @@ pub struct DatasetWriter {
     /// Splits partitioned by image-key bucket and bucket chunk: one shard per (table, split,
     /// bucket, chunk).
     bucketed: BTreeMap<(TableKind, String, usize, String), SplitWriter>,
+    /// Bucket writers made so far: each one's number in its staged file names.
+    bucket_writers: u64,
     /// Bucket chunks closed before the commit ([`DatasetWriter::finish_chunk`]).
     finished_bucketed: Vec<Vec<FinishedShard>>,
     /// Files of the previous version that this version keeps as they are.
@@ -190,6 +192,7 @@ impl DatasetWriter {
             },
             splits: BTreeMap::new(),
             bucketed: BTreeMap::new(),
+            bucket_writers: 0,
             finished_bucketed: Vec::new(),
             carried: Vec::new(),
             changelog: None,
@@ -386,6 +389,7 @@ impl DatasetWriter {
         let key = (table, split.to_string(), bucket, chunk.to_string());
         if !self.bucketed.contains_key(&key) {
             self.register_split(table, split)?;
+            self.bucket_writers += 1;
             let writer = SplitWriter::bucket(
                 table,
                 split,
@@ -393,12 +397,32 @@ impl DatasetWriter {
                 self.settings.clone(),
                 (bucket, buckets),
                 chunk,
+                self.bucket_writers,
             );
             self.bucketed.insert(key.clone(), writer);
         }
         match self.bucketed.get_mut(&key) {
             Some(writer) => writer.write(batch),
             None => Ok(()), // unreachable: inserted above
+        }
+    }
+
+    /// Gives the open shards of chunk `from` of bucket `bucket` (all tables and splits) the
+    /// chunk key `to`: a chunk can be written before its key, its last image id, is known.
+    pub fn rekey_chunk(&mut self, bucket: usize, from: &str, to: &str) {
+        let keys: Vec<(TableKind, String, usize, String)> = self
+            .bucketed
+            .keys()
+            .filter(|(_, _, b, c)| *b == bucket && c == from)
+            .cloned()
+            .collect();
+        for key in keys {
+            if let Some(mut writer) = self.bucketed.remove(&key) {
+                writer.set_chunk(to);
+                let (table, split, bucket, _) = key;
+                self.bucketed
+                    .insert((table, split, bucket, to.to_string()), writer);
+            }
         }
     }
 

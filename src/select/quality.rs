@@ -208,14 +208,18 @@ impl QualityStats {
     /// Adds one tokenized caption; `held_out` says whether it is held out of the calibration
     /// model. An empty caption is skipped, as `train` skips it, so it must not take a number
     /// in the caller's [`QualityConfig::holds_out`] count either.
-    pub fn add_caption(&mut self, held_out: bool, tokens: &[String]) {
+    ///
+    /// `occurrence` names this caption among the corpus's captions, the same whichever worker
+    /// reads it (its input unit and number in it, say): a held-out caption's chance to be in
+    /// [`held_out_sample`] is a hash of it ([`sample_priority`]). `train` uses a caption's
+    /// number among the non-empty captions.
+    pub fn add_caption(&mut self, held_out: bool, occurrence: u64, tokens: &[String]) {
         if tokens.is_empty() {
             return;
         }
         let ids = self.counts.add_sentence_ids(tokens);
         if held_out {
-            let priority = sample_priority(tokens.iter().map(String::as_str));
-            self.held_out.push(&ids, priority);
+            self.held_out.push(&ids, sample_priority(occurrence));
             self.trim_held_out(2 * self.held_out_limit.max(1));
         }
         *self.lengths.entry(word_count(tokens) as u64).or_default() += 1;
@@ -337,11 +341,13 @@ impl HeldOut {
 }
 
 /// Which of the held-out captions the calibrations read when there are more than `limit`:
-/// the `limit` with the smallest priorities ([`sample_priority`] of their words), ties broken
-/// by `words_order` (comparing the two captions' words, so that only identical captions tie and
-/// either may be kept). That is a uniform sample over distinct captions that depends only on
-/// the multiset of captions, not on their order, so statistics trimmed to it part by part and
-/// merged keep the sample all the captions together give. Returns the chosen captions' indices
+/// the `limit` with the smallest priorities ([`sample_priority`] of their occurrence numbers),
+/// ties (hash collisions) broken by `words_order` (comparing the two captions' words, so that
+/// only identical captions tie and either may be kept). That is a uniform sample of the
+/// held-out captions, each occurrence of a repeated caption on its own, that depends only on
+/// which captions were held out under which numbers, not on the order they come in, so
+/// statistics trimmed to it part by part and merged keep the sample all the captions together
+/// give. Returns the chosen captions' indices
 /// in ascending order; all of them when there are at most `limit`.
 fn held_out_sample(
     priorities: &[u64],
@@ -364,16 +370,12 @@ fn held_out_sample(
     chosen
 }
 
-/// A caption's priority in [`held_out_sample`]: a 64-bit hash of its words (XXH3), the same on
-/// every machine and in every run.
-fn sample_priority<'a>(words: impl Iterator<Item = &'a str>) -> u64 {
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-    for word in words {
-        hasher.update(word.as_bytes());
-        // Not a byte of UTF-8 text: "a b" and "ab" hash apart.
-        hasher.update(&[0xFF]);
-    }
-    hasher.digest()
+/// A caption's priority in [`held_out_sample`]: a 64-bit hash (XXH3) of its occurrence number
+/// ([`QualityStats::add_caption`]), the same on every machine and in every run. A hash of the
+/// words would take a repeated caption into the sample with all its repeats or with none, so
+/// that the sample would hold fewer independent captions than its size.
+fn sample_priority(occurrence: u64) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(&occurrence.to_le_bytes())
 }
 
 /// Captions of at least this many words are never judged too short.
@@ -432,10 +434,7 @@ impl BuiltinQualityScorer {
         let is_held_out = |i: usize| i % config.calibration_every == config.calibration_every - 1;
         // The positions of the captions flagged as held out, and of those the calibrations read.
         let flagged: Vec<usize> = (0..captions.len()).filter(|&i| is_held_out(i)).collect();
-        let priorities: Vec<u64> = flagged
-            .iter()
-            .map(|&i| sample_priority(captions[i].iter().map(String::as_str)))
-            .collect();
+        let priorities: Vec<u64> = flagged.iter().map(|&i| sample_priority(i as u64)).collect();
         let mut kept_out = vec![false; captions.len()];
         for k in held_out_sample(&priorities, config.held_out_limit, |a, b| {
             captions[flagged[a]].cmp(captions[flagged[b]])
@@ -920,7 +919,7 @@ mod tests {
         let mut index = 0;
         for (i, caption) in captions.iter().enumerate() {
             let part = parts[part_of(i) % merge_order.len()].as_mut().unwrap();
-            part.add_caption(config.holds_out(index), caption);
+            part.add_caption(config.holds_out(index), index, caption);
             if !caption.is_empty() {
                 index += 1;
             }
@@ -991,7 +990,7 @@ mod tests {
     }
 
     #[test]
-    fn the_held_out_sample_is_bounded_and_chosen_by_content() {
+    fn the_held_out_sample_is_bounded_and_chosen_by_occurrence() {
         // 100 distinct captions, 20 held out (one in five); the limit keeps 7 of them, and at
         // most twice as many are held while captions are added.
         let config = QualityConfig {
@@ -1006,12 +1005,11 @@ mod tests {
         assert_eq!(trimmed.held_out_captions(), 7);
         // The same captions are kept when the held-out ones arrive in the opposite order.
         let mut backward = QualityStats::for_config(&config);
-        let held: Vec<&Vec<String>> = (0..captions.len())
+        let held: Vec<usize> = (0..captions.len())
             .filter(|&i| config.holds_out(i as u64))
-            .map(|i| &captions[i])
             .collect();
-        for caption in held.iter().rev() {
-            backward.add_caption(true, caption);
+        for &i in held.iter().rev() {
+            backward.add_caption(true, i as u64, &captions[i]);
         }
         backward.trim_held_out(config.held_out_limit);
         let texts = |stats: &QualityStats| {
@@ -1030,6 +1028,42 @@ mod tests {
         };
         assert_eq!(texts(&trimmed), texts(&backward));
         assert_eq!(texts(&trimmed).len(), 7);
+    }
+
+    #[test]
+    fn a_repeated_caption_enters_the_held_out_sample_occurrence_by_occurrence() {
+        // 200 held-out occurrences of one caption and 200 distinct ones, 100 kept: each
+        // occurrence is kept with probability 1/2, so the repeated caption fills about half of
+        // the sample (a hash of the words would keep all its repeats or none of them).
+        let config = QualityConfig {
+            held_out_limit: 100,
+            ..QualityConfig::default()
+        };
+        let repeated = tokenize("a dog runs on the beach .");
+        let mut stats = QualityStats::for_config(&config);
+        for i in 0..400u64 {
+            let caption = if i % 2 == 0 {
+                repeated.clone()
+            } else {
+                tokenize(&format!("a dog number {i} runs ."))
+            };
+            stats.add_caption(true, i, &caption);
+        }
+        stats.trim_held_out(config.held_out_limit);
+        let kept = stats
+            .held_out
+            .iter()
+            .filter(|c| {
+                c.iter()
+                    .map(|&id| stats.counts.word(id))
+                    .eq(repeated.iter().map(String::as_str))
+            })
+            .count();
+        assert_eq!(stats.held_out_captions(), 100);
+        assert!(
+            (30..=70).contains(&kept),
+            "{kept} of 100 are the repeated caption"
+        );
     }
 
     #[test]

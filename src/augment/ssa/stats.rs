@@ -55,14 +55,16 @@ impl SsaCorpusStats {
 
     /// Adds one caption's text, tokenized with [`tokenize`] as the models see it.
     ///
-    /// `index_in_unit` numbers the non-empty captions of the caption's input unit from 0 in
-    /// read order; it decides whether the caption is held out of the quality scorer's
-    /// calibration model ([`QualityConfig::holds_out`]). Returns whether the caption was
+    /// `unit` is the caption's input unit (its number in the run's inputs) and
+    /// `index_in_unit` numbers the non-empty captions of the unit from 0 in read order; the
+    /// index decides whether the caption is held out of the quality scorer's calibration
+    /// model ([`QualityConfig::holds_out`]), and both name the caption in the scorer's sample
+    /// of held-out captions. Returns whether the caption was
     /// non-empty, that is whether it took the number: the caller advances its count when it
     /// returns true. A caption is empty when its text is only whitespace
     /// (`text.trim().is_empty()`); it then counts for nothing (the quality scorer skips it, and
     /// the vectors see no token).
-    pub fn add_caption(&mut self, index_in_unit: u64, text: &str) -> bool {
+    pub fn add_caption(&mut self, unit: u32, index_in_unit: u64, text: &str) -> bool {
         let tokens = tokenize(text);
         if tokens.is_empty() {
             return false;
@@ -70,7 +72,9 @@ impl SsaCorpusStats {
         let every = self.calibration_every as u64;
         // `QualityConfig::holds_out`'s rule (a zero `calibration_every` fails at fit).
         let held_out = every != 0 && index_in_unit % every == every - 1;
-        self.quality.add_caption(held_out, &tokens);
+        // Unit 0 numbers its captions as `BuiltinQualityScorer::train` numbers a whole corpus.
+        let occurrence = (u64::from(unit) << 32) | (index_in_unit & u64::from(u32::MAX));
+        self.quality.add_caption(held_out, occurrence, &tokens);
         self.vectors.add_sentence(&tokens);
         true
     }

@@ -32,7 +32,7 @@ use super::manifest::{
     parse_manifest, FileEntry, Manifest, StageMetrics, TableSummary, MANIFEST_FILE,
     MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,
 };
-use super::shard::{FinishedShard, ShardSettings, SplitWriter};
+use super::shard::{FinishedShard, FinishedShards, ShardSettings, SplitWriter};
 use super::{
     is_valid_split_name, version_manifest_path, CARD_FILE, DATA_DIR, REJECTED_FILE, VERSIONS_DIR,
 };
@@ -96,7 +96,7 @@ pub struct DatasetWriter {
     /// Bucket writers made so far: each one's number in its staged file names.
     bucket_writers: u64,
     /// Bucket chunks closed before the commit ([`DatasetWriter::finish_chunk`]).
-    finished_bucketed: Vec<Vec<FinishedShard>>,
+    finished_bucketed: FinishedShards,
     /// Files of the previous version that this version keeps as they are.
     carried: Vec<FileEntry>,
     /// The changelog of this version, staged.
@@ -180,6 +180,7 @@ impl DatasetWriter {
     ) -> DatasetWriter {
         let mut split_tables = HashMap::new();
         split_tables.insert(TableKind::Rejected.name().to_string(), TableKind::Rejected);
+        let finished_bucketed = FinishedShards::new(&staging);
         DatasetWriter {
             dir: dir.to_path_buf(),
             staging,
@@ -193,7 +194,7 @@ impl DatasetWriter {
             splits: BTreeMap::new(),
             bucketed: BTreeMap::new(),
             bucket_writers: 0,
-            finished_bucketed: Vec::new(),
+            finished_bucketed,
             carried: Vec::new(),
             changelog: None,
             retain_versions: false,
@@ -238,7 +239,8 @@ impl DatasetWriter {
                     .into(),
             ));
         }
-        let mut shards: Vec<Vec<FinishedShard>> = std::mem::take(&mut self.finished_bucketed);
+        // Bucketed shards are named by their bucket, so how they are grouped does not matter.
+        let mut shards: Vec<Vec<FinishedShard>> = vec![self.finished_bucketed.take()?];
         for (_, writer) in std::mem::take(&mut self.bucketed) {
             shards.push(writer.finish(false)?);
         }
@@ -438,7 +440,7 @@ impl DatasetWriter {
             .collect();
         for key in keys {
             if let Some(writer) = self.bucketed.remove(&key) {
-                self.finished_bucketed.push(writer.finish(false)?);
+                self.finished_bucketed.extend(writer.finish(false)?)?;
             }
         }
         Ok(())
@@ -564,7 +566,7 @@ impl DatasetWriter {
         for (_, writer) in std::mem::take(&mut self.splits) {
             shards.push(writer.finish(true)?);
         }
-        shards.append(&mut self.finished_bucketed);
+        shards.push(self.finished_bucketed.take()?);
         for (_, writer) in std::mem::take(&mut self.bucketed) {
             shards.push(writer.finish(false)?);
         }

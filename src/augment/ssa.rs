@@ -16,7 +16,7 @@
 
 mod stats;
 
-pub use stats::SsaCorpusStats;
+pub use stats::{CaptionNumbering, SsaCorpusStats};
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;

@@ -54,7 +54,7 @@ use super::sink::{add_metrics, NamedSink, SinkWriters};
 use super::spill::{BucketPart, BucketSpill, ChangesWriter, PartRows};
 use super::stages::{Failure, SsaImage, StageMeter};
 use super::{ClusterOptions, DataflowSpec};
-use crate::augment::ssa::Drop as SsaDrop;
+use crate::augment::ssa::{CaptionNumbering, Drop as SsaDrop};
 use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
 use crate::export::{
@@ -241,8 +241,7 @@ pub fn run_streaming(
         let mut observer = SpillObserver {
             messages: &messages,
             stats: corpus_stats.clone(),
-            unit: None,
-            captions: 0,
+            numbering: CaptionNumbering::default(),
         };
         if let Err(err) = read_units(&units, worker, input, &mut observer) {
             fail(err);
@@ -744,9 +743,7 @@ impl RowFeed for BatchFeed {
 struct SpillObserver<'a> {
     messages: &'a crossbeam_channel::Sender<Message>,
     stats: Option<CorpusStats>,
-    /// The unit being read and its number of non-empty captions so far.
-    unit: Option<u32>,
-    captions: u64,
+    numbering: CaptionNumbering,
 }
 
 impl SpillObserver<'_> {
@@ -761,13 +758,7 @@ impl ReadObserver for SpillObserver<'_> {
     fn row(&mut self, keyed: &KeyedRow) -> Result<()> {
         let ssa = self.stats.as_mut().and_then(|stats| stats.ssa.as_mut());
         if let (Some(stats), Row::Caption(caption)) = (ssa, &keyed.row) {
-            if self.unit != Some(keyed.unit) {
-                self.unit = Some(keyed.unit);
-                self.captions = 0;
-            }
-            if stats.add_caption(keyed.unit, self.captions, &caption.text) {
-                self.captions += 1;
-            }
+            self.numbering.add(stats, keyed.unit, &caption.text);
         }
         Ok(())
     }

@@ -12,7 +12,9 @@
 use std::sync::Arc;
 
 use crate::amr::align::ModifierLexicon;
-use crate::augment::ssa::{EventRealizer, ExternalRealizer, SsaConfig, SsaCorpusStats, SsaModels};
+use crate::augment::ssa::{
+    CaptionNumbering, EventRealizer, ExternalRealizer, SsaConfig, SsaCorpusStats, SsaModels,
+};
 use crate::error::{Error, Result};
 use crate::ingest::Row;
 use crate::models::{AdapterConfig, ModelKind, SubprocessAdapter};
@@ -63,17 +65,10 @@ pub fn build_models(
     realizer: Arc<dyn EventRealizer>,
 ) -> Result<SsaModels> {
     let mut stats = corpus_stats(config);
-    let mut unit = None;
-    let mut index = 0;
+    let mut numbering = CaptionNumbering::default();
     for row in rows {
         if let Row::Caption(caption) = &row.row {
-            if unit != Some(row.unit) {
-                unit = Some(row.unit);
-                index = 0;
-            }
-            if stats.add_caption(row.unit, index, &caption.text) {
-                index += 1;
-            }
+            numbering.add(&mut stats, row.unit, &caption.text);
         }
     }
     build_models_from_stats(config, stats, amr_to_text, realizer)

@@ -412,19 +412,10 @@ impl DatasetWriter {
     /// Gives the open shards of chunk `from` of bucket `bucket` (all tables and splits) the
     /// chunk key `to`: a chunk can be written before its key, its last image id, is known.
     pub fn rekey_chunk(&mut self, bucket: usize, from: &str, to: &str) {
-        let keys: Vec<(TableKind, String, usize, String)> = self
-            .bucketed
-            .keys()
-            .filter(|(_, _, b, c)| *b == bucket && c == from)
-            .cloned()
-            .collect();
-        for key in keys {
-            if let Some(mut writer) = self.bucketed.remove(&key) {
-                writer.set_chunk(to);
-                let (table, split, bucket, _) = key;
-                self.bucketed
-                    .insert((table, split, bucket, to.to_string()), writer);
-            }
+        for ((table, split), mut writer) in self.take_chunk(bucket, from) {
+            writer.set_chunk(to);
+            self.bucketed
+                .insert((table, split, bucket, to.to_string()), writer);
         }
     }
 
@@ -432,18 +423,31 @@ impl DatasetWriter {
     /// are written out now instead of at the commit, so a run that writes its chunks one after
     /// another holds only the open ones. Nothing more may be written to that chunk.
     pub fn finish_chunk(&mut self, bucket: usize, chunk: &str) -> Result<()> {
+        for (_, writer) in self.take_chunk(bucket, chunk) {
+            self.finished_bucketed.extend(writer.finish(false)?)?;
+        }
+        Ok(())
+    }
+
+    /// Takes the open writers of chunk `chunk` of bucket `bucket`, by table and split.
+    fn take_chunk(
+        &mut self,
+        bucket: usize,
+        chunk: &str,
+    ) -> Vec<((TableKind, String), SplitWriter)> {
         let keys: Vec<(TableKind, String, usize, String)> = self
             .bucketed
             .keys()
             .filter(|(_, _, b, c)| *b == bucket && c == chunk)
             .cloned()
             .collect();
-        for key in keys {
-            if let Some(writer) = self.bucketed.remove(&key) {
-                self.finished_bucketed.extend(writer.finish(false)?)?;
-            }
-        }
-        Ok(())
+        keys.into_iter()
+            .filter_map(|key| {
+                let writer = self.bucketed.remove(&key)?;
+                let (table, split, _, _) = key;
+                Some(((table, split), writer))
+            })
+            .collect()
     }
 
     /// A new directory for a run's temporary files inside this version's staging directory: it

@@ -27,6 +27,28 @@ use crate::select::quality::{BuiltinQualityScorer, QualityConfig, QualityStats};
 use crate::text::ppmi::{PpmiConfig, PpmiStats, VectorPairs};
 use crate::text::tokenize::tokenize;
 
+/// Numbers captions within their input unit as [`SsaCorpusStats::add_caption`] takes them, for
+/// captions that come unit after unit in read order (as one reader reads them).
+#[derive(Debug, Default)]
+pub struct CaptionNumbering {
+    unit: Option<u32>,
+    /// The number of the unit's next non-empty caption.
+    next: u64,
+}
+
+impl CaptionNumbering {
+    /// Adds `text`, a caption of input unit `unit`, to `stats` under its number.
+    pub fn add(&mut self, stats: &mut SsaCorpusStats, unit: u32, text: &str) {
+        if self.unit != Some(unit) {
+            self.unit = Some(unit);
+            self.next = 0;
+        }
+        if stats.add_caption(unit, self.next, text) {
+            self.next += 1;
+        }
+    }
+}
+
 /// Mergeable statistics of a run's captions for SSA's corpus-level models: the quality scorer's
 /// ([`QualityStats`]) and the word vectors' ([`PpmiStats`]).
 ///

@@ -271,3 +271,25 @@ fn a_malformed_hostfile_line_is_a_configuration_error() {
         assert_exit(&output, 2, bad);
     }
 }
+
+/// Without the `train` feature, a spec that asks for the training sink is refused before any
+/// input is read, with the way to build it; with it, a `[train]` table with an unknown key is a
+/// configuration error naming the table.
+#[test]
+fn a_train_table_needs_the_train_feature_and_valid_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        dir.path(),
+        &format!(
+            "{}\n[ssa]\n\n[train]\nsteps = 5\nno_such_key = 1\n",
+            sample_inputs()
+        ),
+    );
+    let output = run(&spec, &dir.path().join("out"), "1");
+    if cfg!(feature = "train") {
+        assert_exit(&output, 2, "[train]: unknown field `no_such_key`");
+    } else {
+        assert_exit(&output, 2, "--features train");
+    }
+    assert!(!dir.path().join("out").exists(), "nothing was written");
+}

@@ -226,26 +226,153 @@ fn curriculum_scores_selects_and_trains() {
 
 #[test]
 fn sink_trains_on_pushed_samples() {
-    let (data, samples) = originals();
+    let (_, samples) = originals();
     let mut config = tiny_config();
     config.steps = 5;
+    config.stream.start_after = 1;
     let out = tempfile::tempdir().unwrap();
-    let mut sink = TrainingSink::spawn(
-        config,
-        data.context.clone(),
-        out.path().to_path_buf(),
-        Device::Cpu,
-        JobOptions::default(),
-        4,
-    )
-    .unwrap();
+    let mut sink =
+        TrainingSink::spawn(config, out.path().to_path_buf(), Device::Cpu, false).unwrap();
     for s in samples {
         sink.push(s).unwrap();
     }
     assert_eq!(sink.received(), 100);
-    let outcome = sink.finish().unwrap();
-    assert_eq!(outcome.run.steps, 5);
-    assert_eq!(outcome.samples, 100);
+    let summary = sink.finish().unwrap();
+    assert_eq!(summary.steps, 5);
+    assert_eq!(summary.offered, 100);
+    assert_eq!(summary.pooled, 100);
+    assert!(Trainer::has_checkpoint(out.path()));
+    // The saved vocabulary holds the words that came, with the rows kept for more.
+    let vocab = Vocabulary::load(&out.path().join(VOCAB_FILE)).unwrap();
+    assert_eq!(vocab.words.len(), summary.vocab_words);
+    assert!(vocab.words.len() > 50 && vocab.word_rows() == 8_192);
+    // A resumed sink goes on from the checkpoint's step with its vocabulary.
+    let mut config = tiny_config();
+    config.steps = 8;
+    let err = TrainingSink::spawn(config.clone(), out.path().to_path_buf(), Device::Cpu, true)
+        .err()
+        .expect("a checkpoint of another step count is refused");
+    assert!(err.to_string().contains("5 steps"), "{err}");
+}
+
+/// `dataflows/ssa-flickr30k.toml` on the embedded data with a `[train]` table (a tiny model on
+/// the CPU, the run held to the trainer's pace by `stream.max_lag`, a pool budget of 16 KiB);
+/// `plain.toml` beside it is the same recipe without it.
+fn train_spec(dir: &Path) -> PathBuf {
+    let root = common::repo_root();
+    let recipe = std::fs::read_to_string(root.join("dataflows/ssa-flickr30k.toml")).unwrap();
+    let recipe = recipe.replace("\"../", &format!("\"{}/", root.display()));
+    std::fs::write(dir.join("plain.toml"), &recipe).unwrap();
+    let spec = dir.join("train.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "{recipe}\n[train]\nseed = 7\nsteps = 40\ndevice = \"cpu\"\nprecision = \"f32\"\n\
+             checkpoint_every = 0\nthreads = 1\nsplits = []\nout = \"{}\"\n\
+             [train.model]\nd_model = 64\nheads = 4\nencoder_layers = 1\ndecoder_layers = 2\n\
+             ff_dim = 128\n[train.batching]\ntoken_budget = 512\n\
+             [train.stream]\nstart_after = 16\nmax_lag = 16\nblock_samples = 16\n\
+             pool_memory_mb = 0.015625\n",
+            dir.join("model").display()
+        ),
+    )
+    .unwrap();
+    spec
+}
+
+/// Runs `command` to its end (killed after two minutes); returns its exit status (-1 when
+/// killed) and peak resident set (bytes). The child is reaped by `wait4`, which also reports its
+/// peak.
+#[allow(clippy::zombie_processes)]
+fn run_measured(command: &mut Command) -> (i32, u64) {
+    let child = command.spawn().expect("capflow starts");
+    let pid = child.id() as i32;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // A run that waits for a trainer that never trains would hang the test: stop it instead.
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            for _ in 0..1200 {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                if done.load(std::sync::atomic::Ordering::Acquire) {
+                    return;
+                }
+            }
+            // SAFETY: signals our own child, which has not been reaped (`done` is unset).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        })
+    };
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data that wait4 fills in; the pid is our own child's.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    done.store(true, std::sync::atomic::Ordering::Release);
+    watchdog.join().unwrap();
+    assert_eq!(reaped, pid, "wait4 failed");
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    (code, usage.ru_maxrss as u64 * 1024)
+}
+
+#[test]
+fn a_spec_with_train_trains_while_the_run_augments_within_its_memory_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = train_spec(dir.path());
+    let budget: u64 = 1 << 30;
+    let (code, peak) = run_measured(
+        Command::new(common::capflow_bin())
+            .arg("run")
+            .arg(&spec)
+            .arg("--out")
+            .arg(dir.path().join("dataset"))
+            .arg("--memory-limit")
+            .arg(budget.to_string()),
+    );
+    assert_eq!(code, 0);
+    assert!(
+        peak <= budget,
+        "peak RSS {peak} bytes over the {budget}-byte budget"
+    );
+    let text = std::fs::read_to_string(dir.path().join("model/train.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let number = |key: &str| {
+        summary[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key}: {text}"))
+    };
+    assert_eq!(number("steps"), 40.0);
+    // Every sample of the run reached the sink (209: 100 original + 109 SSA).
+    assert_eq!(number("offered"), 209.0);
+    assert_eq!(number("pooled"), 209.0);
+    // The first step ended when only the first parts had come: the run waits for the trainer
+    // once 16 samples are untrained, so later images were augmented after it.
+    assert!(number("first_step_pooled") < 100.0, "{text}");
+    assert!(number("streamed_steps") >= 1.0, "{text}");
+    // The run waited for the trainer: never more than the lag of 16 samples were untrained when
+    // a part came, and a part brings fewer than 60 here (without the lag: 190).
+    assert!(number("peak_backlog") <= 16.0 + 60.0, "{text}");
+    // A pool of 16 KiB spilled blocks to disk as Arrow IPC and kept to its budget (plus the
+    // block being filled).
+    assert!(number("pool_spilled_blocks") >= 1.0, "{text}");
+    assert!(number("pool_peak_memory_bytes") <= 2.0 * 16384.0, "{text}");
+    assert!(Trainer::has_checkpoint(&dir.path().join("model")));
+    // The dataset is the recipe's own: [train] does not change what the run writes.
+    let plain = dir.path().join("plain");
+    let status = Command::new(common::capflow_bin())
+        .arg("run")
+        .arg(dir.path().join("plain.toml"))
+        .arg("--out")
+        .arg(&plain)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(
+        common::data_files(&plain),
+        common::data_files(&dir.path().join("dataset"))
+    );
 }
 
 #[test]

@@ -8,7 +8,9 @@ use crate::error::{Error, Result};
 use crate::train::bench::{run_bench, BenchShape};
 use crate::train::compare::compare;
 use crate::train::eval::{evaluate_checkpoint, EvalOptions};
-use crate::train::{select_device, train_samples, JobOptions, TrainConfig, TrainingData};
+use crate::train::{
+    select_device, train_samples, JobOptions, TrainConfig, TrainingData, TrainingSink,
+};
 
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -51,6 +53,10 @@ pub struct TrainRunArgs {
     /// Turn the CLID curriculum on.
     #[arg(long)]
     pub curriculum: bool,
+    /// Feed the samples through the training sink a run's `[train]` table uses (a growing
+    /// vocabulary, the pool and its `[stream]` settings) instead of training on them as one set.
+    #[arg(long, conflicts_with = "curriculum")]
+    pub stream: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -168,6 +174,13 @@ fn run_train(args: TrainRunArgs) -> Result<()> {
     let device = select_device(&config.device)?;
     let data = TrainingData::load(&args.data)?;
     let samples = data.select(&config);
+    if args.stream {
+        let mut sink = TrainingSink::spawn(config, out.clone(), device, args.resume)?;
+        for sample in samples {
+            sink.push(sample)?;
+        }
+        return print_json(&sink.finish()?);
+    }
     let options = JobOptions {
         resume: args.resume,
         stop_after: None,

@@ -62,16 +62,59 @@ pub enum RunOutcome {
 /// spec's sinks ([`super::sink`]) are built first, take the samples during the run and are told
 /// how it ended.
 pub fn run(spec: &DataflowSpec, options: &RunOptions) -> Result<RunOutcome> {
-    let sinks = sink::build(&spec.sinks)?;
+    let mut sinks = sink::build(&spec.sinks)?;
+    if let Some(table) = &spec.train {
+        sinks.push(training_sink(table, spec, options)?);
+    }
     let outcome = run_with_sinks(spec, options, &sinks);
     match &outcome {
         Ok(RunOutcome::Committed(version) | RunOutcome::Part(version)) => {
             sink::committed(&sinks, *version)?
         }
-        Ok(RunOutcome::Unchanged) => {}
+        // Nothing was committed: the sinks end as after a failed run.
+        Ok(RunOutcome::Unchanged) => sink::aborted(
+            &sinks,
+            &Error::invalid("run", "no image changed; nothing was committed"),
+        ),
         Err(error) => sink::aborted(&sinks, error),
     }
     outcome
+}
+
+/// The sink of a spec's `[train]` table (feature `train`).
+fn training_sink(
+    table: &toml::Value,
+    spec: &DataflowSpec,
+    options: &RunOptions,
+) -> Result<NamedSink> {
+    if options.cluster.processes > 1 {
+        return Err(Error::Usage(
+            "[train] trains in one process: run the cluster without it, then `capflow train \
+             --data DIR` on the committed dataset"
+                .into(),
+        ));
+    }
+    let dataset = spec.output_dir(options.out.as_deref());
+    start_training_sink(table, &dataset)
+}
+
+#[cfg(feature = "train")]
+fn start_training_sink(table: &toml::Value, dataset: &std::path::Path) -> Result<NamedSink> {
+    let sink = crate::train::TrainSink::start(table, dataset)?;
+    Ok(NamedSink {
+        name: "train".into(),
+        sink: std::sync::Arc::new(sink),
+    })
+}
+
+#[cfg(not(feature = "train"))]
+fn start_training_sink(_table: &toml::Value, _dataset: &std::path::Path) -> Result<NamedSink> {
+    Err(Error::Usage(
+        "the spec has a [train] table, but this capflow was built without the training sink: \
+         install libtorch with scripts/setup-torch.sh and build with `cargo build --release \
+         --features train` (docs/train.md)"
+            .into(),
+    ))
 }
 
 fn run_with_sinks(

@@ -18,7 +18,8 @@
 //! bucket come in image-id order; buckets are spread over the workers, so batches of different
 //! workers interleave in no set order. A worker finishes its writers after its last part.
 //! Then the dataset is committed, and every process calls [`Sink::committed`] with the new
-//! version, or [`Sink::aborted`] when the run failed: a sink that must be all-or-nothing
+//! version, or [`Sink::aborted`] when nothing was committed (the run failed, or no image changed
+//! in a run with `--state`): a sink that must be all-or-nothing
 //! (a checkpoint, a table of its own) stages what it writes and publishes it only there.
 //!
 //! An `Err` from a sink stops the run (nothing is committed) with that error's exit code. Each
@@ -48,7 +49,8 @@ pub trait Sink: Send + Sync {
     fn committed(&self, _version: u64) -> Result<()> {
         Ok(())
     }
-    /// The run failed; nothing was committed.
+    /// Nothing was committed: the run failed, or (with `--state`) no image changed; `error`
+    /// says which.
     fn aborted(&self, _error: &Error) {}
 }
 
@@ -115,7 +117,7 @@ pub fn committed(sinks: &[NamedSink], version: u64) -> Result<()> {
     Ok(())
 }
 
-/// Tells every sink the run failed with `error`.
+/// Tells every sink that nothing was committed, for the reason `error` gives.
 pub fn aborted(sinks: &[NamedSink], error: &Error) {
     for named in sinks {
         named.sink.aborted(error);

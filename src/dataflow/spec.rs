@@ -155,6 +155,10 @@ pub struct DataflowSpec {
     /// configuration table (`[sinks.<name>]`, [`super::sink`]). They do not change the dataset.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sinks: BTreeMap<String, toml::Value>,
+    /// Train a captioner on the samples while the run goes on (`[train]`, feature `train`;
+    /// docs/train.md). It does not change the dataset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train: Option<toml::Value>,
 }
 
 /// External models of a spec; each is optional and replaces the built-in method of its kind.
@@ -317,6 +321,7 @@ impl DataflowSpec {
         let mut hashed = self.clone();
         hashed.output.dir = None;
         hashed.sinks.clear();
+        hashed.train = None;
         for input in &mut hashed.inputs {
             input.input_subdir = None;
         }

@@ -18,6 +18,9 @@ pub struct Batch {
     pub tokens: usize,
     /// Indices of the samples in the batch (into the pool the batch was drawn from).
     pub samples: Vec<usize>,
+    /// Words of the vocabulary when the batch was built (a growing vocabulary's output width);
+    /// `None`: the model's own.
+    pub words: Option<i64>,
 }
 
 impl Batch {
@@ -28,6 +31,7 @@ impl Batch {
             targets: self.targets.to_device(device),
             tokens: self.tokens,
             samples: self.samples.clone(),
+            words: self.words,
         }
     }
 }
@@ -103,5 +107,6 @@ pub fn build_batch(samples: &[EncodedSample], indices: &[usize], feature_dim: i6
         targets: Tensor::from_slice(&targets).view([b, t]),
         tokens,
         samples: indices.to_vec(),
+        words: None,
     }
 }

@@ -44,6 +44,7 @@ pub fn synthetic_vocabulary(words: i64, labels: i64) -> Vocabulary {
         words: table("w", words),
         labels: table("l", labels),
         verbs: table("v", 2),
+        slots: Default::default(),
     }
 }
 
@@ -75,6 +76,7 @@ pub fn synthetic_batch(shape: &BenchShape, device: Device) -> Batch {
         targets: tokens.narrow(1, 1, t).contiguous(),
         tokens: (b * t) as usize,
         samples: Vec::new(),
+        words: None,
     };
     batch.to_device(device)
 }

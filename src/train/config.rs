@@ -116,6 +116,42 @@ impl Default for BatchingConfig {
     }
 }
 
+/// How the training sink of a run (`[train]` in a dataflow spec) takes samples while the
+/// augmentation still runs (docs/train.md, "Training as a sink").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StreamConfig {
+    /// Samples received before the first step.
+    pub start_after: usize,
+    /// Memory the pool of received samples may take (MiB); older blocks beyond it wait on
+    /// local disk as Arrow IPC files.
+    pub pool_memory_mb: f64,
+    /// Samples per block of the pool (the unit that is spilled and shuffled).
+    pub block_samples: usize,
+    /// Most received samples not yet trained on before the run waits for the trainer
+    /// (0: the run never waits; the pool takes everything).
+    pub max_lag: usize,
+    /// Embedding rows reserved for words, region labels and verbs: the vocabulary grows as
+    /// samples arrive, and a new item past these counts is `<unk>`.
+    pub vocab_words: usize,
+    pub vocab_labels: usize,
+    pub vocab_verbs: usize,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig {
+            start_after: 1024,
+            pool_memory_mb: 256.0,
+            block_samples: 4096,
+            max_lag: 0,
+            vocab_words: 8_192,
+            vocab_labels: 1_024,
+            vocab_verbs: 256,
+        }
+    }
+}
+
 /// Mixed precision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -150,6 +186,8 @@ pub struct TrainConfig {
     pub optimizer: OptimizerConfig,
     pub batching: BatchingConfig,
     pub curriculum: CurriculumConfig,
+    /// The training sink of a run (`[train.stream]`); `capflow train --data` ignores it.
+    pub stream: StreamConfig,
 }
 
 impl Default for TrainConfig {
@@ -167,6 +205,7 @@ impl Default for TrainConfig {
             optimizer: OptimizerConfig::default(),
             batching: BatchingConfig::default(),
             curriculum: CurriculumConfig::default(),
+            stream: StreamConfig::default(),
         }
     }
 }
@@ -216,6 +255,22 @@ impl TrainConfig {
         }
         if self.optimizer.lr.is_nan() || self.optimizer.lr <= 0.0 {
             return Err(Error::Config("optimizer.lr must be positive".into()));
+        }
+        let stream = &self.stream;
+        if stream.block_samples == 0
+            || stream.pool_memory_mb.is_nan()
+            || stream.pool_memory_mb <= 0.0
+        {
+            return Err(Error::Config(
+                "stream.block_samples and stream.pool_memory_mb must be positive".into(),
+            ));
+        }
+        if stream.vocab_words <= 4 || stream.vocab_labels <= 3 || stream.vocab_verbs <= 2 {
+            return Err(Error::Config(
+                "stream.vocab_words, stream.vocab_labels and stream.vocab_verbs must leave room \
+                 past the special tokens"
+                    .into(),
+            ));
         }
         self.curriculum.validate()
     }

@@ -10,7 +10,9 @@
 //! - [`trainer`]: the loop, the loader thread, checkpoints and resume;
 //! - [`run`]: plain and curriculum jobs; the selection math is in
 //!   [`crate::select::curriculum`];
-//! - [`sink`]: [`TrainingSink`], the push interface for the dataflow;
+//! - [`sink`]: [`TrainingSink`], training on samples while they arrive, and [`TrainSink`], the
+//!   dataflow sink of a spec's `[train]` table; [`stream`] and [`pool`] are its threads and its
+//!   pool of samples (spilled to disk as Arrow IPC beyond a memory budget);
 //! - [`eval`]: greedy decoding under controls and the controllability metrics;
 //! - [`compare`]: one report over several training variants;
 //! - [`bench`]: training throughput on a fixed synthetic batch.
@@ -25,13 +27,15 @@ pub mod data;
 pub mod eval;
 pub mod model;
 pub mod optim;
+pub mod pool;
 pub mod run;
 pub mod sink;
+pub mod stream;
 pub mod trainer;
 pub mod vocab;
 
 pub use config::{Precision, TrainConfig};
 pub use data::{RegionContext, TrainingData};
 pub use run::{train_samples, JobOptions, TrainOutcome};
-pub use sink::TrainingSink;
+pub use sink::{TrainSink, TrainingSink};
 pub use trainer::{select_device, Trainer};

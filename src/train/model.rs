@@ -308,6 +308,9 @@ pub struct Captioner {
     pub config: ModelConfig,
     pub parameters: Parameters,
     pub device: Device,
+    /// Words the output layer scores: the vocabulary's words, fewer than the embedding's rows
+    /// while a growing vocabulary has rows to spare (the training sink sets it per batch).
+    pub output_words: i64,
     bf16: bool,
     word_embedding: Tensor,
     position_embedding: Tensor,
@@ -351,17 +354,13 @@ impl Captioner {
         tch::manual_seed(seed as i64);
         let p = &mut Parameters::default();
         let d = config.d_model;
-        let word_embedding = p.normal("embed.words".into(), &[vocab.words.len() as i64, d], device);
+        let word_embedding = p.normal("embed.words".into(), &[vocab.word_rows(), d], device);
         let position_embedding = p.normal(
             "embed.positions".into(),
             &[config.max_tokens as i64, d],
             device,
         );
-        let label_embedding = p.normal(
-            "embed.labels".into(),
-            &[vocab.labels.len() as i64, d],
-            device,
-        );
+        let label_embedding = p.normal("embed.labels".into(), &[vocab.label_rows(), d], device);
         let flag_embedding = p.normal("embed.control_flag".into(), &[2, d], device);
         let level_embedding = p.normal(
             "embed.length_level".into(),
@@ -373,7 +372,7 @@ impl Captioner {
             &[config.max_word_count + 1, d],
             device,
         );
-        let verb_embedding = p.normal("embed.verbs".into(), &[vocab.verbs.len() as i64, d], device);
+        let verb_embedding = p.normal("embed.verbs".into(), &[vocab.verb_rows(), d], device);
         let type_embedding = p.normal("embed.token_type".into(), &[CONTROL_TOKENS + 1, d], device);
         let geometry = Linear::new(p, "embed.geometry", GEOMETRY_DIM, d, device);
         let feature = (config.feature_dim > 0)
@@ -427,6 +426,7 @@ impl Captioner {
             config: config.clone(),
             parameters: std::mem::take(p),
             device,
+            output_words: (vocab.words.len() as i64).max(1),
             bf16: uses_bf16(precision, device),
             word_embedding,
             position_embedding,
@@ -536,12 +536,18 @@ impl Captioner {
             x = x + self.dropout(h.to_kind(Kind::Float), train);
         }
         let x = self.decoder_norm.forward(&x);
+        let rows = self.word_embedding.size()[0];
+        let output = if self.output_words < rows {
+            self.word_embedding.narrow(0, 0, self.output_words)
+        } else {
+            self.word_embedding.shallow_clone()
+        };
         if self.bf16 {
             x.to_kind(Kind::BFloat16)
-                .matmul(&self.word_embedding.to_kind(Kind::BFloat16).tr())
+                .matmul(&output.to_kind(Kind::BFloat16).tr())
                 .to_kind(Kind::Float)
         } else {
-            x.matmul(&self.word_embedding.tr())
+            x.matmul(&output.tr())
         }
     }
 

@@ -1,95 +1,365 @@
-//! The training sink: samples are pushed into it (by the dataflow, or by `capflow train` from a
-//! dataset) over a bounded crossbeam channel and trained on by a trainer thread.
+//! The training sink: samples are pushed into it as Arrow record batches (by the dataflow of a
+//! run whose spec has a `[train]` table, or by `capflow train --stream` from a dataset) over a
+//! bounded channel, and a model trains on them while they still arrive.
 //!
 //! # Execution model
 //!
-//! [`TrainingSink::spawn`] starts the trainer thread and returns at once. [`TrainingSink::push`]
-//! hands one [`SampleRow`] to the thread; it blocks while the channel holds `capacity` rows, so a
-//! fast producer never grows memory without bound. [`TrainingSink::finish`] closes the channel
-//! and waits: the thread builds the vocabulary from everything it received (the batch plan of
-//! every step depends on the whole pool, which keeps training deterministic), then trains
-//! ([`train_samples`]) while its loader thread feeds batches through a second bounded channel
-//! (`batching.queue_batches`). An error on the trainer thread is returned by `finish`, and by
-//! `push` once the thread has stopped.
+//! [`TrainingSink::spawn`] starts the pool and trainer threads ([`super::stream`]) and returns
+//! at once. [`TrainingSink::push_batch`] hands one batch of sample rows to the pool thread; it
+//! blocks while the channel holds [`SINK_QUEUE_BATCHES`] batches, which happens only while
+//! the pool thread waits for the trainer (`stream.max_lag`) or spills a block.
+//! [`TrainingSink::finish`] closes the input and waits for the remaining steps. An error on any
+//! of the threads is returned by `finish`, and by `push_batch` once the pool thread has stopped.
+//!
+//! In a run, [`TrainSink`] is the dataflow [`Sink`] around it: every worker's writer sends its
+//! parts' sample batches into the channel right after the dataset's shards of the part are
+//! written, and the run's commit waits for training to end (`committed`), then writes
+//! `train.json` (a [`StreamSummary`]) beside the checkpoint. A failed run stops the trainer
+//! (`aborted`) and keeps the last checkpoint it wrote.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use arrow::record_batch::RecordBatch;
 use crossbeam_channel::{bounded, Sender};
 use tch::Device;
 
 use super::config::TrainConfig;
-use super::data::RegionContext;
-use super::run::{train_samples, JobOptions, TrainOutcome};
+use super::stream::{self, Shared, StreamSummary};
+use super::trainer::{select_device, Trainer};
+use crate::dataflow::sink::{Sink, SinkWriter};
 use crate::error::{Error, Result};
-use crate::schema::SampleRow;
+use crate::schema::{rows_to_batch, SampleRow};
 
-/// Rows the sink's input channel holds by default.
-pub const DEFAULT_SINK_CAPACITY: usize = 1024;
+/// Sample batches the sink's input channel holds.
+pub const SINK_QUEUE_BATCHES: usize = 2;
+/// Rows [`TrainingSink::push`] gathers into one batch.
+const PUSH_ROWS: usize = 256;
+/// The summary a run's training sink writes beside its checkpoint.
+pub const SUMMARY_FILE: &str = "train.json";
 
-/// A trainer thread fed with samples.
+/// Pool and trainer threads fed with sample batches.
 pub struct TrainingSink {
-    rows: Option<Sender<SampleRow>>,
-    handle: Option<JoinHandle<Result<TrainOutcome>>>,
+    batches: Option<Sender<RecordBatch>>,
+    pending: Vec<SampleRow>,
+    shared: Arc<Shared>,
+    pool: Option<JoinHandle<Result<()>>>,
+    trainer: Option<JoinHandle<Result<StreamSummary>>>,
     received: u64,
 }
 
+fn thread_error(what: &str) -> Error {
+    Error::invalid("training sink", format!("the {what} thread panicked"))
+}
+
 impl TrainingSink {
-    /// Starts the trainer thread, which writes the model to `out`.
+    /// Starts the threads; the model and its checkpoints go to `out`. With `resume`, training
+    /// continues from the checkpoint in `out` (its step count and vocabulary).
     pub fn spawn(
         config: TrainConfig,
-        context: RegionContext,
         out: PathBuf,
         device: Device,
-        options: JobOptions,
-        capacity: usize,
+        resume: bool,
     ) -> Result<TrainingSink> {
         config.validate()?;
-        let (sender, receiver) = bounded::<SampleRow>(capacity.max(1));
-        let handle = std::thread::Builder::new()
-            .name("capflow-trainer".into())
-            .spawn(move || {
-                let samples: Vec<SampleRow> = receiver.iter().collect();
-                train_samples(&samples, &context, &config, &out, device, &options)
-            })
-            .map_err(|e| Error::io("trainer thread", e))?;
+        if config.curriculum.enabled {
+            return Err(Error::Config(
+                "the training sink trains plainly; CLID's curriculum runs on a committed dataset \
+                 (`capflow train --data DIR --curriculum`)"
+                    .into(),
+            ));
+        }
+        std::fs::create_dir_all(&out).map_err(|e| Error::io(&out, e))?;
+        let vocab = stream::starting_vocabulary(&config, &out, resume)?;
+        // The model is built on the trainer thread: libtorch's CPU thread pool belongs to the
+        // thread that first runs a parallel operation, and a second pool on another thread
+        // would leave the cores oversubscribed (its OpenMP threads then sleep between regions).
+        let resuming = resume && Trainer::has_checkpoint(&out);
+        if resuming {
+            let total = Trainer::checkpoint_total_steps(&out)?;
+            if total != config.steps {
+                return Err(Error::Config(format!(
+                    "{}: the checkpoint belongs to a run of {total} steps, this one has {}",
+                    out.display(),
+                    config.steps
+                )));
+            }
+        }
+        let shared = stream::shared(&config, &out, vocab);
+        let (sender, receiver) = bounded::<RecordBatch>(SINK_QUEUE_BATCHES);
+        let pool = {
+            let shared = shared.clone();
+            let config = config.clone();
+            std::thread::Builder::new()
+                .name("capflow-train-pool".into())
+                .spawn(move || {
+                    let result = stream::receive(&shared, &receiver, &config);
+                    if let Err(error) = &result {
+                        shared.fail(error);
+                    }
+                    result
+                })
+                .map_err(|e| Error::io("training pool thread", e))?
+        };
+        let trainer = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("capflow-trainer".into())
+                .spawn(move || {
+                    // libtorch's intra-op thread count is set per thread.
+                    if config.threads > 0 {
+                        tch::set_num_threads(config.threads);
+                    }
+                    let result = if resuming {
+                        let vocab = shared.vocabulary();
+                        Trainer::load(&out, &vocab, device)
+                    } else {
+                        let vocab = shared.vocabulary();
+                        Ok(Trainer::new(&config, &vocab, device, config.steps, 0))
+                    }
+                    .and_then(|trainer| stream::train(&shared, trainer, &config, &out, device));
+                    if let Err(error) = &result {
+                        shared.fail(error);
+                    }
+                    result
+                })
+                .map_err(|e| Error::io("trainer thread", e))?
+        };
         Ok(TrainingSink {
-            rows: Some(sender),
-            handle: Some(handle),
+            batches: Some(sender),
+            pending: Vec::new(),
+            shared,
+            pool: Some(pool),
+            trainer: Some(trainer),
             received: 0,
         })
     }
 
-    /// Sends one sample to the trainer; blocks while the channel is full.
-    pub fn push(&mut self, row: SampleRow) -> Result<()> {
+    /// Another handle on the input channel (for a run's writers).
+    pub fn sender(&self) -> Option<Sender<RecordBatch>> {
+        self.batches.clone()
+    }
+
+    fn stopped(&self) -> Error {
+        stopped(&self.shared)
+    }
+
+    /// Hands a batch of sample rows (the `samples` table's schema) to the pool thread; blocks
+    /// while the channel is full.
+    pub fn push_batch(&mut self, batch: RecordBatch) -> Result<()> {
         let sender = self
-            .rows
+            .batches
             .as_ref()
             .ok_or_else(|| Error::invalid("training sink", "already finished"))?;
-        sender.send(row).map_err(|_| {
-            Error::invalid(
-                "training sink",
-                "the trainer thread stopped; finish() returns its error",
-            )
-        })?;
-        self.received += 1;
+        let rows = batch.num_rows() as u64;
+        sender.send(batch).map_err(|_| self.stopped())?;
+        self.received += rows;
         Ok(())
     }
 
-    /// Samples pushed so far.
+    /// Hands one sample to the sink (gathered into batches of 256 rows).
+    pub fn push(&mut self, row: SampleRow) -> Result<()> {
+        self.pending.push(row);
+        if self.pending.len() >= PUSH_ROWS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let batch = rows_to_batch(&std::mem::take(&mut self.pending))?;
+        self.push_batch(batch)
+    }
+
+    /// Sample rows handed to the sink so far (by this handle).
     pub fn received(&self) -> u64 {
-        self.received
+        self.received + self.pending.len() as u64
     }
 
     /// Closes the input and waits for training to end.
-    pub fn finish(mut self) -> Result<TrainOutcome> {
-        drop(self.rows.take());
-        let handle = self
-            .handle
-            .take()
+    pub fn finish(mut self) -> Result<StreamSummary> {
+        self.flush()?;
+        drop(self.batches.take());
+        let pool = self.pool.take().map(|h| h.join());
+        let trainer = self.trainer.take().map(|h| h.join());
+        if let Some(pool) = pool {
+            pool.map_err(|_| thread_error("pool"))??;
+        }
+        match trainer {
+            Some(trainer) => trainer.map_err(|_| thread_error("trainer"))?,
+            None => Err(Error::invalid("training sink", "already finished")),
+        }
+    }
+
+    /// Stops training (a failed run) and waits for the threads; the last checkpoint stays.
+    pub fn abort(mut self, reason: &Error) {
+        self.shared.fail(reason);
+        drop(self.batches.take());
+        if let Some(pool) = self.pool.take() {
+            let _ = pool.join();
+        }
+        if let Some(trainer) = self.trainer.take() {
+            let _ = trainer.join();
+        }
+    }
+}
+
+fn stopped(shared: &Shared) -> Error {
+    Error::invalid(
+        "training sink",
+        format!(
+            "the trainer stopped: {}",
+            shared
+                .failure()
+                .unwrap_or_else(|| "its threads have ended".into())
+        ),
+    )
+}
+
+/// The `[train]` table of a dataflow spec: a training configuration (docs/train.md) with the
+/// checkpoint directory and whether to resume from it.
+#[derive(Clone, Debug)]
+pub struct TrainSpec {
+    pub config: TrainConfig,
+    pub out: PathBuf,
+    pub resume: bool,
+}
+
+impl TrainSpec {
+    /// Reads `[train]`; `out` defaults to `<dataset directory>.model` beside the dataset.
+    pub fn from_table(table: &toml::Value, dataset: &Path) -> Result<TrainSpec> {
+        let bad = |reason: String| Error::Config(format!("[train]: {reason}"));
+        let mut table = table
+            .as_table()
+            .cloned()
+            .ok_or_else(|| bad("expected a table".into()))?;
+        let out = match table.remove("out") {
+            None => {
+                let mut name = dataset.file_name().unwrap_or_default().to_os_string();
+                name.push(".model");
+                dataset.with_file_name(name)
+            }
+            Some(toml::Value::String(path)) => PathBuf::from(path),
+            Some(other) => return Err(bad(format!("out must be a path, not {other}"))),
+        };
+        let resume = match table.remove("resume") {
+            None => false,
+            Some(toml::Value::Boolean(resume)) => resume,
+            Some(other) => return Err(bad(format!("resume must be true or false, not {other}"))),
+        };
+        let config: TrainConfig = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e| bad(e.to_string()))?;
+        config.validate().map_err(|e| match e {
+            Error::Config(reason) => bad(reason),
+            other => other,
+        })?;
+        Ok(TrainSpec {
+            config,
+            out,
+            resume,
+        })
+    }
+}
+
+/// A run's training sink ([`Sink`]): started when the run is set up, fed by every worker,
+/// finished after the commit.
+pub struct TrainSink {
+    sink: Mutex<Option<TrainingSink>>,
+    sender: Mutex<Option<Sender<RecordBatch>>>,
+    shared: Arc<Shared>,
+    out: PathBuf,
+}
+
+impl TrainSink {
+    /// Starts training as `[train]` says, for a run writing its dataset to `dataset`.
+    pub fn start(table: &toml::Value, dataset: &Path) -> Result<TrainSink> {
+        let spec = TrainSpec::from_table(table, dataset)?;
+        let device = select_device(&spec.config.device)?;
+        let sink = TrainingSink::spawn(spec.config, spec.out.clone(), device, spec.resume)?;
+        tracing::info!(
+            out = %spec.out.display(),
+            device = ?device,
+            "training sink started"
+        );
+        Ok(TrainSink {
+            sender: Mutex::new(sink.sender()),
+            shared: sink.shared.clone(),
+            sink: Mutex::new(Some(sink)),
+            out: spec.out,
+        })
+    }
+
+    fn take(&self) -> Option<TrainingSink> {
+        drop(self.sender.lock().unwrap_or_else(|e| e.into_inner()).take());
+        self.sink.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+struct TrainWriter {
+    batches: Sender<RecordBatch>,
+    shared: Arc<Shared>,
+}
+
+impl SinkWriter for TrainWriter {
+    fn write(&mut self, samples: &RecordBatch) -> Result<u64> {
+        self.batches
+            .send(samples.clone())
+            .map_err(|_| stopped(&self.shared))?;
+        Ok(samples.num_rows() as u64)
+    }
+}
+
+impl Sink for TrainSink {
+    fn open(&self, _worker: usize) -> Result<Box<dyn SinkWriter>> {
+        let batches = self
+            .sender
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
             .ok_or_else(|| Error::invalid("training sink", "already finished"))?;
-        handle
-            .join()
-            .map_err(|_| Error::invalid("training sink", "the trainer thread panicked"))?
+        Ok(Box::new(TrainWriter {
+            batches,
+            shared: self.shared.clone(),
+        }))
+    }
+
+    fn committed(&self, version: u64) -> Result<()> {
+        let Some(sink) = self.take() else {
+            return Ok(());
+        };
+        eprintln!(
+            "train: dataset version {version} committed; training on to the last step ({})",
+            self.out.display()
+        );
+        let summary = sink.finish()?;
+        let path = self.out.join(SUMMARY_FILE);
+        let text = serde_json::to_string_pretty(&summary)
+            .map_err(|e| Error::invalid("training summary", e.to_string()))?;
+        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+        eprintln!(
+            "train: {} steps ({} while samples arrived), loss {} -> {}, {:.0} tokens/s on {}, \
+             {} of {} samples pooled at the first step; summary in {}",
+            summary.steps,
+            summary.streamed_steps,
+            summary.first_loss.map_or("-".into(), |l| format!("{l:.3}")),
+            summary.final_loss.map_or("-".into(), |l| format!("{l:.3}")),
+            summary.tokens_per_second,
+            summary.device,
+            summary.first_step_pooled.unwrap_or(0),
+            summary.pooled,
+            path.display()
+        );
+        Ok(())
+    }
+
+    fn aborted(&self, error: &Error) {
+        if let Some(sink) = self.take() {
+            sink.abort(error);
+        }
     }
 }

@@ -213,6 +213,9 @@ impl Trainer {
     /// token).
     pub fn train_step(&mut self, batch: &Batch) -> f64 {
         // Dropout masks depend on (seed, step) only.
+        if let Some(words) = batch.words {
+            self.model.output_words = words;
+        }
         let rng = super::model::lock_rng();
         tch::manual_seed(splitmix64(self.config.seed ^ 0xd0_d0 ^ self.step) as i64 >> 1);
         let logits = self.model.forward(&batch.input, &batch.inputs, true);
@@ -274,13 +277,22 @@ impl Trainer {
         dir.join(CHECKPOINT_META).is_file() && dir.join(CHECKPOINT_TENSORS).is_file()
     }
 
-    /// Reads the checkpoint in `dir`: model, optimizer state, step and losses.
-    pub fn load(dir: &Path, vocab: &Vocabulary, device: Device) -> Result<Trainer> {
+    /// The step count of the run whose checkpoint is in `dir` (without loading its tensors).
+    pub fn checkpoint_total_steps(dir: &Path) -> Result<u64> {
+        Ok(Self::checkpoint_meta(dir)?.total_steps)
+    }
+
+    fn checkpoint_meta(dir: &Path) -> Result<CheckpointMeta> {
         let meta_path = dir.join(CHECKPOINT_META);
         let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
-        let meta: CheckpointMeta = serde_json::from_str(&text).map_err(|e| {
+        serde_json::from_str(&text).map_err(|e| {
             Error::record(meta_path.display().to_string(), "checkpoint", e.to_string())
-        })?;
+        })
+    }
+
+    /// Reads the checkpoint in `dir`: model, optimizer state, step and losses.
+    pub fn load(dir: &Path, vocab: &Vocabulary, device: Device) -> Result<Trainer> {
+        let meta = Self::checkpoint_meta(dir)?;
         let mut trainer = Trainer::new(&meta.config, vocab, device, meta.total_steps, 0);
         let path = dir.join(CHECKPOINT_TENSORS);
         let stored = Tensor::load_multi_with_device(&path, device)

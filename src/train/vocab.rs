@@ -63,6 +63,21 @@ impl Table {
         self.index.get(item).copied()
     }
 
+    /// The id of `item`, added at the end when it is new and the table holds fewer than
+    /// `capacity` items; `None` when it is new and the table is full.
+    pub fn get_or_add(&mut self, item: &str, capacity: usize) -> Option<i64> {
+        if let Some(id) = self.get(item) {
+            return Some(id);
+        }
+        if self.items.len() >= capacity {
+            return None;
+        }
+        let id = self.items.len() as i64;
+        self.items.push(item.to_string());
+        self.index.insert(item.to_string(), id);
+        Some(id)
+    }
+
     pub fn len(&self) -> usize {
         self.items.len()
     }
@@ -78,6 +93,24 @@ pub struct Vocabulary {
     pub words: Table,
     pub labels: Table,
     pub verbs: Table,
+    /// Embedding rows the model keeps per table; more than the tables hold when the
+    /// vocabulary grows while training runs ([`Vocabulary::growing`]).
+    #[serde(default, skip_serializing_if = "Slots::is_zero")]
+    pub slots: Slots,
+}
+
+/// Rows reserved for each table of a growing vocabulary (0: as many as the table holds).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slots {
+    pub words: usize,
+    pub labels: usize,
+    pub verbs: usize,
+}
+
+impl Slots {
+    fn is_zero(&self) -> bool {
+        *self == Slots::default()
+    }
 }
 
 /// The normal form of a region or control label: lower case, single spaces.
@@ -117,7 +150,54 @@ impl Vocabulary {
             words: Table::build(&WORD_SPECIALS, words),
             labels: Table::build(&LABEL_SPECIALS, labels),
             verbs: Table::build(&VERB_SPECIALS, verbs),
+            slots: Slots::default(),
         }
+    }
+
+    /// An empty vocabulary (specials only) that grows as samples arrive ([`Self::grow`]), up
+    /// to `slots` items per table: a model can be built from it before the data is known.
+    pub fn growing(slots: Slots) -> Vocabulary {
+        let table =
+            |specials: &[&str]| Table::from_items(specials.iter().map(|s| s.to_string()).collect());
+        Vocabulary {
+            words: table(&WORD_SPECIALS),
+            labels: table(&LABEL_SPECIALS),
+            verbs: table(&VERB_SPECIALS),
+            slots,
+        }
+    }
+
+    /// Adds the words, control labels and first verb of `sample` that are new, in the order
+    /// they come, while their table has room; returns how many were new but found no room.
+    pub fn grow(&mut self, sample: &SampleRow) -> usize {
+        let mut full = 0;
+        for token in tokenize(&sample.text) {
+            full += usize::from(self.words.get_or_add(&token, self.slots.words).is_none());
+        }
+        for label in &sample.control_labels {
+            let label = normalize_label(label);
+            full += usize::from(self.labels.get_or_add(&label, self.slots.labels).is_none());
+        }
+        if let Some(verb) = sample.verbs.first() {
+            let verb = verb.to_lowercase();
+            full += usize::from(self.verbs.get_or_add(&verb, self.slots.verbs).is_none());
+        }
+        full
+    }
+
+    /// Embedding rows of the words table (at least as many as it holds).
+    pub fn word_rows(&self) -> i64 {
+        self.words.len().max(self.slots.words) as i64
+    }
+
+    /// Embedding rows of the labels table.
+    pub fn label_rows(&self) -> i64 {
+        self.labels.len().max(self.slots.labels) as i64
+    }
+
+    /// Embedding rows of the verbs table.
+    pub fn verb_rows(&self) -> i64 {
+        self.verbs.len().max(self.slots.verbs) as i64
     }
 
     /// `<bos> w1 ... wn <eos>`, cut to `max_tokens` (the cut keeps `<eos>`).
@@ -169,6 +249,7 @@ impl Vocabulary {
             words: Table::from_items(raw.words.items),
             labels: Table::from_items(raw.labels.items),
             verbs: Table::from_items(raw.verbs.items),
+            slots: raw.slots,
         })
     }
 }

@@ -1,0 +1,601 @@
+//! Training while the samples arrive: the threads behind [`super::sink::TrainingSink`].
+//!
+//! # Execution model
+//!
+//! Three threads share one [`Pool`] of encoded samples and the vocabulary under a mutex:
+//!
+//! - the **pool** thread takes the samples' Arrow batches from the sink's bounded channel,
+//!   keeps the rows of the configured splits and methods, grows the vocabulary with their new
+//!   words, encodes them and appends them to the pool (which spills blocks to disk beyond its
+//!   memory budget). With `stream.max_lag > 0` it waits while more than that many received
+//!   samples (or `stream.start_after`, when larger) are more than the trainer has trained on,
+//!   and so holds the run back to the trainer's pace;
+//! - the **planner** thread turns samples into batches on the training device, through a
+//!   second bounded channel (`batching.queue_batches`). While samples arrive, it takes them in
+//!   arrival order, a window of up to eight batches' worth at a time (the first once
+//!   `stream.start_after` samples are in), and plans each window as `capflow train` plans an
+//!   epoch (length-sorted batches within the token budget, in a seeded order). When the input
+//!   has ended, the remaining steps run in epochs over the whole pool: blocks in a seeded order,
+//!   read back in windows of at most half the memory budget, batches planned per window;
+//! - the **trainer** thread (the sink's own) takes the batches and trains
+//!   ([`Trainer::train_step`]), checkpoints every `checkpoint_every` steps and at the end, with
+//!   the vocabulary as it stood.
+//!
+//! The learning-rate schedule runs over `steps`. Steps taken from arrivals count against
+//! them: when they are spent before the input ends, later samples are pooled but not trained
+//! on (the summary says how many). Which samples a window holds depends on how far the run has
+//! come when the planner takes it, so a run's training is not reproducible bit for bit;
+//! `capflow train --data` over a committed dataset is.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use arrow::record_batch::RecordBatch;
+use crossbeam_channel::{bounded, Receiver, Sender};
+use serde::Serialize;
+use tch::Device;
+
+use super::batch::{build_batch, Batch};
+use super::config::TrainConfig;
+use super::data::{encode_sample, epoch_seed, plan_batches, shuffle, EncodedSample, RegionContext};
+use super::pool::Pool;
+use super::trainer::{Trainer, VOCAB_FILE};
+use super::vocab::{Slots, Vocabulary};
+use crate::error::{Error, Result};
+use crate::schema::{batch_to_rows, SampleRow};
+use crate::seed::SplitMix64;
+
+/// Data segments of the planner's seeds: windows of arrivals, epochs over the pool.
+const ARRIVALS: u64 = 0x5a;
+const EPOCHS: u64 = 0xe9;
+
+/// How a training sink's run went (`train.json` in its output directory).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StreamSummary {
+    pub out: PathBuf,
+    pub device: String,
+    /// Sample rows handed to the sink.
+    pub offered: u64,
+    /// Rows of the configured splits and methods with a text: the pool.
+    pub pooled: usize,
+    /// Pooled samples that came after the steps were spent, never trained on.
+    pub arrived_after_last_step: usize,
+    pub steps: u64,
+    /// Steps trained on samples taken as they arrived, before the input ended.
+    pub streamed_steps: u64,
+    /// Samples pooled when the first step of this process ended, and seconds since the sink
+    /// started.
+    pub first_step_pooled: Option<usize>,
+    pub first_step_seconds: Option<f64>,
+    /// Seconds from the sink's start to the end of its input.
+    pub input_seconds: Option<f64>,
+    pub first_loss: Option<f64>,
+    pub final_loss: Option<f64>,
+    /// Target tokens trained on by this process, and the seconds from its first step to its last.
+    pub tokens: u64,
+    pub train_seconds: f64,
+    pub tokens_per_second: f64,
+    /// Steps whose batch was not ready when the trainer asked for it, and the time they waited
+    /// (waiting for augmentation included).
+    pub data_waits: u64,
+    pub data_wait_seconds: f64,
+    pub vocab_words: usize,
+    /// Words, labels and verbs that found the vocabulary full (trained on as `<unk>`).
+    pub vocab_overflow: u64,
+    pub pool_peak_memory_bytes: usize,
+    /// Most pooled samples not yet trained on, as the pool thread saw after each batch (with
+    /// `stream.max_lag`, at most that lag, or `start_after`, plus one batch of samples).
+    pub peak_backlog: usize,
+    pub pool_spilled_blocks: usize,
+    pub pool_spilled_bytes: u64,
+}
+
+struct State {
+    pool: Pool,
+    offered: u64,
+    /// The input ended.
+    closed: bool,
+    /// The trainer finished or failed: later samples are counted, not pooled.
+    finished: bool,
+    /// A thread failed; the others stop.
+    failed: Option<String>,
+    /// Samples the planner has taken in arrival order.
+    consumed: usize,
+    /// The planner still takes arrivals.
+    streaming: bool,
+    /// The planner has gone on to epochs over the whole pool.
+    epochs: bool,
+    vocab_overflow: u64,
+    peak_memory: usize,
+    peak_backlog: usize,
+    closed_at: Option<Duration>,
+}
+
+/// What the three threads share. The trainer touches only `trained` per step, and the pool
+/// thread holds `state` only to append what it encoded under `vocab`: neither waits for the
+/// other's work.
+pub struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    vocab: Mutex<Vocabulary>,
+    /// Samples in the batches trained on so far.
+    trained: AtomicUsize,
+    started: Instant,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.changed.wait(guard).unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn vocab(&self) -> MutexGuard<'_, Vocabulary> {
+        self.vocab.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The vocabulary as it stands.
+    pub fn vocabulary(&self) -> Vocabulary {
+        self.vocab().clone()
+    }
+
+    /// Records a failure (the first one wins) and wakes every thread.
+    pub fn fail(&self, error: &Error) {
+        let mut state = self.lock();
+        state.failed.get_or_insert_with(|| error.to_string());
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// The failure that stopped a thread, if any.
+    pub fn failure(&self) -> Option<String> {
+        self.lock().failed.clone()
+    }
+}
+
+/// The vocabulary a sink starts from: the one saved in `out` when resuming, else an empty one
+/// that grows to the configured sizes.
+pub fn starting_vocabulary(config: &TrainConfig, out: &Path, resume: bool) -> Result<Vocabulary> {
+    let saved = out.join(VOCAB_FILE);
+    if resume && Trainer::has_checkpoint(out) && saved.is_file() {
+        return Vocabulary::load(&saved);
+    }
+    let s = &config.stream;
+    Ok(Vocabulary::growing(Slots {
+        words: s.vocab_words,
+        labels: s.vocab_labels,
+        verbs: s.vocab_verbs,
+    }))
+}
+
+/// Shared state for a sink that trains into `out`.
+pub fn shared(config: &TrainConfig, out: &Path, vocab: Vocabulary) -> Arc<Shared> {
+    let budget = pool_budget(config);
+    Arc::new(Shared {
+        state: Mutex::new(State {
+            pool: Pool::new(config.stream.block_samples, budget, out.join("pool")),
+            offered: 0,
+            closed: false,
+            finished: false,
+            failed: None,
+            consumed: 0,
+            streaming: true,
+            epochs: false,
+            vocab_overflow: 0,
+            peak_memory: 0,
+            peak_backlog: 0,
+            closed_at: None,
+        }),
+        changed: Condvar::new(),
+        vocab: Mutex::new(vocab),
+        trained: AtomicUsize::new(0),
+        started: Instant::now(),
+    })
+}
+
+/// The pool's memory budget in bytes.
+fn pool_budget(config: &TrainConfig) -> usize {
+    (config.stream.pool_memory_mb * (1 << 20) as f64) as usize
+}
+
+fn selected(config: &TrainConfig, row: &SampleRow) -> bool {
+    (config.splits.is_empty() || config.splits.contains(&row.split))
+        && (config.methods.is_empty() || config.methods.contains(&row.method))
+        && !row.text.trim().is_empty()
+}
+
+/// The pool thread: pools every batch that comes through `batches` until the channel closes.
+pub fn receive(
+    shared: &Shared,
+    batches: &Receiver<RecordBatch>,
+    config: &TrainConfig,
+) -> Result<()> {
+    let context = RegionContext::default();
+    let lag = config.stream.max_lag;
+    let hold = lag.max(config.stream.start_after);
+    for batch in batches.iter() {
+        let rows: Vec<SampleRow> = batch_to_rows(&batch)?;
+        let mut overflow = 0;
+        let encoded: Vec<EncodedSample> = {
+            let mut vocab = shared.vocab();
+            rows.iter()
+                .filter(|row| selected(config, row))
+                .map(|row| {
+                    overflow += vocab.grow(row) as u64;
+                    encode_sample(row, &context, &vocab, config)
+                })
+                .collect()
+        };
+        let mut state = shared.lock();
+        if state.failed.is_some() {
+            break;
+        }
+        state.offered += rows.len() as u64;
+        if state.finished {
+            continue;
+        }
+        state.vocab_overflow += overflow;
+        for sample in encoded {
+            let consumed = state.consumed;
+            state.pool.push(sample, consumed)?;
+            state.peak_memory = state.peak_memory.max(state.pool.memory());
+        }
+        let backlog = state
+            .pool
+            .len()
+            .saturating_sub(shared.trained.load(Ordering::Acquire));
+        state.peak_backlog = state.peak_backlog.max(backlog);
+        shared.changed.notify_all();
+        // The trainer does not take the lock to count what it trained: look again now and then.
+        while lag > 0
+            && state.streaming
+            && !state.finished
+            && state.failed.is_none()
+            && state
+                .pool
+                .len()
+                .saturating_sub(shared.trained.load(Ordering::Acquire))
+                > hold
+        {
+            state = shared
+                .changed
+                .wait_timeout(state, Duration::from_millis(5))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+    let mut state = shared.lock();
+    state.closed = true;
+    state.closed_at = Some(shared.started.elapsed());
+    drop(state);
+    shared.changed.notify_all();
+    Ok(())
+}
+
+/// Samples of one window, with the vocabulary's word count when they were taken (every id in
+/// them is below it).
+struct Window {
+    samples: Vec<EncodedSample>,
+    words: i64,
+}
+
+/// Sends one batch to the trainer; `false` when the trainer has gone.
+fn send(
+    batches: &Sender<Batch>,
+    window: &Window,
+    indices: &[usize],
+    config: &TrainConfig,
+    device: Device,
+) -> bool {
+    let mut batch = build_batch(&window.samples, indices, config.model.feature_dim);
+    batch.words = Some(window.words);
+    let batch = if device == Device::Cpu {
+        batch
+    } else {
+        batch.to_device(device)
+    };
+    batches.send(batch).is_ok()
+}
+
+fn lengths(samples: &[EncodedSample]) -> Vec<usize> {
+    samples.iter().map(|s| s.tokens.len()).collect()
+}
+
+/// Plans a window's batches and sends them until `planned` reaches `steps`; `false` when the
+/// trainer has gone.
+fn send_window(
+    batches: &Sender<Batch>,
+    window: &Window,
+    seed: u64,
+    planned: &mut u64,
+    steps: u64,
+    config: &TrainConfig,
+    device: Device,
+) -> bool {
+    let all: Vec<usize> = (0..window.samples.len()).collect();
+    let b = &config.batching;
+    let lengths = lengths(&window.samples);
+    for indices in plan_batches(&all, &lengths, b.token_budget, b.max_batch_samples, seed) {
+        if *planned >= steps {
+            break;
+        }
+        if !send(batches, window, &indices, config, device) {
+            return false;
+        }
+        *planned += 1;
+    }
+    true
+}
+
+/// What the planner did.
+#[derive(Default)]
+pub struct PlanStats {
+    pub streamed_steps: u64,
+}
+
+/// The planner thread: batches for steps `start..config.steps`.
+pub fn plan(
+    shared: &Shared,
+    batches: Sender<Batch>,
+    config: &TrainConfig,
+    device: Device,
+    start: u64,
+) -> Result<PlanStats> {
+    let steps = config.steps;
+    let stream = &config.stream;
+    let b = &config.batching;
+    let mut planned = start;
+    let mut stats = PlanStats::default();
+    let take_at_least = if stream.max_lag > 0 {
+        b.max_batch_samples
+            .min(stream.max_lag.max(stream.start_after))
+    } else {
+        b.max_batch_samples
+    }
+    .max(1);
+    let window = 8 * b.max_batch_samples;
+    let mut state = shared.lock();
+    while state.pool.len() < stream.start_after.max(1) && !state.closed && state.failed.is_none() {
+        state = shared.wait(state);
+    }
+    let mut window_index = 0u64;
+    'arrivals: while planned < steps {
+        loop {
+            if state.failed.is_some() {
+                return Ok(stats);
+            }
+            let waiting = state.pool.len() - state.consumed;
+            if waiting >= take_at_least || (state.closed && waiting > 0) {
+                break;
+            }
+            if state.closed {
+                break 'arrivals;
+            }
+            state = shared.wait(state);
+        }
+        let end = state.pool.len().min(state.consumed + window);
+        let samples = state.pool.range(state.consumed, end)?;
+        // Every id in the window was given before it was pooled.
+        let taken = Window {
+            samples,
+            words: shared.vocab().words.len() as i64,
+        };
+        state.consumed = end;
+        drop(state);
+        shared.changed.notify_all();
+        let before = planned;
+        let seed = epoch_seed(config.seed, ARRIVALS, window_index);
+        if !send_window(&batches, &taken, seed, &mut planned, steps, config, device) {
+            return Ok(stats);
+        }
+        stats.streamed_steps += planned - before;
+        window_index += 1;
+        state = shared.lock();
+    }
+    state.streaming = false;
+    drop(state);
+    shared.changed.notify_all();
+    if planned >= steps {
+        return Ok(stats);
+    }
+    // The input has ended: epochs over the whole pool.
+    let mut state = shared.lock();
+    while !state.closed && state.failed.is_none() {
+        state = shared.wait(state);
+    }
+    if state.failed.is_some() {
+        return Ok(stats);
+    }
+    state.pool.seal();
+    state.epochs = true;
+    if state.pool.is_empty() {
+        return Err(Error::invalid(
+            "training sink",
+            format!(
+                "no samples of splits {:?} and methods {:?} with a text among the {} received",
+                config.splits, config.methods, state.offered
+            ),
+        ));
+    }
+    let blocks: Vec<(usize, usize)> = (0..state.pool.block_count())
+        .map(|k| state.pool.block_size(k))
+        .collect();
+    drop(state);
+    let words = shared.vocab().words.len() as i64;
+    let window_bytes = (pool_budget(config) / 2).max(1);
+    for epoch in 0u64.. {
+        let seed = epoch_seed(config.seed, EPOCHS, epoch);
+        let mut order: Vec<usize> = (0..blocks.len()).collect();
+        shuffle(&mut order, &mut SplitMix64::new(seed));
+        let mut at = 0;
+        let mut part = 0u64;
+        while at < order.len() {
+            let mut end = at + 1;
+            let mut bytes = blocks[order[at]].1;
+            while end < order.len() && bytes + blocks[order[end]].1 <= window_bytes {
+                bytes += blocks[order[end]].1;
+                end += 1;
+            }
+            let mut taken = Window {
+                samples: Vec::new(),
+                words,
+            };
+            {
+                let state = shared.lock();
+                for &k in &order[at..end] {
+                    taken.samples.extend_from_slice(&state.pool.block(k)?);
+                }
+            }
+            let seed = epoch_seed(seed, EPOCHS, part);
+            if !send_window(&batches, &taken, seed, &mut planned, steps, config, device)
+                || planned >= steps
+            {
+                return Ok(stats);
+            }
+            at = end;
+            part += 1;
+        }
+    }
+    Ok(stats)
+}
+
+/// Marks the trainer finished and returns what the pool and vocabulary came to.
+fn finish_state(shared: &Shared, summary: &mut StreamSummary) -> Vocabulary {
+    let mut state = shared.lock();
+    state.finished = true;
+    summary.offered = state.offered;
+    summary.pooled = state.pool.len();
+    // The epochs over the pool see every pooled sample; without them, the planner's last
+    // window ends the samples trained on.
+    summary.arrived_after_last_step = if state.epochs {
+        0
+    } else {
+        state.pool.len() - state.consumed
+    };
+    summary.input_seconds = state.closed_at.map(|d| d.as_secs_f64());
+    summary.vocab_overflow = state.vocab_overflow;
+    summary.pool_peak_memory_bytes = state.peak_memory;
+    summary.peak_backlog = state.peak_backlog;
+    (summary.pool_spilled_blocks, summary.pool_spilled_bytes) = state.pool.spilled();
+    drop(state);
+    shared.changed.notify_all();
+    let vocab = shared.vocab().clone();
+    summary.vocab_words = vocab.words.len();
+    vocab
+}
+
+fn save(trainer: &Trainer, shared: &Shared, out: &Path) -> Result<()> {
+    let vocab = shared.vocab().clone();
+    vocab.save(&out.join(VOCAB_FILE))?;
+    trainer.save(out)
+}
+
+/// The trainer thread: trains `trainer` on the planner's batches to `config.steps`, writing
+/// checkpoints into `out`.
+pub fn train(
+    shared: &Arc<Shared>,
+    mut trainer: Trainer,
+    config: &TrainConfig,
+    out: &Path,
+    device: Device,
+) -> Result<StreamSummary> {
+    let mut summary = StreamSummary {
+        out: out.to_path_buf(),
+        device: format!("{device:?}"),
+        ..StreamSummary::default()
+    };
+    let (sender, batches) = bounded::<Batch>(config.batching.queue_batches);
+    let planner = {
+        let shared = shared.clone();
+        let config = config.clone();
+        let start = trainer.step;
+        std::thread::Builder::new()
+            .name("capflow-train-planner".into())
+            .spawn(move || {
+                let result = plan(&shared, sender, &config, device, start);
+                if let Err(error) = &result {
+                    shared.fail(error);
+                }
+                result
+            })
+            .map_err(|e| Error::io("training planner thread", e))?
+    };
+    let tokens_before = trainer.tokens;
+    let mut first_step_at: Option<Instant> = None;
+    let mut training_since: Option<Instant> = None;
+    let mut wait = Duration::ZERO;
+    loop {
+        let batch = match batches.try_recv() {
+            Ok(batch) => batch,
+            Err(crossbeam_channel::TryRecvError::Disconnected) => break,
+            Err(crossbeam_channel::TryRecvError::Empty) => {
+                let waited = Instant::now();
+                match batches.recv() {
+                    Ok(batch) => {
+                        // The first step's wait is the time to the first window, not a stall.
+                        if first_step_at.is_some() {
+                            summary.data_waits += 1;
+                            wait += waited.elapsed();
+                        }
+                        batch
+                    }
+                    Err(_) => break,
+                }
+            }
+        };
+        training_since.get_or_insert_with(Instant::now);
+        let loss = trainer.train_step(&batch);
+        shared
+            .trained
+            .fetch_add(batch.samples.len(), Ordering::Release);
+        if !loss.is_finite() {
+            let error = Error::invalid(
+                format!("training sink {}", out.display()),
+                format!("loss became {loss} at step {}", trainer.step),
+            );
+            shared.fail(&error);
+            return Err(error);
+        }
+        if first_step_at.is_none() {
+            first_step_at = Some(Instant::now());
+            summary.first_step_pooled = Some(shared.lock().pool.len());
+            summary.first_step_seconds = Some(shared.started.elapsed().as_secs_f64());
+            summary.first_loss = Some(loss);
+        }
+        let every = config.checkpoint_every;
+        if every > 0 && trainer.step.is_multiple_of(every) && trainer.step < config.steps {
+            save(&trainer, shared, out)?;
+        }
+        if trainer.step.is_multiple_of(100) {
+            tracing::info!(step = trainer.step, loss, "training");
+        }
+    }
+    drop(batches);
+    let planned = planner
+        .join()
+        .map_err(|_| Error::invalid("training sink", "the planner thread panicked"))?;
+    let vocab = finish_state(shared, &mut summary);
+    if let Some(failure) = shared.failure() {
+        return Err(planned
+            .err()
+            .unwrap_or_else(|| Error::invalid("training sink", format!("stopped: {failure}"))));
+    }
+    summary.streamed_steps = planned?.streamed_steps;
+    vocab.save(&out.join(VOCAB_FILE))?;
+    trainer.save(out)?;
+    summary.steps = trainer.step;
+    summary.final_loss = trainer.losses.last().copied();
+    summary.tokens = trainer.tokens - tokens_before;
+    summary.train_seconds = training_since.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    summary.tokens_per_second = if summary.train_seconds > 0.0 {
+        summary.tokens as f64 / summary.train_seconds
+    } else {
+        0.0
+    };
+    summary.data_wait_seconds = wait.as_secs_f64();
+    Ok(summary)
+}

@@ -222,6 +222,29 @@ fn curriculum_scores_selects_and_trains() {
         .unwrap();
     let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
     assert_eq!(rows, 10 * 100);
+
+    // The same curriculum inside the training sink, over a pool that spilled to disk.
+    config.stream.block_samples = 16;
+    config.stream.pool_memory_mb = 0.01;
+    let out = tempfile::tempdir().unwrap();
+    let mut sink =
+        TrainingSink::spawn(config, out.path().to_path_buf(), Device::Cpu, false).unwrap();
+    for s in samples {
+        sink.push(s).unwrap();
+    }
+    let summary = sink.finish().unwrap();
+    assert_eq!(summary.pooled, 200);
+    assert!(summary.pool_spilled_blocks >= 5, "{summary:?}");
+    assert_eq!(summary.curriculum_iterations, 10);
+    assert_eq!(summary.steps, 20);
+    assert_eq!(summary.scoring_steps, 2 * 30);
+    let file = std::fs::File::open(out.path().join("curriculum/scores.parquet")).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(rows, 100, "one score per generated sample");
 }
 
 #[test]

@@ -55,7 +55,7 @@ pub struct TrainRunArgs {
     pub curriculum: bool,
     /// Feed the samples through the training sink a run's `[train]` table uses (a growing
     /// vocabulary, the pool and its `[stream]` settings) instead of training on them as one set.
-    #[arg(long, conflicts_with = "curriculum")]
+    #[arg(long)]
     pub stream: bool,
 }
 

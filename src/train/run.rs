@@ -163,8 +163,10 @@ pub fn train_samples(
     )
 }
 
+/// CLID's curriculum over `samples` (encoded as `encoded`): the two scoring models, the quality
+/// scores, then the final model trained iteration by iteration on trusted ∪ drawn samples.
 #[allow(clippy::too_many_arguments)]
-fn curriculum(
+pub(crate) fn curriculum(
     samples: &[SampleRow],
     encoded: &Arc<Vec<EncodedSample>>,
     vocab: &Vocabulary,

@@ -63,20 +63,14 @@ impl TrainingSink {
         resume: bool,
     ) -> Result<TrainingSink> {
         config.validate()?;
-        if config.curriculum.enabled {
-            return Err(Error::Config(
-                "the training sink trains plainly; CLID's curriculum runs on a committed dataset \
-                 (`capflow train --data DIR --curriculum`)"
-                    .into(),
-            ));
-        }
         std::fs::create_dir_all(&out).map_err(|e| Error::io(&out, e))?;
         let vocab = stream::starting_vocabulary(&config, &out, resume)?;
         // The model is built on the trainer thread: libtorch's CPU thread pool belongs to the
         // thread that first runs a parallel operation, and a second pool on another thread
         // would leave the cores oversubscribed (its OpenMP threads then sleep between regions).
         let resuming = resume && Trainer::has_checkpoint(&out);
-        if resuming {
+        // (The curriculum's runs check their own checkpoints.)
+        if resuming && !config.curriculum.enabled {
             let total = Trainer::checkpoint_total_steps(&out)?;
             if total != config.steps {
                 return Err(Error::Config(format!(
@@ -111,14 +105,20 @@ impl TrainingSink {
                     if config.threads > 0 {
                         tch::set_num_threads(config.threads);
                     }
-                    let result = if resuming {
+                    let plain = || {
                         let vocab = shared.vocabulary();
-                        Trainer::load(&out, &vocab, device)
+                        let trainer = if resuming {
+                            Trainer::load(&out, &vocab, device)?
+                        } else {
+                            Trainer::new(&config, &vocab, device, config.steps, 0)
+                        };
+                        stream::train(&shared, trainer, &config, &out, device)
+                    };
+                    let result = if config.curriculum.enabled {
+                        stream::train_curriculum(&shared, &config, &out, device, resume)
                     } else {
-                        let vocab = shared.vocabulary();
-                        Ok(Trainer::new(&config, &vocab, device, config.steps, 0))
-                    }
-                    .and_then(|trainer| stream::train(&shared, trainer, &config, &out, device));
+                        plain()
+                    };
                     if let Err(error) = &result {
                         shared.fail(error);
                     }
@@ -341,17 +341,23 @@ impl Sink for TrainSink {
         let text = serde_json::to_string_pretty(&summary)
             .map_err(|e| Error::invalid("training summary", e.to_string()))?;
         std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+        let overlap = match summary.first_step_pooled {
+            Some(pooled) => format!(
+                "{} while samples arrived; {pooled} of {} samples pooled at the first step",
+                summary.streamed_steps, summary.pooled
+            ),
+            None => format!(
+                "the curriculum's {} iterations on {} samples, after scoring models of {} steps",
+                summary.curriculum_iterations, summary.pooled, summary.scoring_steps
+            ),
+        };
         eprintln!(
-            "train: {} steps ({} while samples arrived), loss {} -> {}, {:.0} tokens/s on {}, \
-             {} of {} samples pooled at the first step; summary in {}",
+            "train: {} steps ({overlap}), loss {} -> {}, {:.0} tokens/s on {}; summary in {}",
             summary.steps,
-            summary.streamed_steps,
             summary.first_loss.map_or("-".into(), |l| format!("{l:.3}")),
             summary.final_loss.map_or("-".into(), |l| format!("{l:.3}")),
             summary.tokens_per_second,
             summary.device,
-            summary.first_step_pooled.unwrap_or(0),
-            summary.pooled,
             path.display()
         );
         Ok(())

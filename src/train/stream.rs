@@ -21,6 +21,9 @@
 //!   ([`Trainer::train_step`]), checkpoints every `checkpoint_every` steps and at the end, with
 //!   the vocabulary as it stood.
 //!
+//! With the curriculum, the trainer thread takes no arrivals: once the input has ended it reads the
+//! pool back and runs CLID's curriculum over it ([`train_curriculum`]).
+//!
 //! The learning-rate schedule runs over `steps`. Steps taken from arrivals count against
 //! them: when they are spent before the input ends, later samples are pooled but not trained
 //! on (the summary says how many). Which samples a window holds depends on how far the run has
@@ -41,6 +44,7 @@ use super::batch::{build_batch, Batch};
 use super::config::TrainConfig;
 use super::data::{encode_sample, epoch_seed, plan_batches, shuffle, EncodedSample, RegionContext};
 use super::pool::Pool;
+use super::run::{curriculum, JobOptions};
 use super::trainer::{Trainer, VOCAB_FILE};
 use super::vocab::{Slots, Vocabulary};
 use crate::error::{Error, Result};
@@ -90,10 +94,15 @@ pub struct StreamSummary {
     pub peak_backlog: usize,
     pub pool_spilled_blocks: usize,
     pub pool_spilled_bytes: u64,
+    /// With the curriculum: its iterations, and the steps of its two scoring models together.
+    pub curriculum_iterations: u32,
+    pub scoring_steps: u64,
 }
 
 struct State {
     pool: Pool,
+    /// With the curriculum: each pooled sample's id, method, level and coverage, in pool order.
+    meta: Vec<SampleRow>,
     offered: u64,
     /// The input ended.
     closed: bool,
@@ -178,12 +187,14 @@ pub fn shared(config: &TrainConfig, out: &Path, vocab: Vocabulary) -> Arc<Shared
     Arc::new(Shared {
         state: Mutex::new(State {
             pool: Pool::new(config.stream.block_samples, budget, out.join("pool")),
+            meta: Vec::new(),
             offered: 0,
             closed: false,
             finished: false,
             failed: None,
             consumed: 0,
-            streaming: true,
+            // The curriculum takes no arrivals: it starts when the input has ended.
+            streaming: !config.curriculum.enabled,
             epochs: false,
             vocab_overflow: 0,
             peak_memory: 0,
@@ -208,6 +219,25 @@ fn selected(config: &TrainConfig, row: &SampleRow) -> bool {
         && !row.text.trim().is_empty()
 }
 
+/// What the curriculum reads of a sample besides its encoding.
+fn metadata(row: &SampleRow) -> SampleRow {
+    SampleRow {
+        sample_id: row.sample_id.clone(),
+        image_id: row.image_id.clone(),
+        split: row.split.clone(),
+        method: row.method.clone(),
+        text: String::new(),
+        control_boxes: Vec::new(),
+        control_labels: Vec::new(),
+        coverage: row.coverage,
+        length_level: row.length_level,
+        word_count: row.word_count,
+        verbs: Vec::new(),
+        quality: Vec::new(),
+        provenance: Default::default(),
+    }
+}
+
 /// The pool thread: pools every batch that comes through `batches` until the channel closes.
 pub fn receive(
     shared: &Shared,
@@ -220,11 +250,15 @@ pub fn receive(
     for batch in batches.iter() {
         let rows: Vec<SampleRow> = batch_to_rows(&batch)?;
         let mut overflow = 0;
+        let mut meta = Vec::new();
         let encoded: Vec<EncodedSample> = {
             let mut vocab = shared.vocab();
             rows.iter()
                 .filter(|row| selected(config, row))
                 .map(|row| {
+                    if config.curriculum.enabled {
+                        meta.push(metadata(row));
+                    }
                     overflow += vocab.grow(row) as u64;
                     encode_sample(row, &context, &vocab, config)
                 })
@@ -239,6 +273,7 @@ pub fn receive(
             continue;
         }
         state.vocab_overflow += overflow;
+        state.meta.extend(meta);
         for sample in encoded {
             let consumed = state.consumed;
             state.pool.push(sample, consumed)?;
@@ -597,5 +632,80 @@ pub fn train(
         0.0
     };
     summary.data_wait_seconds = wait.as_secs_f64();
+    Ok(summary)
+}
+
+/// The trainer thread with CLID's curriculum: waits for the input to end, reads the whole pool
+/// back into memory and runs the curriculum over it ([`super::run::curriculum`]: the two scoring
+/// models, the quality scores, then the final model iteration by iteration).
+pub fn train_curriculum(
+    shared: &Arc<Shared>,
+    config: &TrainConfig,
+    out: &Path,
+    device: Device,
+    resume: bool,
+) -> Result<StreamSummary> {
+    let mut summary = StreamSummary {
+        out: out.to_path_buf(),
+        device: format!("{device:?}"),
+        ..StreamSummary::default()
+    };
+    let mut state = shared.lock();
+    while !state.closed && state.failed.is_none() {
+        state = shared.wait(state);
+    }
+    if let Some(failure) = &state.failed {
+        return Err(Error::invalid(
+            "training sink",
+            format!("stopped: {failure}"),
+        ));
+    }
+    state.pool.seal();
+    // Every pooled sample takes part.
+    state.epochs = true;
+    let mut encoded = Vec::with_capacity(state.pool.len());
+    for k in 0..state.pool.block_count() {
+        encoded.extend_from_slice(&state.pool.block(k)?);
+    }
+    let meta = std::mem::take(&mut state.meta);
+    drop(state);
+    let vocab = finish_state(shared, &mut summary);
+    if meta.is_empty() {
+        return Err(Error::invalid(
+            "training sink",
+            format!(
+                "no samples of splits {:?} and methods {:?} with a text among the {} received",
+                config.splits, config.methods, summary.offered
+            ),
+        ));
+    }
+    let (trusted, generated): (Vec<usize>, Vec<usize>) =
+        (0..meta.len()).partition(|&j| config.curriculum.is_trusted(&meta[j].method));
+    let options = JobOptions {
+        resume,
+        stop_after: None,
+    };
+    let outcome = curriculum(
+        &meta,
+        &Arc::new(encoded),
+        &vocab,
+        config,
+        out,
+        device,
+        &options,
+        &trusted,
+        &generated,
+    )?;
+    let run = &outcome.run;
+    summary.steps = run.steps;
+    summary.first_loss = run.losses.first().copied();
+    summary.final_loss = run.losses.last().copied();
+    summary.tokens = run.tokens_this_process;
+    summary.train_seconds = run.seconds;
+    summary.tokens_per_second = run.tokens_per_second();
+    summary.data_waits = run.data_waits;
+    summary.data_wait_seconds = run.data_wait_seconds;
+    summary.curriculum_iterations = outcome.iterations;
+    summary.scoring_steps = outcome.scoring_runs.iter().map(|r| r.steps).sum();
     Ok(summary)
 }

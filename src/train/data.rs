@@ -19,12 +19,17 @@ impl TrainingData {
     pub fn select(&self, config: &TrainConfig) -> Vec<SampleRow> {
         self.samples
             .iter()
-            .filter(|s| config.splits.is_empty() || config.splits.contains(&s.split))
-            .filter(|s| config.methods.is_empty() || config.methods.contains(&s.method))
-            .filter(|s| !s.text.trim().is_empty())
+            .filter(|s| trains_on(config, s))
             .cloned()
             .collect()
     }
+}
+
+/// Whether a configuration trains on `sample`: one of its splits and methods, with a text.
+pub fn trains_on(config: &TrainConfig, sample: &SampleRow) -> bool {
+    (config.splits.is_empty() || config.splits.contains(&sample.split))
+        && (config.methods.is_empty() || config.methods.contains(&sample.method))
+        && !sample.text.trim().is_empty()
 }
 
 /// One region token: a detection or a control box no detection covers.

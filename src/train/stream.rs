@@ -42,7 +42,9 @@ use tch::Device;
 
 use super::batch::{build_batch, Batch};
 use super::config::TrainConfig;
-use super::data::{encode_sample, epoch_seed, plan_batches, shuffle, EncodedSample, RegionContext};
+use super::data::{
+    encode_sample, epoch_seed, plan_batches, shuffle, trains_on, EncodedSample, RegionContext,
+};
 use super::pool::Pool;
 use super::run::{curriculum, JobOptions};
 use super::trainer::{Trainer, VOCAB_FILE};
@@ -97,6 +99,27 @@ pub struct StreamSummary {
     /// With the curriculum: its iterations, and the steps of its two scoring models together.
     pub curriculum_iterations: u32,
     pub scoring_steps: u64,
+}
+
+impl StreamSummary {
+    fn new(out: &Path, device: Device) -> StreamSummary {
+        StreamSummary {
+            out: out.to_path_buf(),
+            device: format!("{device:?}"),
+            ..StreamSummary::default()
+        }
+    }
+}
+
+/// The error of a sink that pooled nothing to train on.
+fn no_samples(config: &TrainConfig, offered: u64) -> Error {
+    Error::invalid(
+        "training sink",
+        format!(
+            "no samples of splits {:?} and methods {:?} with a text among the {offered} received",
+            config.splits, config.methods
+        ),
+    )
 }
 
 struct State {
@@ -213,12 +236,6 @@ fn pool_budget(config: &TrainConfig) -> usize {
     (config.stream.pool_memory_mb * (1 << 20) as f64) as usize
 }
 
-fn selected(config: &TrainConfig, row: &SampleRow) -> bool {
-    (config.splits.is_empty() || config.splits.contains(&row.split))
-        && (config.methods.is_empty() || config.methods.contains(&row.method))
-        && !row.text.trim().is_empty()
-}
-
 /// What the curriculum reads of a sample besides its encoding.
 fn metadata(row: &SampleRow) -> SampleRow {
     SampleRow {
@@ -254,7 +271,7 @@ pub fn receive(
         let encoded: Vec<EncodedSample> = {
             let mut vocab = shared.vocab();
             rows.iter()
-                .filter(|row| selected(config, row))
+                .filter(|row| trains_on(config, row))
                 .map(|row| {
                     if config.curriculum.enabled {
                         meta.push(metadata(row));
@@ -448,13 +465,7 @@ pub fn plan(
     state.pool.seal();
     state.epochs = true;
     if state.pool.is_empty() {
-        return Err(Error::invalid(
-            "training sink",
-            format!(
-                "no samples of splits {:?} and methods {:?} with a text among the {} received",
-                config.splits, config.methods, state.offered
-            ),
-        ));
+        return Err(no_samples(config, state.offered));
     }
     let blocks: Vec<(usize, usize)> = (0..state.pool.block_count())
         .map(|k| state.pool.block_size(k))
@@ -538,11 +549,7 @@ pub fn train(
     out: &Path,
     device: Device,
 ) -> Result<StreamSummary> {
-    let mut summary = StreamSummary {
-        out: out.to_path_buf(),
-        device: format!("{device:?}"),
-        ..StreamSummary::default()
-    };
+    let mut summary = StreamSummary::new(out, device);
     let (sender, batches) = bounded::<Batch>(config.batching.queue_batches);
     let planner = {
         let shared = shared.clone();
@@ -645,11 +652,7 @@ pub fn train_curriculum(
     device: Device,
     resume: bool,
 ) -> Result<StreamSummary> {
-    let mut summary = StreamSummary {
-        out: out.to_path_buf(),
-        device: format!("{device:?}"),
-        ..StreamSummary::default()
-    };
+    let mut summary = StreamSummary::new(out, device);
     let mut state = shared.lock();
     while !state.closed && state.failed.is_none() {
         state = shared.wait(state);
@@ -671,13 +674,7 @@ pub fn train_curriculum(
     drop(state);
     let vocab = finish_state(shared, &mut summary);
     if meta.is_empty() {
-        return Err(Error::invalid(
-            "training sink",
-            format!(
-                "no samples of splits {:?} and methods {:?} with a text among the {} received",
-                config.splits, config.methods, summary.offered
-            ),
-        ));
+        return Err(no_samples(config, summary.offered));
     }
     let (trusted, generated): (Vec<usize>, Vec<usize>) =
         (0..meta.len()).partition(|&j| config.curriculum.is_trusted(&meta[j].method));

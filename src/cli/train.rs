@@ -4,7 +4,10 @@
 
 use std::path::PathBuf;
 
+use crate::augment::original::ORIGINAL_METHOD;
 use crate::error::{Error, Result};
+use crate::export::{read_manifest, read_table};
+use crate::schema::TableKind;
 use crate::train::bench::{run_bench, BenchShape};
 use crate::train::compare::compare;
 use crate::train::eval::{evaluate_checkpoint, EvalOptions};
@@ -53,8 +56,9 @@ pub struct TrainRunArgs {
     /// Turn the CLID curriculum on.
     #[arg(long)]
     pub curriculum: bool,
-    /// Feed the samples through the training sink a run's `[train]` table uses (a growing
-    /// vocabulary, the pool and its `[stream]` settings) instead of training on them as one set.
+    /// Feed the samples through the training sink a run's `[train]` table uses, a shard's
+    /// batch at a time as they are read (a growing vocabulary, the pool and its `[stream]`
+    /// settings), instead of loading them and training on them as one set.
     #[arg(long)]
     pub stream: bool,
 }
@@ -165,6 +169,39 @@ pub fn run(args: TrainArgs) -> Result<()> {
     }
 }
 
+/// Feeds the datasets' samples to `sink` a shard's batch at a time, as they are read. A dataset
+/// with no `original` samples also gets them built from its captions and groundings, as
+/// `capflow train` does ([`TrainingData::load`]).
+fn feed_datasets(sink: &mut TrainingSink, dirs: &[PathBuf]) -> Result<()> {
+    for dir in dirs {
+        let mut originals = false;
+        if read_manifest(dir)?.table_rows(TableKind::Samples) > 0 {
+            for batch in read_table(dir, TableKind::Samples)? {
+                let batch = batch?;
+                originals = originals || holds_method(&batch, ORIGINAL_METHOD);
+                sink.push_batch(batch)?;
+            }
+        }
+        if !originals {
+            let data = TrainingData::load(std::slice::from_ref(dir))?;
+            for sample in data.samples {
+                if sample.method == ORIGINAL_METHOD {
+                    sink.push(sample)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn holds_method(batch: &arrow::record_batch::RecordBatch, method: &str) -> bool {
+    use arrow::array::AsArray;
+    batch
+        .column_by_name("method")
+        .and_then(|c| c.as_string_opt::<i32>())
+        .is_some_and(|methods| methods.iter().any(|m| m == Some(method)))
+}
+
 fn run_train(args: TrainRunArgs) -> Result<()> {
     if args.data.is_empty() {
         return Err(Error::Usage("capflow train needs --data DIR".into()));
@@ -172,15 +209,13 @@ fn run_train(args: TrainRunArgs) -> Result<()> {
     let out = required(&args.out, "--out DIR")?;
     let config = load_config(&args)?;
     let device = select_device(&config.device)?;
-    let data = TrainingData::load(&args.data)?;
-    let samples = data.select(&config);
     if args.stream {
         let mut sink = TrainingSink::spawn(config, out.clone(), device, args.resume)?;
-        for sample in samples {
-            sink.push(sample)?;
-        }
+        feed_datasets(&mut sink, &args.data)?;
         return print_json(&sink.finish()?);
     }
+    let data = TrainingData::load(&args.data)?;
+    let samples = data.select(&config);
     let options = JobOptions {
         resume: args.resume,
         stop_after: None,

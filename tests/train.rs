@@ -10,7 +10,9 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use capflow::schema::SampleRow;
+use capflow::train::compare::compare;
 use capflow::train::data::TrainingData;
+use capflow::train::eval::EvalOptions;
 use capflow::train::run::{train_samples, JobOptions};
 use capflow::train::trainer::{Trainer, VOCAB_FILE};
 use capflow::train::vocab::Vocabulary;
@@ -509,4 +511,64 @@ fn cli_trains_and_evaluates() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("tiny.toml"));
+}
+
+/// `train compare` gives every variant's final model the same optimizer steps (the curriculum's
+/// iterations share them) and reports mean ± standard deviation over its seeds.
+#[test]
+fn compare_gives_every_variant_the_same_steps_over_seeds() {
+    let (mut data, samples) = originals();
+    data.samples = with_generated(&samples);
+    let mut config = tiny_config();
+    config.steps = 20;
+    config.curriculum.scoring_steps = 10;
+    // 100 generated samples at 10% per iteration: 10 iterations of 2 steps.
+    config.curriculum.c_percent = 10.0;
+    let eval = EvalOptions {
+        splits: Vec::new(),
+        methods: vec!["original".into()],
+        max_samples: Some(20),
+        vectors: None,
+        device: Device::Cpu,
+        token_budget: 512,
+    };
+    let out = tempfile::tempdir().unwrap();
+    let reports = compare(&data, &config, &eval, out.path(), Device::Cpu, 2).unwrap();
+    assert_eq!(reports.len(), 6, "three variants, two seeds");
+    for r in &reports {
+        assert_eq!(r.training.run.steps, 20, "{} seed {}", r.name, r.seed);
+    }
+    let curriculum: Vec<_> = reports.iter().filter(|r| r.name == "curriculum").collect();
+    assert_eq!(curriculum[0].training.iterations, 10);
+    assert_eq!(
+        curriculum.iter().map(|r| r.seed).collect::<Vec<_>>(),
+        [config.seed, config.seed + 1]
+    );
+    let scoring: u64 = curriculum[0]
+        .training
+        .scoring_runs
+        .iter()
+        .map(|r| r.steps)
+        .sum();
+    assert_eq!(scoring, 20);
+    // Two seeds of one variant are two models: their losses differ.
+    let losses: Vec<f64> = curriculum
+        .iter()
+        .map(|r| *r.training.run.losses.last().unwrap())
+        .collect();
+    assert_ne!(losses[0], losses[1]);
+    let markdown = std::fs::read_to_string(out.path().join("compare.md")).unwrap();
+    let row = markdown
+        .lines()
+        .find(|l| l.starts_with("| curriculum |"))
+        .unwrap();
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    // variant, seeds, samples, generated, steps, scoring steps, iterations, final loss ...
+    assert_eq!(&cells[2..8], ["2", "200", "100", "20", "20", "10"]);
+    let (mean, sd) = cells[8].split_once(" ± ").unwrap();
+    let (mean, sd): (f64, f64) = (mean.parse().unwrap(), sd.parse().unwrap());
+    // The sample standard deviation of two values is |a - b| / √2.
+    let expected_sd = (losses[0] - losses[1]).abs() / 2f64.sqrt();
+    assert!((mean - (losses[0] + losses[1]) / 2.0).abs() < 1e-3, "{row}");
+    assert!((sd - expected_sd).abs() < 1e-3, "{row}");
 }

@@ -69,6 +69,10 @@ pub struct CompareArgs {
     pub train: TrainRunArgs,
     #[command(flatten)]
     pub eval: EvalSelection,
+    /// Seeds per variant (the configuration's seed and the next ones); the report gives the
+    /// mean ± standard deviation over them.
+    #[arg(long, default_value_t = 3)]
+    pub seeds: u32,
 }
 
 #[derive(Debug, clap::Args)]
@@ -273,6 +277,7 @@ fn run_compare(args: CompareArgs) -> Result<()> {
         &eval_options(&args.eval, device),
         out,
         device,
+        args.seeds,
     )?;
     let path = out.join("compare.md");
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;

@@ -144,11 +144,10 @@ impl FinishedShards {
                 _ => None,
             };
             let Some(name) = name else {
-                return Err(Error::Usage(format!(
-                    "staged shard {} is not a file of {}",
-                    shard.staged_path.display(),
-                    self.staging.display()
-                )));
+                return Err(Error::invalid(
+                    format!("staged shard {}", shard.staged_path.display()),
+                    format!("not a file of {}", self.staging.display()),
+                ));
             };
             let encoded = EncodedShard {
                 table: shard.table,
@@ -161,7 +160,7 @@ impl FinishedShards {
                 chunk: shard.chunk,
             };
             serde_json::to_writer(&mut self.encoded, &encoded)
-                .map_err(|e| Error::Usage(format!("keeping a finished shard: {e}")))?;
+                .map_err(|e| Error::invalid("a finished shard", e.to_string()))?;
             self.encoded.push(b'\n');
         }
         Ok(())
@@ -173,7 +172,7 @@ impl FinishedShards {
         let mut shards = Vec::new();
         for line in encoded.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
             let shard: EncodedShard = serde_json::from_slice(line)
-                .map_err(|e| Error::Usage(format!("reading back a finished shard: {e}")))?;
+                .map_err(|e| Error::invalid("a finished shard read back", e.to_string()))?;
             shards.push(FinishedShard {
                 table: shard.table,
                 split: shard.split,

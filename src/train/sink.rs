@@ -71,14 +71,7 @@ impl TrainingSink {
         let resuming = resume && Trainer::has_checkpoint(&out);
         // (The curriculum's runs check their own checkpoints.)
         if resuming && !config.curriculum.enabled {
-            let total = Trainer::checkpoint_total_steps(&out)?;
-            if total != config.steps {
-                return Err(Error::Config(format!(
-                    "{}: the checkpoint belongs to a run of {total} steps, this one has {}",
-                    out.display(),
-                    config.steps
-                )));
-            }
+            Trainer::check_resume(&out, config.steps)?;
         }
         let shared = stream::shared(&config, &out, vocab);
         let (sender, receiver) = bounded::<RecordBatch>(SINK_QUEUE_BATCHES);

@@ -47,7 +47,7 @@ use super::data::{
 };
 use super::pool::Pool;
 use super::run::{curriculum, JobOptions};
-use super::trainer::{Trainer, VOCAB_FILE};
+use super::trainer::{next_batch, DataWaits, Trainer, VOCAB_FILE};
 use super::vocab::{Slots, Vocabulary};
 use crate::error::{Error, Result};
 use crate::schema::{batch_to_rows, SampleRow};
@@ -383,25 +383,20 @@ fn send_window(
     true
 }
 
-/// What the planner did.
-#[derive(Default)]
-pub struct PlanStats {
-    pub streamed_steps: u64,
-}
-
-/// The planner thread: batches for steps `start..config.steps`.
+/// The planner thread: batches for steps `start..config.steps`; returns how many it took from
+/// arrivals before the input ended.
 pub fn plan(
     shared: &Shared,
     batches: Sender<Batch>,
     config: &TrainConfig,
     device: Device,
     start: u64,
-) -> Result<PlanStats> {
+) -> Result<u64> {
     let steps = config.steps;
     let stream = &config.stream;
     let b = &config.batching;
     let mut planned = start;
-    let mut stats = PlanStats::default();
+    let mut streamed = 0;
     let take_at_least = if stream.max_lag > 0 {
         b.max_batch_samples
             .min(stream.max_lag.max(stream.start_after))
@@ -418,7 +413,7 @@ pub fn plan(
     'arrivals: while planned < steps {
         loop {
             if state.failed.is_some() {
-                return Ok(stats);
+                return Ok(streamed);
             }
             let waiting = state.pool.len() - state.consumed;
             if waiting >= take_at_least || (state.closed && waiting > 0) {
@@ -442,9 +437,9 @@ pub fn plan(
         let before = planned;
         let seed = epoch_seed(config.seed, ARRIVALS, window_index);
         if !send_window(&batches, &taken, seed, &mut planned, steps, config, device) {
-            return Ok(stats);
+            return Ok(streamed);
         }
-        stats.streamed_steps += planned - before;
+        streamed += planned - before;
         window_index += 1;
         state = shared.lock();
     }
@@ -452,7 +447,7 @@ pub fn plan(
     drop(state);
     shared.changed.notify_all();
     if planned >= steps {
-        return Ok(stats);
+        return Ok(streamed);
     }
     // The input has ended: epochs over the whole pool.
     let mut state = shared.lock();
@@ -460,7 +455,7 @@ pub fn plan(
         state = shared.wait(state);
     }
     if state.failed.is_some() {
-        return Ok(stats);
+        return Ok(streamed);
     }
     state.pool.seal();
     state.epochs = true;
@@ -500,13 +495,13 @@ pub fn plan(
             if !send_window(&batches, &taken, seed, &mut planned, steps, config, device)
                 || planned >= steps
             {
-                return Ok(stats);
+                return Ok(streamed);
             }
             at = end;
             part += 1;
         }
     }
-    Ok(stats)
+    Ok(streamed)
 }
 
 /// Marks the trainer finished and returns what the pool and vocabulary came to.
@@ -567,53 +562,22 @@ pub fn train(
             .map_err(|e| Error::io("training planner thread", e))?
     };
     let tokens_before = trainer.tokens;
-    let mut first_step_at: Option<Instant> = None;
     let mut training_since: Option<Instant> = None;
-    let mut wait = Duration::ZERO;
-    loop {
-        let batch = match batches.try_recv() {
-            Ok(batch) => batch,
-            Err(crossbeam_channel::TryRecvError::Disconnected) => break,
-            Err(crossbeam_channel::TryRecvError::Empty) => {
-                let waited = Instant::now();
-                match batches.recv() {
-                    Ok(batch) => {
-                        // The first step's wait is the time to the first window, not a stall.
-                        if first_step_at.is_some() {
-                            summary.data_waits += 1;
-                            wait += waited.elapsed();
-                        }
-                        batch
-                    }
-                    Err(_) => break,
-                }
-            }
-        };
+    let mut waits = DataWaits::default();
+    // The wait for the first batch is the time to the first window, not a stall.
+    while let Some(batch) = next_batch(&batches, &mut waits, training_since.is_some()) {
         training_since.get_or_insert_with(Instant::now);
-        let loss = trainer.train_step(&batch);
+        let loss =
+            trainer.checked_step(&batch, out, config.checkpoint_every, config.steps, |t| {
+                save(t, shared, out)
+            })?;
         shared
             .trained
             .fetch_add(batch.samples.len(), Ordering::Release);
-        if !loss.is_finite() {
-            let error = Error::invalid(
-                format!("training sink {}", out.display()),
-                format!("loss became {loss} at step {}", trainer.step),
-            );
-            shared.fail(&error);
-            return Err(error);
-        }
-        if first_step_at.is_none() {
-            first_step_at = Some(Instant::now());
+        if summary.first_loss.is_none() {
             summary.first_step_pooled = Some(shared.lock().pool.len());
             summary.first_step_seconds = Some(shared.started.elapsed().as_secs_f64());
             summary.first_loss = Some(loss);
-        }
-        let every = config.checkpoint_every;
-        if every > 0 && trainer.step.is_multiple_of(every) && trainer.step < config.steps {
-            save(&trainer, shared, out)?;
-        }
-        if trainer.step.is_multiple_of(100) {
-            tracing::info!(step = trainer.step, loss, "training");
         }
     }
     drop(batches);
@@ -626,7 +590,7 @@ pub fn train(
             .err()
             .unwrap_or_else(|| Error::invalid("training sink", format!("stopped: {failure}"))));
     }
-    summary.streamed_steps = planned?.streamed_steps;
+    summary.streamed_steps = planned?;
     vocab.save(&out.join(VOCAB_FILE))?;
     trainer.save(out)?;
     summary.steps = trainer.step;
@@ -638,7 +602,8 @@ pub fn train(
     } else {
         0.0
     };
-    summary.data_wait_seconds = wait.as_secs_f64();
+    summary.data_waits = waits.steps;
+    summary.data_wait_seconds = waits.time.as_secs_f64();
     Ok(summary)
 }
 

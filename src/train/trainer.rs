@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver};
 use serde::{Deserialize, Serialize};
@@ -240,6 +240,33 @@ impl Trainer {
         value
     }
 
+    /// One step on `batch` ([`Self::train_step`]) that fails on a loss that is not finite,
+    /// then writes a checkpoint with `save` every `checkpoint_every` steps before `end` and logs
+    /// every 100 steps. `dir` names the run in the error.
+    pub fn checked_step(
+        &mut self,
+        batch: &Batch,
+        dir: &Path,
+        checkpoint_every: u64,
+        end: u64,
+        save: impl FnOnce(&Trainer) -> Result<()>,
+    ) -> Result<f64> {
+        let loss = self.train_step(batch);
+        if !loss.is_finite() {
+            return Err(Error::invalid(
+                format!("training run {}", dir.display()),
+                format!("loss became {loss} at step {}", self.step),
+            ));
+        }
+        if checkpoint_every > 0 && self.step.is_multiple_of(checkpoint_every) && self.step < end {
+            save(self)?;
+        }
+        if self.step.is_multiple_of(100) {
+            tracing::info!(step = self.step, loss, "training");
+        }
+        Ok(loss)
+    }
+
     /// Writes `checkpoint.ot` then `checkpoint.json` into `dir`, each by an atomic rename.
     pub fn save(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
@@ -277,9 +304,18 @@ impl Trainer {
         dir.join(CHECKPOINT_META).is_file() && dir.join(CHECKPOINT_TENSORS).is_file()
     }
 
-    /// The step count of the run whose checkpoint is in `dir` (without loading its tensors).
-    pub fn checkpoint_total_steps(dir: &Path) -> Result<u64> {
-        Ok(Self::checkpoint_meta(dir)?.total_steps)
+    /// Checks that the checkpoint in `dir` belongs to a run of `total` steps (without loading
+    /// its tensors), as a resumed run must.
+    pub fn check_resume(dir: &Path, total: u64) -> Result<()> {
+        let steps = Self::checkpoint_meta(dir)?.total_steps;
+        if steps != total {
+            return Err(Error::Config(format!(
+                "{}: the checkpoint belongs to a run of {steps} steps, this one has {total}; use \
+                 another output directory or the same configuration and data",
+                dir.display()
+            )));
+        }
+        Ok(())
     }
 
     fn checkpoint_meta(dir: &Path) -> Result<CheckpointMeta> {
@@ -336,6 +372,31 @@ impl Trainer {
     }
 }
 
+/// Steps whose batch was not ready when the trainer asked for it, and the time they waited.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DataWaits {
+    pub steps: u64,
+    pub time: Duration,
+}
+
+/// The loader's next batch, or `None` once it has sent its last; a wait for it is counted in
+/// `waits` when `count` holds.
+pub fn next_batch(batches: &Receiver<Batch>, waits: &mut DataWaits, count: bool) -> Option<Batch> {
+    match batches.try_recv() {
+        Ok(batch) => Some(batch),
+        Err(crossbeam_channel::TryRecvError::Disconnected) => None,
+        Err(crossbeam_channel::TryRecvError::Empty) => {
+            let waited = Instant::now();
+            let batch = batches.recv().ok()?;
+            if count {
+                waits.steps += 1;
+                waits.time += waited.elapsed();
+            }
+            Some(batch)
+        }
+    }
+}
+
 /// How one training run ended.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunSummary {
@@ -383,23 +444,15 @@ pub fn run_plan(
     vocab.save(&dir.join(VOCAB_FILE))?;
     let total = plan.total_steps();
     let mut trainer = if resume && Trainer::has_checkpoint(dir) {
-        let trainer = Trainer::load(dir, vocab, device)?;
-        if trainer.total_steps != total {
-            return Err(Error::Config(format!(
-                "{}: the checkpoint belongs to a run of {} steps, this one has {total}; use \
-                 another --out directory or the same configuration and data",
-                dir.display(),
-                trainer.total_steps
-            )));
-        }
-        trainer
+        Trainer::check_resume(dir, total)?;
+        Trainer::load(dir, vocab, device)?
     } else {
         Trainer::new(config, vocab, device, total, init_salt)
     };
     let end = stop_after.map_or(total, |s| s.min(total));
     let started = Instant::now();
     let tokens_before = trainer.tokens;
-    let (mut data_waits, mut data_wait) = (0u64, std::time::Duration::ZERO);
+    let mut waits = DataWaits::default();
     if trainer.step < end {
         let (batches, loader) = spawn_loader(
             samples,
@@ -410,32 +463,10 @@ pub fn run_plan(
             config.batching.queue_batches,
         );
         while trainer.step < end {
-            let stopped = || Error::invalid("training data", "the loader thread stopped early");
-            let batch = match batches.try_recv() {
-                Ok(batch) => batch,
-                Err(crossbeam_channel::TryRecvError::Empty) => {
-                    let waited = Instant::now();
-                    let batch = batches.recv().map_err(|_| stopped())?;
-                    data_waits += 1;
-                    data_wait += waited.elapsed();
-                    batch
-                }
-                Err(crossbeam_channel::TryRecvError::Disconnected) => return Err(stopped()),
-            };
-            let loss = trainer.train_step(&batch);
-            if !loss.is_finite() {
-                return Err(Error::invalid(
-                    format!("training run {}", dir.display()),
-                    format!("loss became {loss} at step {}", trainer.step),
-                ));
-            }
-            let every = config.checkpoint_every;
-            if every > 0 && trainer.step % every == 0 && trainer.step < end {
-                trainer.save(dir)?;
-            }
-            if trainer.step % 100 == 0 {
-                tracing::info!(step = trainer.step, loss, "training");
-            }
+            let batch = next_batch(&batches, &mut waits, true).ok_or_else(|| {
+                Error::invalid("training data", "the loader thread stopped early")
+            })?;
+            trainer.checked_step(&batch, dir, config.checkpoint_every, end, |t| t.save(dir))?;
         }
         drop(batches);
         loader
@@ -450,8 +481,8 @@ pub fn run_plan(
         tokens_this_process: trainer.tokens - tokens_before,
         seconds: started.elapsed().as_secs_f64(),
         device: format!("{device:?}"),
-        data_waits,
-        data_wait_seconds: data_wait.as_secs_f64(),
+        data_waits: waits.steps,
+        data_wait_seconds: waits.time.as_secs_f64(),
     })
 }
 

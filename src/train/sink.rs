@@ -65,9 +65,6 @@ impl TrainingSink {
         config.validate()?;
         std::fs::create_dir_all(&out).map_err(|e| Error::io(&out, e))?;
         let vocab = stream::starting_vocabulary(&config, &out, resume)?;
-        // The model is built on the trainer thread: libtorch's CPU thread pool belongs to the
-        // thread that first runs a parallel operation, and a second pool on another thread
-        // would leave the cores oversubscribed (its OpenMP threads then sleep between regions).
         let resuming = resume && Trainer::has_checkpoint(&out);
         // (The curriculum's runs check their own checkpoints.)
         if resuming && !config.curriculum.enabled {
@@ -76,49 +73,30 @@ impl TrainingSink {
         let shared = stream::shared(&config, &out, vocab);
         let (sender, receiver) = bounded::<RecordBatch>(SINK_QUEUE_BATCHES);
         let pool = {
-            let shared = shared.clone();
             let config = config.clone();
-            std::thread::Builder::new()
-                .name("capflow-train-pool".into())
-                .spawn(move || {
-                    let result = stream::receive(&shared, &receiver, &config);
-                    if let Err(error) = &result {
-                        shared.fail(error);
-                    }
-                    result
-                })
-                .map_err(|e| Error::io("training pool thread", e))?
+            stream::spawn("capflow-train-pool", &shared, move |shared| {
+                stream::receive(shared, &receiver, &config)
+            })?
         };
-        let trainer = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("capflow-trainer".into())
-                .spawn(move || {
-                    // libtorch's intra-op thread count is set per thread.
-                    if config.threads > 0 {
-                        tch::set_num_threads(config.threads);
-                    }
-                    let plain = || {
-                        let vocab = shared.vocabulary();
-                        let trainer = if resuming {
-                            Trainer::load(&out, &vocab, device)?
-                        } else {
-                            Trainer::new(&config, &vocab, device, config.steps, 0)
-                        };
-                        stream::train(&shared, trainer, &config, &out, device)
-                    };
-                    let result = if config.curriculum.enabled {
-                        stream::train_curriculum(&shared, &config, &out, device, resume)
-                    } else {
-                        plain()
-                    };
-                    if let Err(error) = &result {
-                        shared.fail(error);
-                    }
-                    result
-                })
-                .map_err(|e| Error::io("trainer thread", e))?
-        };
+        // The model is built on the trainer thread: libtorch's CPU thread pool belongs to the
+        // thread that first runs a parallel operation, and a second pool on another thread
+        // would leave the cores oversubscribed (its OpenMP threads then sleep between regions).
+        let trainer = stream::spawn("capflow-trainer", &shared, move |shared| {
+            // libtorch's intra-op thread count is set per thread.
+            if config.threads > 0 {
+                tch::set_num_threads(config.threads);
+            }
+            if config.curriculum.enabled {
+                return stream::train_curriculum(shared, &config, &out, device, resume);
+            }
+            let vocab = shared.vocabulary();
+            let trainer = if resuming {
+                Trainer::load(&out, &vocab, device)?
+            } else {
+                Trainer::new(&config, &vocab, device, config.steps, 0)
+            };
+            stream::train(shared, trainer, &config, &out, device)
+        })?;
         Ok(TrainingSink {
             batches: Some(sender),
             pending: Vec::new(),

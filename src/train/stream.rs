@@ -189,6 +189,26 @@ impl Shared {
     }
 }
 
+/// Starts a named thread that runs `work`; an error it returns is recorded as the sink's
+/// failure ([`Shared::fail`]), which stops the other threads.
+pub fn spawn<T: Send + 'static>(
+    name: &str,
+    shared: &Arc<Shared>,
+    work: impl FnOnce(&Arc<Shared>) -> Result<T> + Send + 'static,
+) -> Result<std::thread::JoinHandle<Result<T>>> {
+    let shared = shared.clone();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let result = work(&shared);
+            if let Err(error) = &result {
+                shared.fail(error);
+            }
+            result
+        })
+        .map_err(|e| Error::io(format!("thread {name}"), e))
+}
+
 /// The vocabulary a sink starts from: the one saved in `out` when resuming, else an empty one
 /// that grows to the configured sizes.
 pub fn starting_vocabulary(config: &TrainConfig, out: &Path, resume: bool) -> Result<Vocabulary> {
@@ -547,19 +567,11 @@ pub fn train(
     let mut summary = StreamSummary::new(out, device);
     let (sender, batches) = bounded::<Batch>(config.batching.queue_batches);
     let planner = {
-        let shared = shared.clone();
         let config = config.clone();
         let start = trainer.step;
-        std::thread::Builder::new()
-            .name("capflow-train-planner".into())
-            .spawn(move || {
-                let result = plan(&shared, sender, &config, device, start);
-                if let Err(error) = &result {
-                    shared.fail(error);
-                }
-                result
-            })
-            .map_err(|e| Error::io("training planner thread", e))?
+        spawn("capflow-train-planner", shared, move |shared| {
+            plan(shared, sender, &config, device, start)
+        })?
     };
     let tokens_before = trainer.tokens;
     let mut training_since: Option<Instant> = None;

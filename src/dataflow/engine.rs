@@ -46,7 +46,7 @@ use timely::dataflow::operators::{Exchange, Input, Probe};
 
 use super::augment::{ImageOutput, StageContexts};
 use super::buckets::{changelog as image_changes, chunks};
-use super::exchange::{TableBatch, TableBatcher};
+use super::exchange::{to_owners, InFlight, TableBatch, TableBatcher};
 use super::models::{fit_methods_with, CorpusStats};
 use super::record::Staged;
 use super::runtime::{input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed};
@@ -166,6 +166,9 @@ pub fn run_streaming(
     // small beside a range's images.
     let part_bytes =
         (memory_limit / (4 * (local_workers as u64 + 1))).clamp(4 << 10, PART_BYTES_CEILING);
+    // A reader sends on while the batches it has sent to other workers and that they have not
+    // yet spilled stay under a few parts' worth; beyond that a slower worker would queue them.
+    let in_flight_window = 4 * part_bytes;
     // The models are fitted from statistics the workers gather (unless the spec names a fixed
     // corpus): SSA's while reading, the others' from the spilled images once all is read.
     let corpus_stats = match &corpus {
@@ -198,27 +201,26 @@ pub fn run_streaming(
         let spill_error: Rc<RefCell<Option<Error>>> = Rc::default();
         // Read: rows as Arrow batches to the worker owning their bucket, which spills them.
         let mut input = BatchInput::new();
+        let in_flight = Rc::new(InFlight::default());
         let probe = ProbeHandle::new();
         {
             let spill = Rc::clone(&spill);
             let spill_error = Rc::clone(&spill_error);
             worker.dataflow(|scope| {
-                scope
-                    .input_from(&mut input)
-                    .container::<Vec<TableBatch>>()
-                    .exchange(|piece: &TableBatch| piece.to as u64)
-                    .flat_map(move |piece: TableBatch| {
-                        if let Err(err) = spill.borrow_mut().push_batch(piece.table, &piece.batch) {
-                            spill_error.borrow_mut().get_or_insert(err);
-                        }
-                        None::<()>
-                    })
-                    .probe_with(&probe);
+                let batches = scope.input_from(&mut input).container::<Vec<TableBatch>>();
+                to_owners(batches, Rc::clone(&in_flight), move |piece: TableBatch| {
+                    if let Err(err) = spill.borrow_mut().push_batch(piece.table, &piece.batch) {
+                        spill_error.borrow_mut().get_or_insert(err);
+                    }
+                })
+                .probe_with(&probe);
             });
         }
         let input = BatchFeed {
             input,
-            batcher: TableBatcher::new(buckets, peers),
+            batcher: TableBatcher::new(index, buckets, peers),
+            in_flight,
+            window: in_flight_window,
         };
         // What the models learn from: to the first worker of every process, which hands it to
         // its main thread, so that every process fits the same models.
@@ -708,6 +710,9 @@ type BatchInput = timely::dataflow::InputHandle<u64, CapacityContainerBuilder<Ve
 struct BatchFeed {
     input: BatchInput,
     batcher: TableBatcher,
+    in_flight: Rc<InFlight>,
+    /// The most bytes in flight to other workers before the reader waits for them.
+    window: u64,
 }
 
 impl BatchFeed {
@@ -717,6 +722,7 @@ impl BatchFeed {
             return;
         }
         for batch in batches {
+            self.in_flight.send(&batch);
             self.input.send(batch);
         }
         self.input.flush();
@@ -735,6 +741,10 @@ impl RowFeed for BatchFeed {
         self.send(batches);
         self.input.close();
         Ok(())
+    }
+
+    fn held_back(&self) -> bool {
+        self.in_flight.bytes() > self.window
     }
 }
 

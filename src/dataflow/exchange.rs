@@ -7,15 +7,24 @@
 //! workers of one process as the batch itself, between processes as an Arrow IPC stream
 //! ([`TableBatch`]'s serde form, which is what timely writes to the wire), and the receiving
 //! worker appends it to its buckets' spill files ([`super::spill::BucketSpill::push_batch`])
-//! without decoding it into rows.
+//! without decoding it into rows. Each batch is a message of its own ([`EachBatch`]).
 
-use std::collections::BTreeMap;
+use std::cell::Cell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
 use std::sync::OnceLock;
 
 use arrow::array::{Array, RecordBatch, StringArray, UInt32Array};
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use timely::container::{
+    CapacityContainerBuilder, ContainerBuilder, LengthPreservingContainerBuilder, PushInto,
+};
+use timely::dataflow::channels::pact::{Exchange, ExchangeCore};
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::Stream;
+use timely::progress::Timestamp;
 
 use super::runtime::KeyedRow;
 use super::spill::encode;
@@ -26,21 +35,28 @@ use crate::schema::TableKind;
 /// Rows of one table a worker's readers gather before they are cut by worker and sent.
 pub const EXCHANGE_BATCH_ROWS: usize = 1024;
 
-/// A batch of one table's rows on its way to worker `to`, in the table's spill schema.
+/// A batch of one table's rows on its way from worker `from` to worker `to`, in the table's
+/// spill schema.
 #[derive(Clone, Debug)]
 pub struct TableBatch {
+    pub from: usize,
     pub to: usize,
     pub table: TableKind,
     pub batch: RecordBatch,
+    /// The batch's size in memory at its sender, which the sender counts as in flight
+    /// ([`InFlight`]) until `to` has taken it.
+    pub bytes: u64,
     /// The batch as an Arrow IPC stream, encoded once when the batch leaves its process.
     ipc: OnceLock<Vec<u8>>,
 }
 
 impl TableBatch {
-    pub fn new(to: usize, table: TableKind, batch: RecordBatch) -> TableBatch {
+    pub fn new(from: usize, to: usize, table: TableKind, batch: RecordBatch) -> TableBatch {
         TableBatch {
+            from,
             to,
             table,
+            bytes: batch.get_array_memory_size() as u64,
             batch,
             ipc: OnceLock::new(),
         }
@@ -64,14 +80,22 @@ impl TableBatch {
     }
 
     /// The batch an Arrow IPC stream holds: exactly one record batch.
-    pub fn from_ipc(to: usize, table: TableKind, bytes: &[u8]) -> Result<TableBatch> {
-        let what = || format!("decoding a {} batch from Arrow IPC", table.name());
-        let reader = StreamReader::try_new(bytes, None).map_err(|e| Error::arrow(what(), e))?;
+    fn from_wire(wire: Wire) -> Result<TableBatch> {
+        let what = || format!("decoding a {} batch from Arrow IPC", wire.table.name());
+        let reader =
+            StreamReader::try_new(wire.ipc.as_ref(), None).map_err(|e| Error::arrow(what(), e))?;
         let mut batches = reader
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| Error::arrow(what(), e))?;
         match (batches.pop(), batches.is_empty()) {
-            (Some(batch), true) => Ok(TableBatch::new(to, table, batch)),
+            (Some(batch), true) => Ok(TableBatch {
+                from: wire.from as usize,
+                to: wire.to as usize,
+                table: wire.table,
+                batch,
+                bytes: wire.bytes,
+                ipc: OnceLock::new(),
+            }),
             _ => Err(Error::invalid(
                 what(),
                 "the stream holds more or less than one batch",
@@ -80,10 +104,114 @@ impl TableBatch {
     }
 }
 
-/// What crosses a process boundary: the destination worker, the table, and the Arrow IPC stream.
+/// Builds the exchange's messages one [`TableBatch`] each. Timely's default builder gathers
+/// records per destination worker until it holds a buffer's worth (8 KiB of them, about 80
+/// batches) and ships them only then or when the epoch ends. A batch is already hundreds of rows,
+/// so that was tens of megabytes of rows per destination that every worker held back while it
+/// read: with two workers, more than the whole read phase of one.
+#[derive(Default)]
+pub struct EachBatch {
+    ready: VecDeque<Vec<TableBatch>>,
+    shipped: Vec<TableBatch>,
+}
+
+impl PushInto<TableBatch> for EachBatch {
+    fn push_into(&mut self, batch: TableBatch) {
+        self.ready.push_back(vec![batch]);
+    }
+}
+
+impl ContainerBuilder for EachBatch {
+    type Container = Vec<TableBatch>;
+
+    fn extract(&mut self) -> Option<&mut Vec<TableBatch>> {
+        self.shipped = self.ready.pop_front()?;
+        Some(&mut self.shipped)
+    }
+
+    fn finish(&mut self) -> Option<&mut Vec<TableBatch>> {
+        self.extract()
+    }
+}
+
+impl LengthPreservingContainerBuilder for EachBatch {}
+
+/// What a worker's reader has sent to other workers that they have not yet taken, in
+/// [`TableBatch::bytes`]. Timely's channels have no bound: a reader that outruns a worker it
+/// sends to (a worker reading a large file while another parses many small ones) would queue
+/// its batches there, and between processes the receiving side's network buffers grow to the
+/// largest such queue and stay that size. The reader waits while more than its window is in
+/// flight ([`to_owners`] returns what was taken to the sender).
+#[derive(Debug, Default)]
+pub struct InFlight {
+    sent: Cell<u64>,
+    taken: Cell<u64>,
+}
+
+impl InFlight {
+    /// Counts `batch` as in flight unless it stays with its sender.
+    pub fn send(&self, batch: &TableBatch) {
+        if batch.from != batch.to {
+            self.sent.set(self.sent.get() + batch.bytes);
+        }
+    }
+
+    /// Bytes sent and not yet taken.
+    pub fn bytes(&self) -> u64 {
+        self.sent.get() - self.taken.get()
+    }
+
+    fn taken(&self, bytes: u64) {
+        self.taken.set(self.taken.get() + bytes);
+    }
+}
+
+/// Sends each batch of `batches` to the worker it is addressed to, a message per batch
+/// ([`EachBatch`]), and hands it to `receive` there; what each worker takes from another goes
+/// back to the sender's `in_flight`. The stream it returns carries nothing; it is there to be
+/// probed, and ends once every batch is taken and counted back.
+pub fn to_owners<'scope, T: Timestamp>(
+    batches: Stream<'scope, T, Vec<TableBatch>>,
+    in_flight: Rc<InFlight>,
+    mut receive: impl FnMut(TableBatch) + 'static,
+) -> Stream<'scope, T, Vec<()>> {
+    let pact = ExchangeCore::<EachBatch, _>::new_core(|batch: &TableBatch| batch.to as u64);
+    batches
+        .unary::<CapacityContainerBuilder<Vec<(usize, u64)>>, _, _, _>(pact, "ToOwners", |_, _| {
+            move |input, output| {
+                input.for_each(|time, batches| {
+                    let mut taken = output.session(&time);
+                    for batch in batches.drain(..) {
+                        if batch.from != batch.to {
+                            taken.give((batch.from, batch.bytes));
+                        }
+                        receive(batch);
+                    }
+                });
+            }
+        })
+        .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+            Exchange::new(|(from, _): &(usize, u64)| *from as u64),
+            "Taken",
+            |_, _| {
+                move |input, _output| {
+                    input.for_each(|_time, taken| {
+                        for (_, bytes) in taken.drain(..) {
+                            in_flight.taken(bytes);
+                        }
+                    });
+                }
+            },
+        )
+}
+
+/// What crosses a process boundary: the destination and source workers, the size the sender
+/// counts in flight, the table, and the Arrow IPC stream.
 #[derive(Serialize, Deserialize)]
 struct Wire<'a> {
     to: u32,
+    from: u32,
+    bytes: u64,
     table: TableKind,
     #[serde(borrow, with = "serde_bytes")]
     ipc: std::borrow::Cow<'a, [u8]>,
@@ -94,6 +222,8 @@ impl Serialize for TableBatch {
         let ipc = self.ipc().map_err(serde::ser::Error::custom)?;
         Wire {
             to: self.to as u32,
+            from: self.from as u32,
+            bytes: self.bytes,
             table: self.table,
             ipc: std::borrow::Cow::Borrowed(ipc),
         }
@@ -103,9 +233,7 @@ impl Serialize for TableBatch {
 
 impl<'de> Deserialize<'de> for TableBatch {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        let wire = Wire::deserialize(deserializer)?;
-        TableBatch::from_ipc(wire.to as usize, wire.table, &wire.ipc)
-            .map_err(serde::de::Error::custom)
+        TableBatch::from_wire(Wire::deserialize(deserializer)?).map_err(serde::de::Error::custom)
     }
 }
 
@@ -146,14 +274,16 @@ pub fn partition(batch: &RecordBatch, keys: &[usize]) -> Result<Vec<(usize, Reco
 
 /// A worker's readers' rows, gathered per table into batches cut by the worker that owns them.
 pub struct TableBatcher {
+    worker: usize,
     buckets: usize,
     peers: usize,
     pending: BTreeMap<TableKind, Vec<KeyedRow>>,
 }
 
 impl TableBatcher {
-    pub fn new(buckets: usize, peers: usize) -> TableBatcher {
+    pub fn new(worker: usize, buckets: usize, peers: usize) -> TableBatcher {
         TableBatcher {
+            worker,
             buckets,
             peers,
             pending: BTreeMap::new(),
@@ -188,7 +318,7 @@ impl TableBatcher {
         let owners = owners(&batch, self.buckets, self.peers)?;
         Ok(partition(&batch, &owners)?
             .into_iter()
-            .map(|(to, batch)| TableBatch::new(to, table, batch))
+            .map(|(to, batch)| TableBatch::new(self.worker, to, table, batch))
             .collect())
     }
 }
@@ -216,7 +346,7 @@ mod tests {
     }
 
     fn batches(rows: usize, peers: usize) -> Vec<TableBatch> {
-        let mut batcher = TableBatcher::new(16, peers);
+        let mut batcher = TableBatcher::new(0, 16, peers);
         let mut sent = Vec::new();
         for n in 0..rows as u64 {
             sent.extend(batcher.push(caption(&format!("img{}", n % 37), n)).unwrap());
@@ -240,8 +370,8 @@ mod tests {
     }
 
     /// What timely writes between processes for a container of batches (bincode of the
-    /// container): a count, then per batch the destination, the table and an Arrow IPC stream
-    /// that any Arrow reader decodes.
+    /// container): a count, then per batch the destination and source workers, the bytes the
+    /// sender counts in flight, the table and an Arrow IPC stream that any Arrow reader decodes.
     #[test]
     fn what_crosses_processes_is_arrow_ipc() {
         let sent = batches(1500, 2);
@@ -260,6 +390,9 @@ mod tests {
         for piece in &sent {
             let to = u32::from_le_bytes(take(4).try_into().unwrap());
             assert_eq!(to as usize, piece.to);
+            let from = u32::from_le_bytes(take(4).try_into().unwrap());
+            assert_eq!(from as usize, piece.from);
+            assert_eq!(word(take(8)), piece.bytes);
             let _table_tag = take(4);
             let length = word(take(8)) as usize;
             let ipc = take(length);
@@ -280,7 +413,89 @@ mod tests {
             Vec::<TableBatch>::from_bytes(timely::bytes::arc::BytesMut::from(wire).freeze());
         assert_eq!(decoded.len(), sent.len());
         for (a, b) in decoded.iter().zip(&sent) {
-            assert_eq!((a.to, a.table, &a.batch), (b.to, b.table, &b.batch));
+            assert_eq!(
+                (a.from, a.to, a.bytes, a.table, &a.batch),
+                (b.from, b.to, b.bytes, b.table, &b.batch)
+            );
         }
+    }
+
+    /// A batch reaches the worker it is addressed to while its epoch is still open (the
+    /// exchange does not hold batches back until it has gathered a buffer's worth), and its
+    /// sender counts it in flight until then.
+    #[test]
+    fn each_batch_reaches_its_worker_before_the_epoch_ends_and_is_counted_back() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        use timely::dataflow::operators::{Input, Probe};
+
+        let sent = batches(3 * EXCHANGE_BATCH_ROWS, 1);
+        assert_eq!(sent.len(), 3);
+        let sent_bytes: u64 = sent
+            .iter()
+            .map(|b| b.batch.get_array_memory_size() as u64)
+            .sum();
+        let received = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&received);
+        let outcomes = timely::execute(timely::Config::process(2), move |worker| {
+            let index = worker.index();
+            let mine = Arc::clone(&seen);
+            let in_flight = Rc::new(InFlight::default());
+            let mut input = timely::dataflow::InputHandle::<
+                u64,
+                CapacityContainerBuilder<Vec<TableBatch>>,
+            >::new();
+            let probe = worker.dataflow(|scope| {
+                let batches = scope.input_from(&mut input);
+                to_owners(batches, Rc::clone(&in_flight), move |batch: TableBatch| {
+                    assert_eq!(batch.to, index);
+                    mine.fetch_add(batch.batch.num_rows(), Ordering::SeqCst);
+                })
+                .probe()
+                .0
+            });
+            if index == 0 {
+                for batch in batches(3 * EXCHANGE_BATCH_ROWS, 1) {
+                    let batch = TableBatch::new(0, 1, batch.table, batch.batch);
+                    in_flight.send(&batch);
+                    input.send(batch);
+                }
+                input.flush();
+            }
+            let after_sending = in_flight.bytes();
+            // Both workers step, the epoch still open, until worker 1 has every row and
+            // worker 0 has heard so.
+            let started = std::time::Instant::now();
+            let waited = std::time::Duration::from_secs(5);
+            let done = |in_flight: &InFlight| {
+                seen.load(Ordering::SeqCst) == 3 * EXCHANGE_BATCH_ROWS && in_flight.bytes() == 0
+            };
+            while !done(&in_flight) && started.elapsed() < waited {
+                worker.step();
+            }
+            let outcome = (
+                seen.load(Ordering::SeqCst),
+                after_sending,
+                in_flight.bytes(),
+            );
+            input.close();
+            while !probe.done() {
+                worker.step();
+            }
+            outcome
+        })
+        .unwrap()
+        .join()
+        .into_iter()
+        .map(|outcome| outcome.unwrap())
+        .collect::<Vec<_>>();
+        assert_eq!(received.load(Ordering::SeqCst), 3 * EXCHANGE_BATCH_ROWS);
+        let rows = 3 * EXCHANGE_BATCH_ROWS;
+        assert_eq!(
+            outcomes,
+            [(rows, sent_bytes, 0), (rows, 0, 0)],
+            "(rows at worker 1 while the epoch was open, bytes in flight after sending and \
+             once taken) as each worker saw them"
+        );
     }
 }

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use timely::container::CapacityContainerBuilder;
@@ -34,6 +34,10 @@ pub(super) trait RowFeed {
     fn feed(&mut self, keyed: KeyedRow) -> Result<()>;
     /// Every row is fed: hand on what is held and close the input.
     fn finish(self) -> Result<()>;
+    /// Whether the reader should let the dataflow drain before it reads on.
+    fn held_back(&self) -> bool {
+        false
+    }
 }
 
 impl RowFeed for RowInput {
@@ -191,6 +195,7 @@ pub(super) fn read_units<F: RowFeed>(
             unit: i as u32,
             numbering: RecordNumbering::new(unit.tables.as_deref()),
             rows: 0,
+            stepped: Instant::now(),
         };
         let outcome = read_input(unit.format, &unit.path, &mut sink);
         let read = (sink.numbering.counts, sink.rows);
@@ -207,7 +212,11 @@ struct DataflowSink<'a, F> {
     unit: u32,
     numbering: RecordNumbering<'a>,
     rows: u64,
+    stepped: Instant,
 }
+
+/// How often a reader lets the dataflow run: the batches other workers send it wait for that.
+const STEP_EVERY: Duration = Duration::from_millis(2);
 
 impl<F: RowFeed> RecordSink for DataflowSink<'_, F> {
     fn row(&mut self, row: Row) -> Result<()> {
@@ -222,9 +231,14 @@ impl<F: RowFeed> RecordSink for DataflowSink<'_, F> {
         self.observer.row(&keyed)?;
         self.input.feed(keyed)?;
         self.rows += 1;
-        // Let the dataflow drain now and then so memory stays bounded by the batch, not the file.
-        if self.rows.is_multiple_of(4096) {
+        // Let the dataflow drain now and then, so that what this reader sends and what others
+        // send it is spilled as it comes, and until the feed may go on.
+        if self.rows.is_multiple_of(64) && self.stepped.elapsed() >= STEP_EVERY {
             self.worker.step();
+            self.stepped = Instant::now();
+        }
+        while self.input.held_back() {
+            self.worker.step_or_park(Some(Duration::from_millis(1)));
         }
         Ok(())
     }

@@ -186,12 +186,26 @@ pub fn training_subset(
         .collect()
 }
 
+/// The data with its samples ordered by image and sample id: a dataset written by several
+/// workers holds the same samples in an order that can differ from run to run, and the batches,
+/// the images `--max-train` draws and the samples `--max-samples` evaluates follow the order.
+fn in_canonical_order(data: &TrainingData) -> TrainingData {
+    let mut data = data.clone();
+    data.samples.sort_by(|a, b| {
+        (a.image_id.as_str(), a.sample_id.as_str())
+            .cmp(&(b.image_id.as_str(), b.sample_id.as_str()))
+    });
+    data
+}
+
 /// Trains and evaluates every variant of `options` with each of its seeds. Every variant's final
 /// model takes the same optimizer steps: the curriculum's `steps_per_iteration` becomes
 /// `steps / iterations` (its scoring models' steps come on top and are reported). All variants of
 /// one seed draw from the same training set (the same images under `options.limits`); the
-/// original variant keeps its trusted samples. A variant whose training set equals an earlier
-/// one's (no generated samples in the data) is still run, and the report says so.
+/// original variant keeps its trusted samples. Samples are taken in the order of their image and
+/// sample ids, whatever the order of the datasets' shards, so a comparison repeats exactly on the
+/// CPU. A variant whose training set equals an earlier one's (no generated samples in the data) is
+/// still run, and the report says so.
 pub fn compare(
     data: &TrainingData,
     config: &TrainConfig,
@@ -205,6 +219,7 @@ pub fn compare(
         return Err(Error::Usage("compare needs at least one variant".into()));
     }
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let data = &in_canonical_order(data);
     let trusted = &config.curriculum.trusted_methods;
     let generated_methods: Vec<String> = if options.generated_methods.is_empty() {
         Vec::new()

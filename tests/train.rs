@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use capflow::schema::SampleRow;
-use capflow::train::compare::compare;
+use capflow::train::compare::{compare, CompareOptions, TrainingLimits, Variant};
 use capflow::train::data::TrainingData;
 use capflow::train::eval::EvalOptions;
 use capflow::train::run::{train_samples, JobOptions};
@@ -533,7 +533,11 @@ fn compare_gives_every_variant_the_same_steps_over_seeds() {
         token_budget: 512,
     };
     let out = tempfile::tempdir().unwrap();
-    let reports = compare(&data, &config, &eval, out.path(), Device::Cpu, 2).unwrap();
+    let options = CompareOptions {
+        seeds: 2,
+        ..CompareOptions::default()
+    };
+    let reports = compare(&data, &config, &eval, out.path(), Device::Cpu, &options).unwrap();
     assert_eq!(reports.len(), 6, "three variants, two seeds");
     for r in &reports {
         assert_eq!(r.training.run.steps, 20, "{} seed {}", r.name, r.seed);
@@ -563,12 +567,84 @@ fn compare_gives_every_variant_the_same_steps_over_seeds() {
         .find(|l| l.starts_with("| curriculum |"))
         .unwrap();
     let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-    // variant, seeds, samples, generated, steps, scoring steps, iterations, final loss ...
-    assert_eq!(&cells[2..8], ["2", "200", "100", "20", "20", "10"]);
-    let (mean, sd) = cells[8].split_once(" ± ").unwrap();
+    // variant, seeds, images, trusted, generated, steps, scoring steps, iterations, final loss ...
+    assert_eq!(&cells[2..9], ["2", "20", "100", "100", "20", "20", "10"]);
+    let (mean, sd) = cells[9].split_once(" ± ").unwrap();
     let (mean, sd): (f64, f64) = (mean.parse().unwrap(), sd.parse().unwrap());
     // The sample standard deviation of two values is |a - b| / √2.
     let expected_sd = (losses[0] - losses[1]).abs() / 2f64.sqrt();
     assert!((mean - (losses[0] + losses[1]) / 2.0).abs() < 1e-3, "{row}");
     assert!((sd - expected_sd).abs() < 1e-3, "{row}");
+}
+
+/// `train compare` with chosen variants and small training sets: every seed trains on at most
+/// `--max-train` trusted samples and the generated samples of their images, capped at a share of
+/// them; both variants of a seed share the images; Div-2 is each image's distinct bigrams per
+/// word, averaged over the images.
+#[test]
+fn compare_trains_chosen_variants_on_small_training_sets() {
+    let (mut data, samples) = originals();
+    data.samples = with_generated(&samples);
+    let mut config = tiny_config();
+    config.steps = 4;
+    let eval = EvalOptions {
+        splits: Vec::new(),
+        methods: vec!["original".into()],
+        max_samples: Some(30),
+        vectors: None,
+        device: Device::Cpu,
+        token_budget: 512,
+    };
+    let options = CompareOptions {
+        seeds: 2,
+        variants: vec![Variant::Original, Variant::Augmented],
+        generated_methods: vec!["synthetic".into()],
+        limits: TrainingLimits {
+            max_trusted: Some(23),
+            generated_percent: Some(40.0),
+        },
+    };
+    let out = tempfile::tempdir().unwrap();
+    let reports = compare(&data, &config, &eval, out.path(), Device::Cpu, &options).unwrap();
+    let names: Vec<&str> = reports.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["original", "augmented", "original", "augmented"]);
+    for pair in reports.chunks(2) {
+        let (original, augmented) = (&pair[0], &pair[1]);
+        assert_eq!(original.seed, augmented.seed);
+        // 23 trusted samples of 5 images (5 captions each: 4 whole images and 3 of a fifth).
+        assert_eq!(original.training.trusted, 23);
+        assert_eq!((original.training.generated, original.train_images), (0, 5));
+        assert_eq!(augmented.training.trusted, 23);
+        // 40% of 23, rounded: 9 of the five images' 25 generated samples.
+        assert_eq!(augmented.training.generated, 9);
+        assert_eq!(augmented.train_images, 5);
+        assert_eq!(augmented.training.run.steps, 4);
+        // Div-2 from the captions by hand: per image, distinct bigrams over words.
+        let mut per_image: std::collections::BTreeMap<&str, Vec<Vec<&str>>> = Default::default();
+        for p in &augmented.evaluation.predictions {
+            per_image
+                .entry(p.image_id.as_str())
+                .or_default()
+                .push(p.caption.split_whitespace().collect());
+        }
+        let ratios: Vec<f64> = per_image
+            .values()
+            .filter(|captions| captions.len() >= 2)
+            .map(|captions| {
+                let words: usize = captions.iter().map(Vec::len).sum();
+                let bigrams: std::collections::HashSet<(&str, &str)> = captions
+                    .iter()
+                    .flat_map(|c| c.windows(2).map(|w| (w[0], w[1])))
+                    .collect();
+                bigrams.len() as f64 / words as f64
+            })
+            .collect();
+        let expected = ratios.iter().sum::<f64>() / ratios.len() as f64;
+        let div2 = augmented.evaluation.div2.unwrap();
+        assert!((div2 - expected).abs() < 1e-12, "{div2} vs {expected}");
+    }
+    let markdown = std::fs::read_to_string(out.path().join("compare.md")).unwrap();
+    assert!(markdown.contains("at most 23 trusted samples per seed"));
+    assert!(markdown.contains("| augmented − original |"));
+    assert!(!markdown.contains("| curriculum |"));
 }

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::export::{read_manifest, read_table};
 use crate::schema::TableKind;
 use crate::train::bench::{run_bench, BenchShape};
-use crate::train::compare::compare;
+use crate::train::compare::{compare, CompareOptions, TrainingLimits, Variant};
 use crate::train::eval::{evaluate_checkpoint, EvalOptions};
 use crate::train::{
     select_device, train_samples, JobOptions, TrainConfig, TrainingData, TrainingSink,
@@ -26,9 +26,9 @@ pub struct TrainArgs {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum TrainCommand {
-    /// Train and evaluate three variants (original only, + generated, + curriculum) and write
-    /// compare.json and compare.md.
-    Compare(CompareArgs),
+    /// Train and evaluate variants (original only, + generated, + curriculum) over several seeds
+    /// and write compare.json and compare.md.
+    Compare(Box<CompareArgs>),
     /// Training throughput (tokens/s) on a fixed synthetic batch.
     Bench(BenchArgs),
 }
@@ -73,6 +73,25 @@ pub struct CompareArgs {
     /// mean ± standard deviation over them.
     #[arg(long, default_value_t = 3)]
     pub seeds: u32,
+    /// The variants to train, in report order.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "original,augmented,curriculum"
+    )]
+    pub variants: Vec<Variant>,
+    /// The generated methods the augmented and curriculum variants add to the trusted ones
+    /// (comma-separated; default: every method in the data).
+    #[arg(long = "methods", value_delimiter = ',')]
+    pub generated_methods: Vec<String>,
+    /// Train on at most this many trusted samples per seed (whole images in a seeded order; the
+    /// generated samples of the same images).
+    #[arg(long)]
+    pub max_train: Option<usize>,
+    /// Generated samples at most this percent of the trusted ones, drawn by seed.
+    #[arg(long)]
+    pub generated_percent: Option<f64>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -167,7 +186,7 @@ fn print_json(value: &impl serde::Serialize) -> Result<()> {
 
 pub fn run(args: TrainArgs) -> Result<()> {
     match args.command {
-        Some(TrainCommand::Compare(args)) => run_compare(args),
+        Some(TrainCommand::Compare(args)) => run_compare(*args),
         Some(TrainCommand::Bench(args)) => run_bench_command(args),
         None => run_train(args.train),
     }
@@ -277,7 +296,15 @@ fn run_compare(args: CompareArgs) -> Result<()> {
         &eval_options(&args.eval, device),
         out,
         device,
-        args.seeds,
+        &CompareOptions {
+            seeds: args.seeds,
+            variants: args.variants,
+            generated_methods: args.generated_methods,
+            limits: TrainingLimits {
+                max_trusted: args.max_train,
+                generated_percent: args.generated_percent,
+            },
+        },
     )?;
     let path = out.join("compare.md");
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;

@@ -7,8 +7,8 @@
 //!   the asked and the produced word count);
 //! - content: noun IoU and Hal against the control labels ([`super::control`]).
 //!
-//! Over the evaluated captions: D-1, D-2; self-CIDEr over each image's captions (mean over the
-//! images with at least two); G, the built-in quality scorer trained on the data's original
+//! Over the evaluated captions: D-1, D-2; Div-1, Div-2 and self-CIDEr over each image's captions
+//! (mean over the images with at least two); G, the built-in quality scorer trained on the data's original
 //! captions (standing in for GRUEN); CIDEr-D and BLEU-1..4 against the image's original captions;
 //! H, the harmonic mean of IoU, G and self-CIDEr; IoU, Hal, LP and L by coverage band and by
 //! length level.
@@ -88,6 +88,10 @@ pub struct EvalReport {
     pub self_cider: Option<f64>,
     pub d1: f64,
     pub d2: f64,
+    /// D-1 and D-2 of each image's captions, averaged over the images with at least two
+    /// ([`diversity::div_n`]).
+    pub div1: Option<f64>,
+    pub div2: Option<f64>,
     pub cider_d: Option<f64>,
     pub bleu: Option<[f64; 4]>,
     pub h: Option<f64>,
@@ -279,6 +283,8 @@ pub fn evaluate_captions(
         self_cider,
         d1: diversity::distinct_n(captions, 1),
         d2: diversity::distinct_n(captions, 2),
+        div1: diversity::div_n(per_image.values().map(Vec::as_slice), 1),
+        div2: diversity::div_n(per_image.values().map(Vec::as_slice), 2),
         cider_d,
         bleu,
         h,

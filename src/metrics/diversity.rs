@@ -1,4 +1,5 @@
-//! Diversity of a set of captions: D-n (distinct n-grams per word) and self-CIDEr.
+//! Diversity of a set of captions: D-n (distinct n-grams per word), Div-n (D-n of each image's
+//! captions, averaged over the images) and self-CIDEr.
 //!
 //! Self-CIDEr (Wang & Chan, "Describing like humans: on diversity in image captioning", CVPR
 //! 2019) looks at the kernel matrix `K[i][j] = CIDEr-D(c_i, [c_j])` of one image's m captions.
@@ -22,6 +23,20 @@ pub fn distinct_n(captions: &[Vec<String>], n: usize) -> f64 {
     }
     let distinct: HashSet<&[String]> = captions.iter().flat_map(|c| c.windows(n)).collect();
     distinct.len() as f64 / words as f64
+}
+
+/// Div-n as diverse-captioning evaluations report it (the CutSwap thesis §4, after COS-CVAE):
+/// D-n of each set of captions (one image's), averaged over the sets that hold at least two
+/// captions; `None` when no set does. A set of one caption says nothing about diversity between
+/// captions, so it is left out, as in [`self_cider`].
+pub fn div_n<'a>(sets: impl IntoIterator<Item = &'a [Vec<String>]>, n: usize) -> Option<f64> {
+    let (sum, count) = sets
+        .into_iter()
+        .filter(|set| set.len() >= 2)
+        .fold((0.0, 0usize), |(sum, count), set| {
+            (sum + distinct_n(set, n), count + 1)
+        });
+    (count > 0).then(|| sum / count as f64)
 }
 
 /// The self-CIDEr kernel `K[i][j] = CIDEr-D(c_i, [c_j])`, row-major.
@@ -126,6 +141,32 @@ mod tests {
         assert_eq!(distinct_n(&captions, 1), 4.0 / 7.0);
         assert_eq!(distinct_n(&captions, 2), 3.0 / 7.0);
         assert_eq!(distinct_n(&[], 1), 0.0);
+    }
+
+    #[test]
+    fn div_n_by_hand() {
+        // Image 1: "a dog runs" + "a dog sits": 6 words, bigrams {a dog, dog runs, dog sits} = 3,
+        // unigrams {a, dog, runs, sits} = 4. Image 2: "two cats" + "two cats": 4 words, bigrams
+        // {two cats} = 1, unigrams {two, cats} = 2. Image 3 has one caption and is left out.
+        let image1 = vec![words("a dog runs"), words("a dog sits")];
+        let image2 = vec![words("two cats"), words("two cats")];
+        let image3 = vec![words("a bird")];
+        let sets = [image1.as_slice(), image2.as_slice(), image3.as_slice()];
+        let div2 = div_n(sets, 2).unwrap();
+        assert!(
+            (div2 - (3.0 / 6.0 + 1.0 / 4.0) / 2.0).abs() < 1e-15,
+            "{div2}"
+        );
+        let div1 = div_n(sets, 1).unwrap();
+        assert!(
+            (div1 - (4.0 / 6.0 + 2.0 / 4.0) / 2.0).abs() < 1e-15,
+            "{div1}"
+        );
+        // Corpus D-2 over the same five captions differs: {a dog, dog runs, dog sits, two cats,
+        // a bird} = 5 distinct bigrams over 12 words.
+        let all: Vec<Vec<String>> = sets.iter().flat_map(|s| s.iter().cloned()).collect();
+        assert_eq!(distinct_n(&all, 2), 5.0 / 12.0);
+        assert_eq!(div_n([image3.as_slice()], 2), None);
     }
 
     #[test]

@@ -352,6 +352,10 @@ fn number(x: f64) -> Result<Value> {
 fn read_json(path: &Path) -> Result<Value> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| {
+        // Reading failed (a directory, a failing disk): an I/O error, not bad JSON.
+        if e.is_io() {
+            return Error::io(path, e.into());
+        }
         Error::record(
             path.display().to_string(),
             format!("line {} column {}", e.line(), e.column()),

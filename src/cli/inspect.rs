@@ -34,23 +34,8 @@ pub struct ValidateArgs {
     pub dir: PathBuf,
 }
 
-/// A missing manifest is the normal state of a directory nobody committed to (or whose write
-/// was interrupted), so it gets its own explanation.
-fn manifest_of(dir: &Path) -> Result<Manifest> {
-    read_manifest(dir).map_err(|e| match e {
-        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-            Error::invalid(
-                format!("dataset {}", dir.display()),
-                "no manifest.json: not a committed capflow dataset (an interrupted write \
-                 leaves none; run the command that writes it again)",
-            )
-        }
-        other => other,
-    })
-}
-
 pub fn run_inspect(args: InspectArgs) -> Result<()> {
-    let mut manifest = manifest_of(&args.dir)?;
+    let mut manifest = read_manifest(&args.dir)?;
     if let Some(version) = args.version {
         manifest = read_manifest_version(&args.dir, version)?;
     }
@@ -195,8 +180,6 @@ pub fn summary(dir: &Path, manifest: &Manifest) -> String {
 }
 
 pub fn run_validate(args: ValidateArgs) -> Result<()> {
-    // Read once here for the friendly missing-manifest message; validate reads it again.
-    manifest_of(&args.dir)?;
     let report = validate(&args.dir)?;
     for warning in &report.warnings {
         eprintln!("capflow: warning: {warning}");

@@ -91,12 +91,8 @@ fn snapshot(dir: &Path) -> Result<Snapshot> {
 }
 
 pub fn run(args: WatchArgs) -> Result<()> {
-    if !args.input_dir.is_dir() {
-        return Err(Error::Usage(format!(
-            "--input-dir {} is not a directory",
-            args.input_dir.display()
-        )));
-    }
+    // A missing --input-dir, or a file in its place, is an input that cannot be read (exit 4).
+    std::fs::read_dir(&args.input_dir).map_err(|e| Error::io(&args.input_dir, e))?;
     let spec = crate::dataflow::DataflowSpec::from_file(&args.spec)?;
     let out = spec.output_dir(args.out.as_deref());
     let state = args.state.clone().unwrap_or_else(|| {

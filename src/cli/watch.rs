@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
+use super::out::{diagnostic, status};
 use super::run::{run_with, RunArgs, RunOutcome};
 use crate::dataflow::ClusterOptions;
 use crate::error::{Error, Result};
@@ -100,7 +101,7 @@ pub fn run(args: WatchArgs) -> Result<()> {
         name.push(".state");
         out.with_file_name(name)
     });
-    eprintln!(
+    status!(
         "capflow watch {}: watching {} into {} (state {}), committing at most every {:?}",
         spec.name,
         args.input_dir.display(),
@@ -118,6 +119,7 @@ pub fn run(args: WatchArgs) -> Result<()> {
             workers: args.workers,
             ..ClusterOptions::default()
         },
+        json: false,
     };
     let mut commits = 0u64;
     let mut last_run: Option<Snapshot> = None;
@@ -142,19 +144,19 @@ pub fn run(args: WatchArgs) -> Result<()> {
             Ok(RunOutcome::Committed(version)) => {
                 commits += 1;
                 last_commit = Some(Instant::now());
-                eprintln!(
+                status!(
                     "capflow watch {}: committed version {version} of {}",
                     spec.name,
                     out.display()
                 );
             }
             Ok(RunOutcome::Unchanged | RunOutcome::Part(_)) => {
-                eprintln!(
+                status!(
                     "capflow watch {}: the inputs changed but no image did; no new version",
                     spec.name
                 );
             }
-            Err(err) => eprintln!(
+            Err(err) => diagnostic!(
                 "capflow watch {}: this update failed and nothing was committed: {err}; \
                  waiting for the inputs to change",
                 spec.name

@@ -58,6 +58,11 @@ pub enum Error {
     },
     #[error("process {process} failed: {reason}")]
     Cluster { process: usize, reason: String },
+    /// Standard output's reader went away (`capflow schema | head -1`): the command stops
+    /// printing and exits 0 without a message, as the reader asked for nothing more
+    /// (`crate::cli::out`).
+    #[error("standard output was closed by its reader")]
+    OutputClosed,
     /// A failure inside a dataflow stage, with the stage and image it happened on; its exit
     /// code is its cause's.
     #[error("{stage}, image {image}: {source}")]
@@ -178,9 +183,10 @@ impl Error {
     }
 
     /// The process exit code for this error: 2 usage/config, 3 bad input data, 4 I/O,
-    /// 5 external model, 6 cluster, 1 anything else.
+    /// 5 external model, 6 cluster, 0 a closed standard output, 1 anything else.
     pub fn exit_code(&self) -> i32 {
         match self {
+            Error::OutputClosed => 0,
             Error::Usage(_) | Error::Config(_) => 2,
             Error::Record { .. } | Error::Invalid { .. } | Error::Corrupt { .. } => 3,
             Error::Io { .. } => 4,

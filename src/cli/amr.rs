@@ -3,9 +3,13 @@
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
+use super::out::{diagnostic, stdout_error};
 use crate::amr::penman::{read_blocks, GraphBlock};
 use crate::amr::Graph;
 use crate::error::{Error, Result};
+
+/// How a stream error names standard output.
+const STDOUT: &str = "<stdout>";
 
 #[derive(Debug, clap::Subcommand)]
 pub enum AmrCommand {
@@ -61,7 +65,14 @@ fn align_command(args: &AlignArgs) -> Result<()> {
             Box::new(std::fs::File::create(out).map_err(|e| Error::io(out, e))?),
             out.display().to_string(),
         ),
-        None => (Box::new(std::io::stdout().lock()), "<stdout>".to_string()),
+        None => (Box::new(std::io::stdout().lock()), STDOUT.to_string()),
+    };
+    let write_error = |e: std::io::Error| {
+        if args.out.is_some() {
+            Error::io(&sink_name, e)
+        } else {
+            stdout_error(e)
+        }
     };
     let mut out = BufWriter::new(sink);
     let (mut graphs, mut failed) = (0usize, 0usize);
@@ -72,7 +83,7 @@ fn align_command(args: &AlignArgs) -> Result<()> {
             Ok(mut graph) => match align_one(&mut graph) {
                 Ok(()) => {
                     let text = crate::amr::penman::encode(&graph);
-                    return writeln!(out, "{text}").map_err(|e| Error::io(&sink_name, e));
+                    return writeln!(out, "{text}").map_err(write_error);
                 }
                 Err(reason) => match graph.id() {
                     Some(id) => format!("{place}, id {id}: {reason}"),
@@ -82,10 +93,10 @@ fn align_command(args: &AlignArgs) -> Result<()> {
             Err(error) => format!("{place}: {error}"),
         };
         failed += 1;
-        eprintln!("capflow: {}: {problem}", path.display());
+        diagnostic!("capflow: {}: {problem}", path.display());
         Ok(())
     })?;
-    out.flush().map_err(|e| Error::io(&sink_name, e))?;
+    out.flush().map_err(write_error)?;
     if failed > 0 {
         return Err(Error::record(
             path.display().to_string(),
@@ -126,10 +137,10 @@ fn parse_command(args: &ParseArgs) -> Result<()> {
             } else {
                 writeln!(out, "{}", summary(ordinal, &block, graph))
             }
-            .map_err(|e| Error::io("<stdout>", e)),
+            .map_err(stdout_error),
             Err(error) => {
                 broken += 1;
-                eprintln!(
+                diagnostic!(
                     "capflow: {}: graph {ordinal} (line {}): {error}",
                     path.display(),
                     block.line
@@ -138,7 +149,7 @@ fn parse_command(args: &ParseArgs) -> Result<()> {
             }
         }
     })?;
-    out.flush().map_err(|e| Error::io("<stdout>", e))?;
+    out.flush().map_err(stdout_error)?;
     if broken > 0 {
         return Err(Error::record(
             path.display().to_string(),

@@ -77,7 +77,7 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
     let built = build(&args.inputs)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let w = |e| Error::io("<stdout>", e);
+    let w = crate::cli::out::stdout_error;
     writeln!(
         out,
         "# merge order (ids >= {} are earlier merges)",
@@ -138,7 +138,8 @@ pub fn run_inspect(args: &InspectArgs) -> Result<()> {
     };
     std::io::stdout()
         .write_all(text.as_bytes())
-        .map_err(|e| Error::io("<stdout>", e))
+        .and_then(|()| std::io::stdout().flush())
+        .map_err(crate::cli::out::stdout_error)
 }
 
 fn cluster_name(captions: &[String], id: usize) -> String {

@@ -49,7 +49,7 @@ pub fn run(args: SmatchArgs) -> crate::Result<()> {
     let test = read_graphs(&args.test)?;
     let gold = read_graphs(&args.gold)?;
     if test.len() != gold.len() {
-        eprintln!(
+        crate::cli::out::diagnostic!(
             "warning: {} vs {} AMRs; scoring first {}",
             test.len(),
             gold.len(),
@@ -66,7 +66,7 @@ pub fn run(args: SmatchArgs) -> crate::Result<()> {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let write_error = |e| Error::io("<stdout>", e);
+    let write_error = crate::cli::out::stdout_error;
     if !args.no_header {
         writeln!(out, "idx\tP\tR\tF\tmatch\ttest\tgold").map_err(write_error)?;
     }

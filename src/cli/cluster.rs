@@ -7,6 +7,7 @@
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
+use super::out::stdout_error;
 use crate::cluster::{average_link_labels, linear_sum_assignment, upgma, DistanceMatrix};
 use crate::error::{Error, Result};
 
@@ -74,10 +75,6 @@ pub fn run(cmd: ClusterCommand) -> Result<()> {
         }
     }
     out.flush().map_err(stdout_error)
-}
-
-fn stdout_error(e: std::io::Error) -> Error {
-    Error::io("<stdout>", e)
 }
 
 /// A dense row-major matrix read from a TSV file.

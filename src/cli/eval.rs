@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::out::{out, outln};
 use crate::error::{Error, Result};
 use crate::export::samples::SampleData;
 use crate::metrics::control_eval::{evaluate_captions, EvalReport, GroupMetrics};
@@ -193,11 +194,10 @@ fn run_controls(args: ControlsArgs) -> Result<()> {
         }
         let text = serde_json::to_string_pretty(&summary)
             .map_err(|e| Error::invalid("report", e.to_string()))?;
-        println!("{text}");
+        outln!("{text}")
     } else {
-        print!("{}", controls_table(&evaluation));
+        out!("{}", controls_table(&evaluation))
     }
-    Ok(())
 }
 
 fn cell(value: Option<f64>, decimals: usize) -> String {
@@ -290,8 +290,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
             let report = evaluate_caption_files(&args.refs, &args.hyps, args.tokenize)?;
             let text = serde_json::to_string_pretty(&report)
                 .map_err(|e| Error::invalid("metrics report", e.to_string()))?;
-            println!("{text}");
-            Ok(())
+            outln!("{text}")
         }
         EvalCommand::Controls(args) => run_controls(args),
         #[cfg(feature = "train")]
@@ -352,6 +351,10 @@ fn number(x: f64) -> Result<Value> {
 fn read_json(path: &Path) -> Result<Value> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| {
+        // Reading failed (a directory, a failing disk): an I/O error, not bad JSON.
+        if e.is_io() {
+            return Error::io(path, e.into());
+        }
         Error::record(
             path.display().to_string(),
             format!("line {} column {}", e.line(), e.column()),

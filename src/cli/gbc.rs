@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 use serde_json::json;
 
+use super::out::{diagnostic, outln, status};
 use crate::error::{Error, Result};
 use crate::graph::gbc::{apply_masks, recompute_masks, statistics, write_gbc_file, GbcStatistics};
 use crate::ingest::{gbc as gbc_reader, Row, VecSink};
@@ -61,9 +62,11 @@ fn read_graphs(path: &Path) -> Result<(Vec<GbcGraphRow>, Vec<RejectedRow>)> {
     let mut sink = VecSink::default();
     gbc_reader::read(path, &mut sink)?;
     for r in &sink.rejected {
-        eprintln!(
+        diagnostic!(
             "capflow: rejected {}, {}: {}",
-            r.source_file, r.record, r.reason
+            r.source_file,
+            r.record,
+            r.reason
         );
     }
     let rows = sink
@@ -86,7 +89,7 @@ fn convert(args: ConvertArgs) -> Result<()> {
     if let Some(path) = &args.rejected {
         write_rejected(path, &rejected)?;
     }
-    eprintln!(
+    status!(
         "capflow: {} graphs read, {} written to {}, {} rejected",
         rows.len() + rejected.len(),
         rows.len(),
@@ -153,24 +156,30 @@ fn stats(args: StatsArgs) -> Result<()> {
                      "words": means[3], "diameter": means[4]},
             "masks": {"vertices_with_masks": with_masks, "agreeing": agreeing},
         });
-        println!("{report:#}");
-        return Ok(());
+        return outln!("{report:#}");
     }
-    println!("image_id\tvertices\tedges\tcaptions\twords\tdiameter");
+    outln!("image_id\tvertices\tedges\tcaptions\twords\tdiameter")?;
     for (id, s) in &per_graph {
-        println!(
+        outln!(
             "{id}\t{}\t{}\t{}\t{}\t{}",
-            s.vertices, s.edges, s.captions, s.words, s.diameter
-        );
+            s.vertices,
+            s.edges,
+            s.captions,
+            s.words,
+            s.diameter
+        )?;
     }
-    println!(
+    outln!(
         "mean\t{:.2}\t{:.2}\t{:.2}\t{:.2}\t{:.2}",
-        means[0], means[1], means[2], means[3], means[4]
-    );
-    println!(
+        means[0],
+        means[1],
+        means[2],
+        means[3],
+        means[4]
+    )?;
+    outln!(
         "{} graphs, {} rejected; masks agree with recomputation on {agreeing} of {with_masks} vertices",
         rows.len(),
         rejected.len()
-    );
-    Ok(())
+    )
 }

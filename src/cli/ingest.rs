@@ -7,6 +7,8 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::ValueEnum;
 use indicatif::ProgressBar;
 
+use super::inspect::json_summary;
+use super::out::{self, outln};
 use super::progress;
 use crate::error::{Error, Result};
 use crate::export::{
@@ -30,6 +32,10 @@ pub struct IngestArgs {
     /// (powers of 1024) or KB, MB, GB (powers of 1000).
     #[arg(long, default_value = "128MiB", value_parser = parse_byte_size)]
     pub shard_bytes: u64,
+    /// Print the summary as one JSON object on stdout (records read, accepted and rejected,
+    /// version, rows and files per table, elapsed seconds) instead of a line of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// What `ingest` reads: one of the reader formats, or the synthetic load-test corpus (hidden;
@@ -161,24 +167,27 @@ pub fn run(args: IngestArgs) -> Result<()> {
         writer.stage(stage);
     }
     let manifest = writer.commit(counts)?;
-    let rows: u64 = manifest
-        .files
-        .iter()
-        .filter(|f| f.table != crate::schema::TableKind::Rejected)
-        .map(|f| f.rows)
-        .sum();
-    println!(
+    let elapsed = started.elapsed().as_secs_f64();
+    if args.json {
+        let mut summary = json_summary(&args.out, &manifest);
+        summary.insert("format".into(), args.format.name().into());
+        summary.insert("elapsed_s".into(), elapsed.into());
+        return out::json(&summary.into());
+    }
+    if out::quiet() {
+        return Ok(());
+    }
+    outln!(
         "ingested {} records ({} accepted, {} rejected) into {} version {}: {} rows in {} files, {:.1}s",
         counts.read,
         counts.accepted,
         counts.rejected,
         args.out.display(),
         manifest.version,
-        rows,
+        super::inspect::data_rows(&manifest),
         manifest.files.len(),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
+        elapsed
+    )
 }
 
 /// The default of `--shard-bytes`, kept in step with the library's.

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::RecordBatch;
 
+use super::out::{self, diagnostic, out, outln};
 use crate::error::{Error, Result};
 use crate::export::{read_manifest, read_manifest_version, read_table_of, validate, Manifest};
 use crate::schema::TableKind;
@@ -32,34 +33,23 @@ pub struct InspectArgs {
 pub struct ValidateArgs {
     /// Dataset directory.
     pub dir: PathBuf,
-}
-
-/// A missing manifest is the normal state of a directory nobody committed to (or whose write
-/// was interrupted), so it gets its own explanation.
-fn manifest_of(dir: &Path) -> Result<Manifest> {
-    read_manifest(dir).map_err(|e| match e {
-        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-            Error::invalid(
-                format!("dataset {}", dir.display()),
-                "no manifest.json: not a committed capflow dataset (an interrupted write \
-                 leaves none; run the command that writes it again)",
-            )
-        }
-        other => other,
-    })
+    /// Print the result as one JSON object on stdout (valid, version, files, rows and bytes
+    /// checked, problems, warnings) instead of a line of text; an invalid dataset still exits 3.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run_inspect(args: InspectArgs) -> Result<()> {
-    let mut manifest = manifest_of(&args.dir)?;
+    let mut manifest = read_manifest(&args.dir)?;
     if let Some(version) = args.version {
         manifest = read_manifest_version(&args.dir, version)?;
     }
     if args.json {
         let text = serde_json::to_string_pretty(&manifest)
             .map_err(|e| Error::invalid("manifest", e.to_string()))?;
-        println!("{text}");
+        outln!("{text}")?;
     } else {
-        print!("{}", summary(&args.dir, &manifest));
+        out!("{}", summary(&args.dir, &manifest))?;
     }
     if let Some(limit) = args.rows {
         let table = match &args.table {
@@ -73,10 +63,10 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
             None => default_table(&manifest),
         };
         let batches = first_rows(&args.dir, &manifest, table, limit)?;
-        println!("\nfirst {limit} rows of {}:", table.name());
+        outln!("\nfirst {limit} rows of {}:", table.name())?;
         let shown = arrow::util::pretty::pretty_format_batches(&batches)
             .map_err(|e| Error::arrow(format!("printing {} rows", table.name()), e))?;
-        println!("{shown}");
+        outln!("{shown}")?;
     }
     Ok(())
 }
@@ -109,6 +99,44 @@ fn first_rows(
         left -= take;
     }
     Ok(batches)
+}
+
+/// What a command that committed `manifest` into `dir` prints with `--json`: where, which
+/// version, the records read, accepted and rejected, the rows of the data tables (the
+/// rejected-record ledger left out) and the files the manifest names, rows per table, and the
+/// samples the version added and retracted.
+pub fn json_summary(dir: &Path, manifest: &Manifest) -> serde_json::Map<String, serde_json::Value> {
+    let (added, retracted) = manifest
+        .changelog
+        .as_ref()
+        .map_or((0, 0), |c| (c.added, c.retracted));
+    let tables: serde_json::Map<String, serde_json::Value> = manifest
+        .tables
+        .iter()
+        .map(|(name, table)| (name.clone(), table.rows.into()))
+        .collect();
+    let mut summary = serde_json::Map::new();
+    summary.insert("out".into(), dir.display().to_string().into());
+    summary.insert("version".into(), manifest.version.into());
+    summary.insert("read".into(), manifest.counts.read.into());
+    summary.insert("accepted".into(), manifest.counts.accepted.into());
+    summary.insert("rejected".into(), manifest.counts.rejected.into());
+    summary.insert("rows".into(), data_rows(manifest).into());
+    summary.insert("files".into(), manifest.files.len().into());
+    summary.insert("tables".into(), tables.into());
+    summary.insert("samples_added".into(), added.into());
+    summary.insert("samples_retracted".into(), retracted.into());
+    summary
+}
+
+/// Rows of the data tables, the rejected-record ledger left out.
+pub fn data_rows(manifest: &Manifest) -> u64 {
+    manifest
+        .files
+        .iter()
+        .filter(|f| f.table != TableKind::Rejected)
+        .map(|f| f.rows)
+        .sum()
 }
 
 /// The human-readable summary `inspect` prints.
@@ -195,25 +223,37 @@ pub fn summary(dir: &Path, manifest: &Manifest) -> String {
 }
 
 pub fn run_validate(args: ValidateArgs) -> Result<()> {
-    // Read once here for the friendly missing-manifest message; validate reads it again.
-    manifest_of(&args.dir)?;
     let report = validate(&args.dir)?;
     for warning in &report.warnings {
-        eprintln!("capflow: warning: {warning}");
+        diagnostic!("capflow: warning: {warning}");
     }
-    if report.is_ok() {
-        println!(
+    if args.json {
+        let problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+        out::json(&serde_json::json!({
+            "dir": args.dir.display().to_string(),
+            "valid": report.is_ok(),
+            "version": report.version,
+            "files_checked": report.files_checked,
+            "rows_checked": report.rows_checked,
+            "bytes_checked": report.bytes_checked,
+            "problems": problems,
+            "warnings": report.warnings,
+        }))?;
+    } else if report.is_ok() && !out::quiet() {
+        outln!(
             "{}: valid (version {}): {} files, {} rows, {} bytes checked",
             args.dir.display(),
             report.version,
             report.files_checked,
             report.rows_checked,
             report.bytes_checked
-        );
+        )?;
+    }
+    if report.is_ok() {
         return Ok(());
     }
     for problem in &report.problems {
-        eprintln!("capflow: {}: {problem}", args.dir.display());
+        diagnostic!("capflow: {}: {problem}", args.dir.display());
     }
     Err(Error::invalid(
         format!("dataset {}", args.dir.display()),

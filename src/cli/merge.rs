@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
+use super::out::{self, status};
 use crate::error::{Error, Result};
 use crate::export::{fsutil, read_manifest, validate};
 
@@ -20,6 +21,10 @@ pub struct MergeArgs {
     /// Output directories of the other processes (any order).
     #[arg(long, required = true, num_args = 1..)]
     pub from: Vec<PathBuf>,
+    /// Print the result as one JSON object on stdout (dataset, version, shards copied, files
+    /// checked) instead of a line of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: MergeArgs) -> Result<()> {
@@ -92,11 +97,19 @@ pub fn run(args: MergeArgs) -> Result<()> {
             format!("does not validate after the merge: {report:?}"),
         ));
     }
-    eprintln!(
+    status!(
         "capflow merge: copied {copied} shard(s) into {}; all {} files of version {} check out",
         args.dataset.display(),
         manifest.files.len(),
         manifest.version
     );
+    if args.json {
+        out::json(&serde_json::json!({
+            "dataset": args.dataset.display().to_string(),
+            "version": manifest.version,
+            "copied": copied,
+            "files": manifest.files.len(),
+        }))?;
+    }
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! The `capflow` command line.
 //!
-//! Each subcommand lives in its own file and is a thin layer over library functions. Exit codes:
-//! 0 success, 1 internal error, 2 usage or configuration error, 3 bad input data, 4 I/O error,
-//! 5 external model failure, 6 cluster failure.
+//! Each subcommand lives in its own file and is a thin layer over library functions; what they
+//! print goes through [`out`]. Exit codes: 0 success (a closed standard output included),
+//! 1 internal error, 2 usage or configuration error, 3 bad input data, 4 I/O error, 5 external
+//! model failure, 6 cluster failure.
 
 pub mod amr;
 pub mod amr_merge;
@@ -13,6 +14,7 @@ pub mod gbc;
 pub mod ingest;
 pub mod inspect;
 pub mod merge;
+pub mod out;
 pub mod progress;
 pub mod relatedness;
 pub mod report;
@@ -33,6 +35,10 @@ pub struct Cli {
     /// More log output (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
+    /// Leave out status and summary lines and progress, and log only errors unless RUST_LOG
+    /// says otherwise; warnings, errors, each command's output and --json still print.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -84,28 +90,33 @@ pub struct SchemaArgs {
     pub write: Option<std::path::PathBuf>,
 }
 
-fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
+/// Logs to stderr at the level `RUST_LOG` asks for, else at the one `-q`/`-v` ask for (warnings
+/// by default), coloured only where [`out::colour_on_stderr`] allows.
+fn init_logging(verbose: u8, quiet: bool) {
+    let default = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(out::colour_on_stderr())
         .try_init();
 }
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
+    out::set_quiet(cli.quiet);
+    init_logging(cli.verbose, cli.quiet);
     match run(cli) {
-        Ok(()) => 0,
+        Ok(()) | Err(Error::OutputClosed) => 0,
         Err(err) => {
-            eprintln!("capflow: error: {err}");
+            out::diagnostic!("capflow: error: {err}");
             err.exit_code()
         }
     }
@@ -145,7 +156,7 @@ fn schema_command(args: SchemaArgs) -> Result<(), Error> {
         }
         None => {
             for kind in TableKind::ALL {
-                print!("{}", schema_to_json(kind.name(), &kind.schema()));
+                out::out!("{}", schema_to_json(kind.name(), &kind.schema()))?;
             }
         }
     }

@@ -1,5 +1,6 @@
-//! Progress display for long commands: indicatif bars on stderr when it is a terminal, nothing
-//! otherwise (logs, pipes and tests get clean output).
+//! Progress display for long commands: indicatif bars on stderr when it is a terminal and
+//! `--quiet` is not given, nothing otherwise (logs, pipes and tests get clean output). The bars
+//! carry no colour.
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -8,7 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Whether bars are drawn at all.
 pub fn enabled() -> bool {
-    std::io::stderr().is_terminal()
+    std::io::stderr().is_terminal() && !super::out::quiet()
 }
 
 fn target() -> ProgressDrawTarget {

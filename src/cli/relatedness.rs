@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::out::stdout_error;
 use crate::augment::relatedness::gender::{gender_cooccurrence, GenderLexicon};
 use crate::augment::relatedness::rerank::{
     format_best, format_ranked, format_scored, python_float_repr, read_numbers,
@@ -146,10 +147,6 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
 
 fn create_dir(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
-}
-
-fn stdout_error(e: std::io::Error) -> Error {
-    Error::io("<stdout>", e)
 }
 
 fn run_rerank(args: &RerankArgs) -> Result<()> {

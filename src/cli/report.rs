@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use super::out::{out, status};
 use crate::error::Result;
 use crate::report::{dataset_report, default_sections, HTML_FILE};
 
@@ -18,7 +19,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let out = args.out.unwrap_or_else(|| args.dir.join("report"));
     let report = dataset_report(&args.dir, default_sections())?;
     report.write(&out)?;
-    print!("{}", report.summary());
-    println!("wrote {}", out.join(HTML_FILE).display());
+    out!("{}", report.summary())?;
+    status!("wrote {}", out.join(HTML_FILE).display());
     Ok(())
 }

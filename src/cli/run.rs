@@ -1,10 +1,14 @@
 //! `capflow run`: run a dataflow spec and commit its dataset.
 
 use std::path::PathBuf;
+use std::time::Instant;
 
+use super::inspect::json_summary;
+use super::out;
 pub use crate::dataflow::RunOutcome;
 use crate::dataflow::{ClusterOptions, DataflowSpec, RunOptions};
 use crate::error::Result;
+use crate::export::read_manifest;
 
 /// Run a dataflow spec: read its inputs, run its stages on the workers, write the dataset.
 #[derive(Debug, clap::Args)]
@@ -28,6 +32,12 @@ pub struct RunArgs {
     pub memory_limit: u64,
     #[command(flatten)]
     pub cluster: ClusterOptions,
+    /// Also print the summary as one JSON object on stdout: the dataset directory, version,
+    /// records read, accepted and rejected, rows and files, rows per table, samples added and
+    /// retracted, elapsed seconds (a process other than the first: the version process 0
+    /// committed).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A size in bytes: a number with an optional unit (B, KiB, MiB, GiB, TiB; K, M, G, T and
@@ -61,16 +71,52 @@ fn parse_size(text: &str) -> std::result::Result<u64, String> {
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
-    run_with(args, false).map(|_| ())
+    let started = Instant::now();
+    let spec = spec_of(&args)?;
+    let dir = spec.output_dir(args.out.as_deref());
+    let (json, process) = (args.json, args.cluster.process);
+    let outcome = run_spec(&spec, args, false)?;
+    if !json {
+        return Ok(());
+    }
+    let mut summary = match outcome {
+        // The manifest this run committed is what it did; read back, it is also what a
+        // reader of the dataset sees.
+        RunOutcome::Committed(_) => json_summary(&dir, &read_manifest(&dir)?),
+        // A process other than the first wrote its buckets; process 0 holds the manifest of
+        // the version it committed.
+        RunOutcome::Part(version) => {
+            let mut part = serde_json::Map::new();
+            part.insert("out".into(), dir.display().to_string().into());
+            part.insert("version".into(), version.into());
+            part.insert("process".into(), process.into());
+            part
+        }
+        // `run` commits whether or not an image changed; only `watch` skips.
+        RunOutcome::Unchanged => serde_json::Map::new(),
+    };
+    summary.insert("name".into(), spec.name.clone().into());
+    summary.insert("elapsed_s".into(), started.elapsed().as_secs_f64().into());
+    out::json(&summary.into())
 }
 
 /// Runs a spec; with `skip_unchanged`, a state-backed run in which no image changed commits
 /// nothing.
 pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
-    let mut spec = DataflowSpec::from_file(&args.spec)?;
-    if let Some(root) = &args.input {
-        spec = spec.with_input_root(root);
-    }
+    let spec = spec_of(&args)?;
+    run_spec(&spec, args, skip_unchanged)
+}
+
+/// The spec `args` name, reading its inputs from `--input` when given.
+fn spec_of(args: &RunArgs) -> Result<DataflowSpec> {
+    let spec = DataflowSpec::from_file(&args.spec)?;
+    Ok(match &args.input {
+        Some(root) => spec.with_input_root(root),
+        None => spec,
+    })
+}
+
+fn run_spec(spec: &DataflowSpec, args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
     let options = RunOptions {
         out: args.out,
         state: args.state,
@@ -78,5 +124,5 @@ pub fn run_with(args: RunArgs, skip_unchanged: bool) -> Result<RunOutcome> {
         skip_unchanged,
         cluster: args.cluster,
     };
-    crate::dataflow::run(&spec, &options)
+    crate::dataflow::run(spec, &options)
 }

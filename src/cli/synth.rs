@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use super::out::{self, status};
 use crate::error::Error;
 use crate::synth::{write_dataset, SynthConfig};
 
@@ -21,6 +22,10 @@ pub struct SynthArgs {
     /// Captions per image.
     #[arg(long, default_value_t = 5)]
     pub captions_per_image: usize,
+    /// Print what was written as one JSON object on stdout (images, captions, phrases, boxes,
+    /// detections, AMR nodes, seed, output directory, elapsed seconds).
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: SynthArgs) -> Result<(), Error> {
@@ -32,7 +37,7 @@ pub fn run(args: SynthArgs) -> Result<(), Error> {
     let started = Instant::now();
     let counts = write_dataset(&config, &args.out)?;
     let seconds = started.elapsed().as_secs_f64();
-    eprintln!(
+    status!(
         "wrote {} images, {} captions, {} phrases, {} boxes, {} detections, {} AMR nodes to {} in {seconds:.2}s",
         counts.images,
         counts.captions,
@@ -42,5 +47,18 @@ pub fn run(args: SynthArgs) -> Result<(), Error> {
         counts.amr_nodes,
         args.out.display()
     );
+    if args.json {
+        out::json(&serde_json::json!({
+            "out": args.out.display().to_string(),
+            "seed": args.seed,
+            "images": counts.images,
+            "captions": counts.captions,
+            "phrases": counts.phrases,
+            "boxes": counts.boxes,
+            "detections": counts.detections,
+            "amr_nodes": counts.amr_nodes,
+            "elapsed_s": seconds,
+        }))?;
+    }
     Ok(())
 }

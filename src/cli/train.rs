@@ -180,8 +180,7 @@ fn required<'a, T>(value: &'a Option<T>, flag: &str) -> Result<&'a T> {
 fn print_json(value: &impl serde::Serialize) -> Result<()> {
     let text =
         serde_json::to_string_pretty(value).map_err(|e| Error::invalid("report", e.to_string()))?;
-    println!("{text}");
-    Ok(())
+    super::out::outln!("{text}")
 }
 
 pub fn run(args: TrainArgs) -> Result<()> {
@@ -308,8 +307,7 @@ fn run_compare(args: CompareArgs) -> Result<()> {
     )?;
     let path = out.join("compare.md");
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-    print!("{text}");
-    Ok(())
+    super::out::out!("{text}")
 }
 
 fn run_bench_command(args: BenchArgs) -> Result<()> {

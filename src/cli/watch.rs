@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
+use super::out::{diagnostic, status};
 use super::run::{run_with, RunArgs, RunOutcome};
 use crate::dataflow::ClusterOptions;
 use crate::error::{Error, Result};
@@ -91,12 +92,8 @@ fn snapshot(dir: &Path) -> Result<Snapshot> {
 }
 
 pub fn run(args: WatchArgs) -> Result<()> {
-    if !args.input_dir.is_dir() {
-        return Err(Error::Usage(format!(
-            "--input-dir {} is not a directory",
-            args.input_dir.display()
-        )));
-    }
+    // A missing --input-dir, or a file in its place, is an input that cannot be read (exit 4).
+    std::fs::read_dir(&args.input_dir).map_err(|e| Error::io(&args.input_dir, e))?;
     let spec = crate::dataflow::DataflowSpec::from_file(&args.spec)?;
     let out = spec.output_dir(args.out.as_deref());
     let state = args.state.clone().unwrap_or_else(|| {
@@ -104,7 +101,7 @@ pub fn run(args: WatchArgs) -> Result<()> {
         name.push(".state");
         out.with_file_name(name)
     });
-    eprintln!(
+    status!(
         "capflow watch {}: watching {} into {} (state {}), committing at most every {:?}",
         spec.name,
         args.input_dir.display(),
@@ -122,6 +119,7 @@ pub fn run(args: WatchArgs) -> Result<()> {
             workers: args.workers,
             ..ClusterOptions::default()
         },
+        json: false,
     };
     let mut commits = 0u64;
     let mut last_run: Option<Snapshot> = None;
@@ -146,19 +144,19 @@ pub fn run(args: WatchArgs) -> Result<()> {
             Ok(RunOutcome::Committed(version)) => {
                 commits += 1;
                 last_commit = Some(Instant::now());
-                eprintln!(
+                status!(
                     "capflow watch {}: committed version {version} of {}",
                     spec.name,
                     out.display()
                 );
             }
             Ok(RunOutcome::Unchanged | RunOutcome::Part(_)) => {
-                eprintln!(
+                status!(
                     "capflow watch {}: the inputs changed but no image did; no new version",
                     spec.name
                 );
             }
-            Err(err) => eprintln!(
+            Err(err) => diagnostic!(
                 "capflow watch {}: this update failed and nothing was committed: {err}; \
                  waiting for the inputs to change",
                 spec.name

@@ -181,7 +181,7 @@ impl Connecting {
             } else {
                 format!("not all of {} connected", higher.join(", "))
             };
-            eprintln!(
+            crate::cli::out::diagnostic!(
                 "error: capflow process {process}: the cluster did not start its {phase} within {} s: {who}; stopping, nothing is committed",
                 CONNECT_TIMEOUT.as_secs()
             );
@@ -224,10 +224,10 @@ pub fn watch_peers(process: usize) {
             .strip_prefix("timely:recv-")
             .or_else(|| thread.strip_prefix("timely:send-"));
         match peer {
-            Some(k) => eprintln!(
+            Some(k) => crate::cli::out::diagnostic!(
                 "error: capflow process {process}: lost process {k} ({message}); stopping, nothing is committed"
             ),
-            None => eprintln!(
+            None => crate::cli::out::diagnostic!(
                 "error: capflow process {process}: {message} (thread {thread}); stopping, nothing is committed"
             ),
         }

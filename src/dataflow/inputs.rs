@@ -454,7 +454,9 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
         let previous = match loaded {
             Some(Ok(previous)) => previous,
             Some(Err(e)) => {
-                eprintln!("capflow run: reading every input: the inputs' state is unusable: {e}");
+                crate::cli::out::diagnostic!(
+                    "capflow run: reading every input: the inputs' state is unusable: {e}"
+                );
                 None
             }
             None => None,

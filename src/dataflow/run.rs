@@ -193,7 +193,7 @@ fn run_with_sinks(
             });
             let previous_inputs = reusable.then(|| state_dir.dir());
             let read = crate::dataflow::inputs::read_inputs(spec, previous_inputs)?;
-            eprintln!("capflow run {}: {}", spec.name, read.summary);
+            crate::cli::out::status!("capflow run {}: {}", spec.name, read.summary);
             let collected = read.collected;
             read_inputs = Some((read.state, read.touched));
             collected
@@ -284,7 +284,7 @@ fn run_with_sinks(
             }
             return Ok(RunOutcome::Unchanged);
         }
-        eprintln!("capflow run {}: {}", spec.name, plan.describe());
+        crate::cli::out::status!("capflow run {}: {}", spec.name, plan.describe());
     }
     let plan_ms = planned.elapsed().as_millis() as u64;
 
@@ -457,7 +457,7 @@ fn await_commit(cluster: &ClusterOptions, name: &str, process: usize) -> Result<
     let confirmation = crate::dataflow::cluster::broadcast_from_first(cluster, None)?;
     match confirmation.strip_prefix("ok ") {
         Some(version) => {
-            eprintln!(
+            crate::cli::out::status!(
                 "capflow run {name} process {process}: wrote its buckets; process 0 committed version {version}"
             );
             version
@@ -697,7 +697,7 @@ fn commit(
         .changelog
         .as_ref()
         .map_or((0, 0), |c| (c.added, c.retracted));
-    eprintln!(
+    crate::cli::out::status!(
         "capflow run {}: {} read, {} accepted, {} rejected; {} files in {} (version {}; {added} samples added, {retracted} retracted)",
         name,
         merged.counts.read,
@@ -802,7 +802,7 @@ fn print_summary(
     let seconds = wall.as_secs_f64();
     let samples: u64 = methods.values().sum();
     let methods: Vec<String> = methods.iter().map(|(m, n)| format!("{n} {m}")).collect();
-    eprintln!(
+    crate::cli::out::status!(
         "augment: {images} images in {seconds:.3} s ({:.0} images/s), {samples} samples ({})",
         images as f64 / seconds.max(1e-9),
         if methods.is_empty() {
@@ -817,7 +817,7 @@ fn print_summary(
             .copied()
             .unwrap_or(0);
         if token_aligned > 0 {
-            eprintln!(
+            crate::cli::out::status!(
                 "ssa: {token_aligned} caption AMRs had no token alignments and were aligned by the built-in aligner"
             );
         }
@@ -826,7 +826,7 @@ fn print_summary(
             .filter(|(reason, _)| reason.is_drop())
             .map(|(reason, n)| format!("{n} {}", reason.as_str()))
             .collect();
-        eprintln!(
+        crate::cli::out::status!(
             "ssa: quality filter dropped: {}",
             if dropped.is_empty() {
                 "none".to_string()

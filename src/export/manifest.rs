@@ -142,11 +142,23 @@ impl Manifest {
     }
 }
 
-/// Reads `DIR/manifest.json`. A missing manifest means the directory holds no committed dataset
-/// (an I/O "not found" error).
+/// Reads `DIR/manifest.json`. A directory that does not exist is an I/O "not found" error
+/// naming it, as for any missing input (exit 4); a directory without a manifest holds no
+/// committed dataset, which is bad input (exit 3).
 pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     let path = dir.join(MANIFEST_FILE);
-    let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    let text = match std::fs::read(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir.is_dir() => {
+            return Err(Error::invalid(
+                format!("dataset {}", dir.display()),
+                "no manifest.json: not a committed capflow dataset (an interrupted write \
+                 leaves none; run the command that writes it again)",
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::io(dir, e)),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
     parse_manifest(&path, &text)
 }
 

@@ -52,10 +52,14 @@ pub fn read_file(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
         Some(GbcFileFormat::Jsonl) => read_jsonl(path, sink),
         Some(GbcFileFormat::Json) => read_json(path, sink),
         Some(GbcFileFormat::Parquet) => read_parquet(path, sink),
-        None => Err(Error::Usage(format!(
-            "{}: not a GBC file (expected a .jsonl, .json or .parquet extension)",
-            path.display()
-        ))),
+        None => {
+            // A missing file is missing whatever its name (exit 4, as for any input).
+            std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+            Err(Error::Usage(format!(
+                "{}: not a GBC file (expected a .jsonl, .json or .parquet extension)",
+                path.display()
+            )))
+        }
     }
 }
 

@@ -71,14 +71,14 @@ pub fn read_generated_captions(
     format: Option<CaptionsFormat>,
 ) -> Result<Vec<GeneratedCaption>> {
     let file = path.display().to_string();
-    let format = format
-        .or_else(|| CaptionsFormat::from_path(path))
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "{file}: cannot tell the captions layout from the extension; name the file \
+    let Some(format) = format.or_else(|| CaptionsFormat::from_path(path)) else {
+        // A missing file is missing whatever its name (exit 4, as for any input).
+        std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        return Err(Error::Usage(format!(
+            "{file}: cannot tell the captions layout from the extension; name the file \
              .jsonl, .json or .parquet, or pass --format"
-            ))
-        })?;
+        )));
+    };
     let mut out = Vec::new();
     match format {
         CaptionsFormat::Jsonl => {
@@ -98,6 +98,10 @@ pub fn read_generated_captions(
             let reader =
                 std::io::BufReader::new(std::fs::File::open(path).map_err(|e| Error::io(path, e))?);
             let value: Value = serde_json::from_reader(reader).map_err(|e| {
+                // Reading failed (a directory, a failing disk): an I/O error, not bad JSON.
+                if e.is_io() {
+                    return Error::io(path, e.into());
+                }
                 Error::record(
                     &file,
                     format!("line {} column {}", e.line(), e.column()),

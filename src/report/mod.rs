@@ -133,15 +133,7 @@ pub trait ReportSection {
 
 /// Builds the report of the dataset in `dir` from `sections`.
 pub fn dataset_report(dir: &Path, mut sections: Vec<Box<dyn ReportSection>>) -> Result<Report> {
-    let manifest = read_manifest(dir).map_err(|e| match e {
-        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-            Error::invalid(
-                format!("dataset {}", dir.display()),
-                "no manifest.json: not a committed capflow dataset",
-            )
-        }
-        other => other,
-    })?;
+    let manifest = read_manifest(dir)?;
     if manifest.table_rows(TableKind::Samples) > 0 {
         for batch in read_table(dir, TableKind::Samples)? {
             let rows: Vec<SampleRow> = batch_to_rows(&batch?)?;

@@ -303,7 +303,7 @@ impl Sink for TrainSink {
         let Some(sink) = self.take() else {
             return Ok(());
         };
-        eprintln!(
+        crate::cli::out::status!(
             "train: dataset version {version} committed; training on to the last step ({})",
             self.out.display()
         );
@@ -322,7 +322,7 @@ impl Sink for TrainSink {
                 summary.curriculum_iterations, summary.pooled, summary.scoring_steps
             ),
         };
-        eprintln!(
+        crate::cli::out::status!(
             "train: {} steps ({overlap}), loss {} -> {}, {:.0} tokens/s on {}; summary in {}",
             summary.steps,
             summary.first_loss.map_or("-".into(), |l| format!("{l:.3}")),

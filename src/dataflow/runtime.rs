@@ -339,7 +339,11 @@ pub fn run_collect_sharing(
     let mut run = CollectedRun::default();
     let mut failures = Vec::new();
     let mut rows_read = 0u64;
-    let progress = indicatif::ProgressBar::new_spinner();
+    let progress = if crate::cli::progress::enabled() {
+        indicatif::ProgressBar::new_spinner()
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
     progress.set_message("reading inputs");
     for message in receiver.iter() {
         match message {

@@ -366,6 +366,17 @@ const DIVERSITY: [(&str, usize, Metric); 5] = [
     ("self-CIDEr", 3, |r| r.evaluation.self_cider),
 ];
 
+/// One table row's cells: each metric's mean ± standard deviation over the group's seeds.
+fn metric_cells(out: &mut String, group: &[&VariantReport], metrics: &[(&str, usize, Metric)]) {
+    for (_, decimals, metric) in metrics {
+        let _ = write!(
+            out,
+            " {} |",
+            cell_sd(mean_sd(group.iter().map(|r| metric(r))), *decimals)
+        );
+    }
+}
+
 fn header(out: &mut String, first: &str, columns: &[&str]) {
     let _ = writeln!(out, "| {first} | {} |", columns.join(" | "));
     let _ = writeln!(out, "|---|{}", "---|".repeat(columns.len()));
@@ -438,13 +449,7 @@ pub fn render_markdown(reports: &[VariantReport], options: &CompareOptions) -> S
                 3
             ),
         );
-        for (_, decimals, metric) in OVERALL {
-            let _ = write!(
-                out,
-                " {} |",
-                cell_sd(mean_sd(group.iter().map(|r| metric(r))), decimals)
-            );
-        }
+        metric_cells(&mut out, group, &OVERALL);
         out.push('\n');
     }
     if reports.iter().all(|r| r.training.generated == 0) && groups.len() > 1 {
@@ -470,13 +475,7 @@ pub fn render_markdown(reports: &[VariantReport], options: &CompareOptions) -> S
     );
     for group in &groups {
         let _ = write!(out, "| {} |", group[0].name);
-        for (_, decimals, metric) in DIVERSITY {
-            let _ = write!(
-                out,
-                " {} |",
-                cell_sd(mean_sd(group.iter().map(|r| metric(r))), decimals)
-            );
-        }
+        metric_cells(&mut out, group, &DIVERSITY);
         out.push('\n');
     }
 

@@ -49,7 +49,9 @@ use super::buckets::{changelog as image_changes, chunks};
 use super::exchange::{to_owners, InFlight, TableBatch, TableBatcher};
 use super::models::{fit_methods_with, CorpusStats};
 use super::record::Staged;
-use super::runtime::{input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed};
+use super::runtime::{
+    input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed, SharedUnits,
+};
 use super::sink::{add_metrics, NamedSink, SinkWriters};
 use super::spill::{BucketPart, BucketSpill, ChangesWriter, PartRows};
 use super::stages::{Failure, SsaImage, StageMeter};
@@ -155,6 +157,7 @@ pub fn run_streaming(
     let chunk_images = spec.output.chunk_images;
     let local_workers = cluster.workers.max(1);
     let units = input_units(spec)?;
+    let shared = SharedUnits::list(&units, cluster)?;
     let scratch = writer.scratch_dir("spill")?;
     let runs_dir = writer.scratch_dir("changes")?;
     let out = writer.dir().to_path_buf();
@@ -245,7 +248,7 @@ pub fn run_streaming(
             stats: corpus_stats.clone(),
             numbering: CaptionNumbering::default(),
         };
-        if let Err(err) = read_units(&units, worker, input, &mut observer) {
+        if let Err(err) = read_units(&units, &shared, worker, input, &mut observer) {
             fail(err);
         }
         while !probe.done() {
@@ -768,7 +771,8 @@ impl ReadObserver for SpillObserver<'_> {
     fn row(&mut self, keyed: &KeyedRow) -> Result<()> {
         let ssa = self.stats.as_mut().and_then(|stats| stats.ssa.as_mut());
         if let (Some(stats), Row::Caption(caption)) = (ssa, &keyed.row) {
-            self.numbering.add(stats, keyed.unit, &caption.text);
+            self.numbering
+                .add(stats, keyed.unit, keyed.ordinal, &caption.text);
         }
         Ok(())
     }

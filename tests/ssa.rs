@@ -211,6 +211,39 @@ fn ssa_bytes_do_not_depend_on_workers() {
 }
 
 /// A spec like ssa-flickr30k.toml whose realizer is the deterministic test adapter.
+/// The manifest names why SSA's sentences were dropped: every sentence the quality filter did
+/// not pass is under one reason, the same for any number of workers, and the run summary prints
+/// the same reasons.
+#[test]
+fn the_manifest_counts_ssa_drops_by_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut seen = Vec::new();
+    for workers in [1, 3] {
+        let out = tmp.path().join(format!("w{workers}"));
+        let output = run(Path::new("dataflows/ssa-flickr30k.toml"), &out, workers);
+        assert!(output.status.success());
+        let manifest = read_manifest(&out).unwrap();
+        let ssa = &manifest.dropped["ssa"];
+        let stage = |name: &str| manifest.stages.iter().find(|s| s.name == name).unwrap();
+        let filter = stage("quality-filter");
+        assert_eq!(ssa.values().sum::<u64>(), filter.rejected, "{ssa:?}");
+        assert_eq!(filter.rows_in, filter.rows_out + filter.rejected);
+        assert!(
+            ssa.contains_key("quality score at or below the threshold"),
+            "{ssa:?}"
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        for (reason, n) in ssa {
+            assert!(
+                stderr.contains(&format!("{n} {reason}")),
+                "{reason}: {stderr}"
+            );
+        }
+        seen.push(ssa.clone());
+    }
+    assert_eq!(seen[0], seen[1]);
+}
+
 fn adapter_spec(dir: &Path, adapter_args: &[&str], timeout_secs: f64) -> Option<PathBuf> {
     let python = common::oracle_python()?;
     let root = common::repo_root();

@@ -196,6 +196,9 @@ pub fn run_streaming(
         let fail = |err: Error| {
             let _ = messages.send(Message::Failed(err));
         };
+        // Spans per worker and phase: `RUST_LOG=capflow=info` logs each one's time as it closes.
+        let _worker_span = tracing::info_span!("worker", index).entered();
+        let read_span = tracing::info_span!("read").entered();
         let spill = Rc::new(RefCell::new(BucketSpill::new(
             spill_dir(&scratch, index),
             buckets,
@@ -301,11 +304,15 @@ pub fn run_streaming(
             worker.step();
         }
         let _ = messages.send(Message::ReadDone);
+        drop(read_span);
         // The models, fitted by the main thread once every worker has read its inputs.
+        let fitting = tracing::info_span!("await-models").entered();
         let FittedStages { contexts, names } = match models_in.recv() {
             Ok(Some(fitted)) => fitted,
             _ => return,
         };
+        drop(fitting);
+        let _stages_span = tracing::info_span!("stages").entered();
         // Stages: one dataflow for the run, a timestamp per part; parts never leave the worker.
         let stage_meters: Vec<StageMeter> =
             names.iter().map(|name| StageMeter::new(name)).collect();
@@ -358,6 +365,9 @@ pub fn run_streaming(
             let (bucket, after, through) = (part.bucket, part.after.clone(), part.through.clone());
             let ends_bucket = part.index + 1 == part.count;
             let (part_index, part_count, part_rows) = (part.index, part.count, part.rows);
+            let _part_span =
+                tracing::debug_span!("part", bucket, part = part_index + 1, of = part_count)
+                    .entered();
             let rows = match part.read() {
                 Ok(rows) => rows,
                 Err(err) => return fail(err),
@@ -426,9 +436,18 @@ pub fn run_streaming(
         while !stage_probe.done() {
             worker.step();
         }
-        let _ = messages.send(Message::Meters(
-            stage_meters.iter().map(StageMeter::snapshot).collect(),
-        ));
+        let meters: Vec<StageMetrics> = stage_meters.iter().map(StageMeter::snapshot).collect();
+        for stage in &meters {
+            tracing::info!(
+                stage = stage.name,
+                rows_in = stage.rows_in,
+                rows_out = stage.rows_out,
+                rejected = stage.rejected,
+                busy_ms = stage.elapsed_ms,
+                "stage totals"
+            );
+        }
+        let _ = messages.send(Message::Meters(meters));
     })
     .map_err(|e| Error::Config(format!("starting workers: {e}")))?;
 
@@ -464,6 +483,7 @@ pub fn run_streaming(
                 let contexts = match first_error {
                     Some(_) => None,
                     None => {
+                        let _fit = tracing::info_span!("fit").entered();
                         let fit = corpus.take().unwrap_or_default();
                         let stats = merged_stats(std::mem::take(&mut gathered));
                         match stats.and_then(|stats| {
@@ -692,6 +712,7 @@ fn spawn_writer(
     let handle = std::thread::Builder::new()
         .name(format!("capflow-writer-{index}"))
         .spawn(move || {
+            let _span = tracing::info_span!("writer", index).entered();
             let mut sinks = SinkWriters::open(&sinks, index)?;
             for part in received {
                 let images = part.outputs.len() as u64;

@@ -107,6 +107,7 @@ pub struct DatasetWriter {
     split_tables: HashMap<String, TableKind>,
     rejected: Vec<RejectedRow>,
     stages: Vec<StageMetrics>,
+    dropped: BTreeMap<String, BTreeMap<String, u64>>,
     description: Option<String>,
     previous: Option<(Manifest, String)>,
     // Declared last: the lock is released after the staging directory is gone.
@@ -201,6 +202,7 @@ impl DatasetWriter {
             split_tables,
             rejected: Vec::new(),
             stages: Vec::new(),
+            dropped: BTreeMap::new(),
             description: None,
             previous,
             lock,
@@ -543,6 +545,13 @@ impl DatasetWriter {
         self.stages.push(metrics);
     }
 
+    /// Records what method `method`'s stages dropped, by reason, for the manifest.
+    pub fn dropped(&mut self, method: &str, reasons: BTreeMap<String, u64>) {
+        if !reasons.is_empty() {
+            self.dropped.insert(method.to_string(), reasons);
+        }
+    }
+
     /// Publishes everything written as the dataset's next version and returns its manifest.
     ///
     /// `counts` are the run's input records; `read == accepted + rejected` must hold and
@@ -679,6 +688,7 @@ impl DatasetWriter {
             config_hash: self.settings.config_hash.clone(),
             created_at: fsutil::utc_now_rfc3339(),
             counts,
+            dropped: self.dropped.clone(),
             stages: self.stages.clone(),
             tables,
             files,

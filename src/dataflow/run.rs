@@ -313,6 +313,7 @@ fn run_with_sinks(
     let mut dropped = BTreeMap::new();
     if let Some(run) = augmented {
         print_augment_summary(spec, &run);
+        warn_idle_methods(spec, &run.stages);
         dropped = drop_reasons(&run.dropped);
         stages.extend(run.stages.iter().cloned());
         for sample in run.samples {
@@ -520,6 +521,7 @@ fn run_streamed(
             &streamed.samples,
             &streamed.dropped,
         );
+        warn_idle_methods(spec, &streamed.stages);
     }
     let runs = streamed
         .runs
@@ -797,6 +799,67 @@ impl Part {
             .changes
             .sort_by(|a, b| a.0.image_id.cmp(&b.0.image_id));
         Ok(merged)
+    }
+}
+
+/// Warns about every method of `spec` whose first stage received nothing in the whole run
+/// although images went through the stages (its count in the manifest is 0 in): a recipe whose
+/// inputs lack what the method reads would otherwise write a dataset without its samples and
+/// say nothing.
+fn warn_idle_methods(spec: &DataflowSpec, stages: &[StageMetrics]) {
+    let rows_in = |name: &str| {
+        stages
+            .iter()
+            .filter(|s| s.name == name)
+            .map(|s| s.rows_in)
+            .sum::<u64>()
+    };
+    let images: u64 = stages
+        .iter()
+        .filter(|s| s.name == "gather")
+        .map(|s| s.rows_out)
+        .sum();
+    if images == 0 {
+        return;
+    }
+    let methods = [
+        (
+            spec.ssa.is_some(),
+            "ssa",
+            "amr-align",
+            "the inputs hold no caption AMRs (the `amrs` table): add a `penman` input with the captions' AMRs (docs/ssa.md)",
+        ),
+        (
+            spec.clid.is_some(),
+            "clid",
+            "clid",
+            "none of the images has the input rows it reads (docs/clid.md)",
+        ),
+        (
+            spec.gbc.is_some(),
+            "gbc",
+            "gbc",
+            "none of the images has the input rows it reads (docs/gbc.md)",
+        ),
+        (
+            spec.relatedness.is_some(),
+            "relatedness",
+            "relatedness",
+            "none of the images has the input rows it reads (docs/relatedness.md)",
+        ),
+        (
+            spec.cutswap.is_some(),
+            "cutswap",
+            "cutswap",
+            "none of the images has the input rows it reads (docs/cutswap.md)",
+        ),
+    ];
+    for (configured, method, stage, cause) in methods {
+        if configured && rows_in(stage) == 0 {
+            crate::cli::out::diagnostic!(
+                "warning: {method}: its first stage `{stage}` received nothing from the run's {images} images, so the dataset has no {method} samples: {cause}"
+            );
+        }
     }
 }
 

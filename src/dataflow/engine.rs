@@ -189,6 +189,8 @@ pub fn run_streaming(
     }
     let sinks = sinks.to_vec();
     let started = Instant::now();
+    // A peer that dies before it connects would leave the others waiting for it forever.
+    let connecting = super::cluster::Connecting::start(cluster, "streaming run");
     let guards = timely::execute(config, move |worker| {
         let index = worker.index();
         let peers = worker.peers();
@@ -450,6 +452,7 @@ pub fn run_streaming(
         let _ = messages.send(Message::Meters(meters));
     })
     .map_err(|e| Error::Config(format!("starting workers: {e}")))?;
+    drop(connecting);
 
     let mut run = StreamedRun::default();
     let failure = Failure::default();

@@ -721,7 +721,7 @@ fn quality_chart_marks_the_threshold_and_axes_fit_hand_computed_ranges() {
     );
 
     // Quality 0.81, 0.83, 0.9, 0.95 with threshold 0.8: span 0.15 / 20 bins = 0.0075 → round
-    // step 0.01 → bins 0.80 ... 0.95 (16), counts in bins 1, 3, 10 and 15; at most 1 a bin →
+    // step 0.01 → bins 0.80–0.81 ... 0.95–0.96 (16), counts in bins 1, 3, 10 and 15; at most 1 a bin →
     // axis 0 to 1.0 in steps of 0.2. The threshold sits on the first bin's lower edge.
     let chart = section(&json, "quality")["blocks"]
         .as_array()
@@ -730,7 +730,7 @@ fn quality_chart_marks_the_threshold_and_axes_fit_hand_computed_ranges() {
         .find(|b| b["kind"] == "chart")
         .unwrap()
         .clone();
-    let labels: Vec<String> = (80..=95).map(|i| format!("0.{i}")).collect();
+    let labels: Vec<String> = (80..=95).map(|i| format!("0.{i}–0.{}", i + 1)).collect();
     assert_eq!(chart["categories"], serde_json::json!(labels));
     let mut counts = vec![0.0; 16];
     for bin in [1, 3, 10, 15] {

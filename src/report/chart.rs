@@ -287,19 +287,20 @@ impl BarChart {
                     };
                     root.draw(&Text::new(name.clone(), (x, y + 6), style))?;
                 }
-                for marker in &self.markers {
+                for (i, marker) in self.markers.iter().enumerate() {
                     let (x, y0) = chart.backend_coord(&(marker.position, y_max));
                     let (_, y1) = chart.backend_coord(&(marker.position, 0.0));
                     root.draw(&PathElement::new(
                         vec![(x, y0 - 4), (x, y1)],
                         MARKER.stroke_width(2),
                     ))?;
-                    let right = marker.position > n / 2.0;
+                    let right = marker.position > n * 0.85;
                     let anchor = if right { HPos::Right } else { HPos::Left };
                     let dx = if right { -6 } else { 6 };
+                    // Labels of several markers step down so that near ones do not overlap.
                     root.draw(&Text::new(
                         marker.label.clone(),
-                        (x + dx, y0),
+                        (x + dx, y0 + 20 * i as i32),
                         label
                             .clone()
                             .color(&MARKER)

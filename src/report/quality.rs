@@ -97,7 +97,7 @@ impl Bins {
         value / self.step - self.first as f64
     }
 
-    /// Bin labels: lower edges with the decimals the step needs.
+    /// Bin labels: `lower–upper` with the decimals the step needs.
     pub fn labels(&self) -> Vec<String> {
         let decimals = if self.step >= 1.0 {
             0
@@ -105,7 +105,13 @@ impl Bins {
             (-self.step.log10().floor()) as usize
         };
         (0..self.count)
-            .map(|i| format!("{:.decimals$}", self.lower(i)))
+            .map(|i| {
+                format!(
+                    "{:.decimals$}–{:.decimals$}",
+                    self.lower(i),
+                    self.lower(i + 1)
+                )
+            })
             .collect()
     }
 }
@@ -208,7 +214,7 @@ impl ReportSection for QualitySection {
             let mut chart = BarChart::new(
                 format!("quality_{}", chart_id(name)),
                 format!("Quality score {name}"),
-                format!("{name} (bins of {} from their lower edge)", bins.step),
+                format!("{name} (bins of {}, lower edge included)", bins.step),
                 "samples",
                 bins.labels(),
                 vec![Series {
@@ -298,8 +304,8 @@ mod tests {
         // 47.5 → bins 35..=47, 13 of them, [0.70, 0.72) ... [0.94, 0.96).
         let bins = Bins::fit(0.7, 0.95);
         assert_eq!((bins.step, bins.first, bins.count), (0.02, 35, 13));
-        assert_eq!(bins.labels().first().unwrap(), "0.70");
-        assert_eq!(bins.labels().last().unwrap(), "0.94");
+        assert_eq!(bins.labels().first().unwrap(), "0.70–0.72");
+        assert_eq!(bins.labels().last().unwrap(), "0.94–0.96");
         assert_eq!(bins.bin(0.7), 0);
         assert_eq!(bins.bin(0.719), 0);
         assert_eq!(bins.bin(0.72), 1);

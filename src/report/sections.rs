@@ -563,19 +563,21 @@ impl ReportSection for SetHistogram {
             return Ok(None);
         }
         let shown = self.shown_bins();
+        // Only the sets with samples get a series and columns.
+        let sets: Vec<usize> = (0..2).filter(|&set| totals[set] > 0).collect();
         let mut columns = vec![self.x_label.to_string()];
-        for name in SET_NAMES {
-            columns.push(name.into());
-            columns.push(format!("{name} %"));
+        for &set in &sets {
+            columns.push(SET_NAMES[set].into());
+            columns.push(format!("{} %", SET_NAMES[set]));
         }
         let rows = shown
             .clone()
             .map(|bin| (bin, &self.categories[bin]))
             .map(|(bin, label)| {
                 let mut row = vec![Cell::Text(label.clone())];
-                for (counts, total) in self.counts.iter().zip(totals) {
-                    row.push(Cell::Count(counts[bin]));
-                    row.push(Cell::Percent(percent(counts[bin], total)));
+                for &set in &sets {
+                    row.push(Cell::Count(self.counts[set][bin]));
+                    row.push(Cell::Percent(percent(self.counts[set][bin], totals[set])));
                 }
                 row
             })
@@ -586,8 +588,8 @@ impl ReportSection for SetHistogram {
             self.x_label,
             "% of set",
             self.categories[shown.clone()].to_vec(),
-            (0..2)
-                .map(|set| Series {
+            sets.iter()
+                .map(|&set| Series {
                     name: SET_NAMES[set].into(),
                     values: self.counts[set][shown.clone()]
                         .iter()
@@ -691,6 +693,7 @@ impl ReportSection for DiversitySection {
         if self.sets.iter().all(|s| s.captions == 0) {
             return Ok(None);
         }
+        let sets: Vec<usize> = (0..2).filter(|&set| self.sets[set].captions > 0).collect();
         let table = Table {
             columns: vec![
                 "set".into(),
@@ -701,8 +704,9 @@ impl ReportSection for DiversitySection {
                 "D-1".into(),
                 "D-2".into(),
             ],
-            rows: (0..2)
-                .map(|set| {
+            rows: sets
+                .iter()
+                .map(|&set| {
                     let s = &self.sets[set];
                     vec![
                         Cell::Text(SET_NAMES[set].into()),
@@ -719,8 +723,9 @@ impl ReportSection for DiversitySection {
         Ok(Some(Section {
             id: "diversity".into(),
             title: "Diversity (D-1, D-2)".into(),
-            summary: (0..2)
-                .map(|set| {
+            summary: sets
+                .iter()
+                .map(|&set| {
                     let s = &self.sets[set];
                     format!(
                         "{}: D-1 {:.4}, D-2 {:.4} ({} captions, {} words)",

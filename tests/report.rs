@@ -111,6 +111,7 @@ fn svg_texts(svg: &str) -> Vec<String> {
                 .replace("&gt;", ">")
                 .replace("&quot;", "\"")
                 .replace("&#39;", "'")
+                .replace("&apos;", "'")
                 .replace("&amp;", "&")
         })
         .collect()
@@ -591,6 +592,19 @@ fn ssa_report_labels_every_stage_fits_the_length_axis_and_shows_only_what_it_hol
             &dropped.to_string(),
             &share
         ])));
+    }
+
+    // Every reason SSA's filter dropped sentences for is labelled, with its count.
+    let dropped = manifest["dropped"]["ssa"].as_object().unwrap();
+    assert!(!dropped.is_empty());
+    let texts = svg_texts(inline_svg(&html, "drop_reasons"));
+    for (reason, n) in dropped {
+        let label = format!("ssa: {reason}");
+        assert!(texts.contains(&label), "{label}: {texts:?}");
+        assert!(html.contains(&format!(
+            "<tr><td>ssa</td><td>{}</td><td class=\"n\">{n}</td></tr>",
+            reason.replace('\'', "&#39;")
+        )));
     }
 
     // The length axis runs from the shortest to the longest caption, read from the samples.

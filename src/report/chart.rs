@@ -492,6 +492,7 @@ mod tests {
                         .replace("&gt;", ">")
                         .replace("&quot;", "\"")
                         .replace("&#39;", "'")
+                        .replace("&apos;", "'")
                         .replace("&amp;", "&"),
                 )
             })

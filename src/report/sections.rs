@@ -193,8 +193,9 @@ impl ReportSection for StagesSection {
     }
 }
 
-/// What the run dropped: rows rejected per stage (from the manifest) and input records rejected
-/// per reason (from the `rejected` table). Left out when nothing was dropped.
+/// What the run dropped: rows rejected per stage and what each method dropped per reason (from
+/// the manifest), and input records rejected per reason (from the `rejected` table). Left out
+/// when nothing was dropped.
 pub struct DropsSection;
 
 impl ReportSection for DropsSection {
@@ -210,7 +211,8 @@ impl ReportSection for DropsSection {
                 }
             }
         }
-        if stages.is_empty() && reasons.is_empty() && m.counts.rejected == 0 {
+        if stages.is_empty() && m.dropped.is_empty() && reasons.is_empty() && m.counts.rejected == 0
+        {
             return Ok(None);
         }
         let mut section = Section {
@@ -253,12 +255,6 @@ impl ReportSection for DropsSection {
                     })
                     .collect(),
             }));
-            section.blocks.push(text(
-                "Why a stage dropped a row (for SSA's quality filter: a low quality score, a noun \
-                 not in the captions, an ungrounded node, a duplicate, no control box) is printed \
-                 by `capflow run` but not recorded in the dataset, so each stage's drops are one \
-                 bar.",
-            ));
             section.summary.push(
                 stages
                     .iter()
@@ -266,6 +262,57 @@ impl ReportSection for DropsSection {
                     .collect::<Vec<_>>()
                     .join(", "),
             );
+        }
+        if !m.dropped.is_empty() {
+            // Per method, its reasons from the most frequent.
+            let mut categories = Vec::new();
+            let mut values = Vec::new();
+            let mut rows = Vec::new();
+            for (method, by_reason) in &m.dropped {
+                let mut ranked: Vec<(&String, &u64)> = by_reason.iter().collect();
+                ranked.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+                for (reason, n) in &ranked {
+                    categories.push(format!("{method}: {}", shorten(reason, 70)));
+                    values.push(**n as f64);
+                    rows.push(vec![
+                        Cell::Text(method.clone()),
+                        Cell::Text((*reason).clone()),
+                        Cell::Count(**n),
+                    ]);
+                }
+                section.summary.push(format!(
+                    "{method} dropped {}: {}",
+                    by_reason.values().sum::<u64>(),
+                    ranked
+                        .iter()
+                        .map(|(reason, n)| format!("{n} {reason}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            section.blocks.push(Block::Chart(
+                BarChart::new(
+                    "drop_reasons",
+                    "What the methods dropped, by reason",
+                    "method: reason",
+                    "dropped",
+                    categories,
+                    vec![Series {
+                        name: "dropped".into(),
+                        values,
+                    }],
+                )
+                .horizontal(),
+            ));
+            section.blocks.push(Block::Table(Table {
+                columns: vec!["method".into(), "reason".into(), "dropped".into()],
+                rows,
+            }));
+        } else if !stages.is_empty() {
+            section.blocks.push(text(
+                "The manifest does not say why the stages dropped these rows (it names the \
+                 reasons of runs that record them, such as SSA's).",
+            ));
         }
         if m.counts.rejected > 0 || !reasons.is_empty() {
             // Most frequent first, then by format and reason.
@@ -286,7 +333,7 @@ impl ReportSection for DropsSection {
             if !categories.is_empty() {
                 section.blocks.push(Block::Chart(
                     BarChart::new(
-                        "drop_reasons",
+                        "rejected_reasons",
                         "Input records rejected, by reason",
                         "reader: reason",
                         "records",

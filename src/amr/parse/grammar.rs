@@ -61,6 +61,9 @@ pub struct Grammar<'a> {
     /// Whether the main clause's verb has been read: before it, a verb that agrees ends any
     /// noun phrase (`A cyclist wearing a red helmet rides ...`).
     main_verb: bool,
+    /// The number of the main clause's subject, once read: a verb after a PP in the subject
+    /// agrees with it (`Two men in a boat hold ...`).
+    subject_plural: Option<bool>,
 }
 
 /// What a prepositional phrase becomes.
@@ -87,6 +90,7 @@ impl<'a> Grammar<'a> {
             relaxed,
             antecedents: Vec::new(),
             main_verb: false,
+            subject_plural: None,
         }
     }
 
@@ -143,6 +147,7 @@ impl<'a> Grammar<'a> {
             || words::PREPOSITIONS.contains(&w)
             || lookup(words::SUBORDINATORS, w).is_some()
             || words::RELATIVES.contains(&w)
+            || words::AUXILIARIES.contains(&w)
             || matches!(
                 w,
                 "and"
@@ -156,12 +161,8 @@ impl<'a> Grammar<'a> {
                     | "'"
                     | "has"
                     | "have"
-                    | "does"
-                    | "do"
-                    | "did"
-                    | "can"
-                    | "will"
                     | "while"
+                    | "never"
             )
             || !w.chars().any(char::is_alphanumeric)
             || lookup(words::ADVERBS, w).is_some()
@@ -251,7 +252,7 @@ impl<'a> Grammar<'a> {
         if words::BE.contains(&w) && w != "'s" {
             return true;
         }
-        if matches!(w, "has" | "have" | "does" | "do" | "can" | "will") {
+        if matches!(w, "has" | "have") || words::AUXILIARIES.contains(&w) {
             return true;
         }
         let Some((lemma, form)) = self.verb(w) else {
@@ -261,7 +262,14 @@ impl<'a> Grammar<'a> {
             return false;
         }
         if self.relaxed {
-            return form != VerbForm::Ing;
+            // Something must follow the verb: `A brown dog and a white dog race through ...`,
+            // but not `A soccer ball .`
+            let followed = self.word(i + 1).chars().any(char::is_alphanumeric);
+            return match form {
+                VerbForm::Ing => false,
+                VerbForm::Base => followed && self.verb_likely(&lemma),
+                VerbForm::Third | VerbForm::Past => self.verb_likely(&lemma),
+            };
         }
         let agrees = match form {
             VerbForm::Third => !plural,
@@ -277,7 +285,12 @@ impl<'a> Grammar<'a> {
     /// Parses the whole sentence; the top node, or `None` for a sentence with no content word.
     pub fn sentence(&mut self) -> Option<NodeId> {
         self.skip_punctuation();
+        while matches!(self.peek(), "and" | "but" | "so" | "then" | "or") {
+            self.at += 1;
+            self.skip_punctuation();
+        }
         let top = self.clause_or_np();
+        let top = self.reported_speech(top);
         // Anything left (a second sentence, trailing fragments) joins with `and` when it parses.
         let mut rest = Vec::new();
         while !self.done() {
@@ -305,6 +318,36 @@ impl<'a> Grammar<'a> {
             }
             (None, _) => rest.into_iter().next(),
         }
+    }
+
+    /// `" ... , " said the fox`: the quoted clause is the `:ARG1` of `say-01` (or the verb
+    /// that reports it) and the speaker its `:ARG0`.
+    fn reported_speech(&mut self, quoted: Option<NodeId>) -> Option<NodeId> {
+        let save = self.at;
+        self.skip_punctuation();
+        let w = self.peek();
+        let Some((lemma, VerbForm::Past | VerbForm::Third)) = self.verb(w) else {
+            self.at = save;
+            return quoted;
+        };
+        if !words::REPORTING.contains(&lemma.as_str()) || self.at == save && quoted.is_some() {
+            self.at = save;
+            return quoted;
+        }
+        let token = self.token();
+        self.at += 1;
+        let Some(speaker) = self.np(Ctx::Object, false) else {
+            self.at = save;
+            return quoted;
+        };
+        let concept = self.lex.frame_concept(&lemma).into_owned();
+        let verb = self.node(concept, Some(token));
+        self.edge(verb, ":ARG0", Target::Own(speaker));
+        if let Some(q) = quoted {
+            self.edge(verb, ":ARG1", Target::Own(q));
+        }
+        self.verb_modifiers(verb);
+        Some(verb)
     }
 
     fn skip_punctuation(&mut self) {
@@ -367,13 +410,32 @@ impl<'a> Grammar<'a> {
         }
         let mut negated = None;
         // Auxiliaries: `does not`, `can`, `will`.
-        if matches!(w, "does" | "do" | "did" | "can" | "will") {
+        if words::AUXILIARIES.contains(&w) {
             self.at += 1;
-            if matches!(self.peek(), "not" | "n't") {
+            if matches!(self.peek(), "not" | "n't" | "never") {
                 negated = Some(self.token());
                 self.at += 1;
             }
         }
+        // Adverbs before the verb: `carefully places`.
+        let mut adverbs = Vec::new();
+        while let Some(adj) = self.adverb(self.peek()) {
+            adverbs.push((adj, self.token()));
+            self.at += 1;
+        }
+        let top = self.predicate_after_adverbs(subject, negated)?;
+        for (adj, token) in adverbs {
+            let node = self.node(adj, Some(token));
+            self.edge(top, ":manner", Target::Own(node));
+        }
+        Some(top)
+    }
+
+    fn predicate_after_adverbs(
+        &mut self,
+        subject: NodeId,
+        mut negated: Option<usize>,
+    ) -> Option<NodeId> {
         let w = self.peek();
         if words::BE.contains(&w) {
             self.at += 1;
@@ -399,9 +461,7 @@ impl<'a> Grammar<'a> {
                     return self.predicate(subject);
                 }
             }
-            if !self.relaxed || self.verb(w).is_none() {
-                return None;
-            }
+            return None;
         }
         if let Some((_, VerbForm::Past)) = self.verb(w) {
             let plural = self.nodes[subject].plural;
@@ -430,6 +490,18 @@ impl<'a> Grammar<'a> {
                 return Some(self.verb_phrase(Some((subject, false)), Voice::Passive));
             }
         }
+        if words::PREPOSITIONS.contains(&w) {
+            self.verb_modifiers(subject);
+            return Some(subject);
+        }
+        // `so weak`, `too heavy`, `very happy`.
+        let degree = (matches!(w, "so" | "too" | "very" | "really" | "quite")
+            && self.adjective(self.peek_at(1)).is_some())
+        .then(|| {
+            self.at += 1;
+            (w, self.words[self.at - 1].token)
+        });
+        let w = self.peek();
         if let Some(adj) = self
             .adjective(w)
             .filter(|_| !self.noun_follows(self.at + 1))
@@ -437,6 +509,10 @@ impl<'a> Grammar<'a> {
             let token = self.token();
             self.at += 1;
             let mut top = self.predicate_adjective(&adj, token, Target::Own(subject));
+            if let Some((degree, t)) = degree {
+                let d = self.node(degree, Some(t));
+                self.edge(top, ":degree", Target::Own(d));
+            }
             // `is happy and excited`: one node per adjective under `and`.
             while self.peek() == "and" && self.adjective(self.peek_at(1)).is_some() {
                 let and_token = self.token();
@@ -465,6 +541,12 @@ impl<'a> Grammar<'a> {
     /// `happy-01 :ARG1 subject` for an adjective AMR writes as a frame, else
     /// `big :domain subject`.
     fn predicate_adjective(&mut self, adj: &str, token: usize, subject: Target) -> NodeId {
+        // `unhappy`: `happy-01 :polarity -`.
+        if let Some(stem) = adj.strip_prefix("un").filter(|s| self.lex.is_adjective(s)) {
+            let node = self.predicate_adjective(stem, token, subject);
+            self.edge(node, ":polarity", Target::Const("-".into(), Some(token)));
+            return node;
+        }
         match self.lex.adjective_frame(adj) {
             Some(frame) => {
                 let node = self.node(frame, Some(token));
@@ -564,11 +646,18 @@ impl<'a> Grammar<'a> {
                 }
             }
             if let Some((_, VerbForm::Ing)) = self.verb(w) {
-                if self.adjective(w).is_none() {
-                    let manner = self.verb_phrase(Some((subject, true)), Voice::Active);
-                    self.edge(main, ":manner", Target::Own(manner));
-                    continue;
+                let mut manner = self.verb_phrase(Some((subject, true)), Voice::Active);
+                // `, sharing sandwiches and laughing`
+                while self.peek() == "and"
+                    && matches!(self.verb(self.peek_at(1)), Some((_, VerbForm::Ing)))
+                {
+                    let token = self.token();
+                    self.at += 1;
+                    let other = self.verb_phrase(Some((subject, true)), Voice::Active);
+                    manner = self.coordinate(manner, other, "and", token);
                 }
+                self.edge(main, ":manner", Target::Own(manner));
+                continue;
             }
             let before = self.at;
             self.verb_modifiers(main);
@@ -686,7 +775,8 @@ impl<'a> Grammar<'a> {
         if matches!(
             self.peek(),
             "up" | "down" | "out" | "off" | "away" | "back" | "over"
-        ) && !(self.peek() == "down" && self.starts_np_strongly(self.at + 1))
+        ) && self.peek_at(1) != "and"
+            && !(self.peek() == "down" && self.starts_np_strongly(self.at + 1))
             && !(self.peek() == "over" && self.starts_np_strongly(self.at + 1))
         {
             let t = self.token();
@@ -817,6 +907,7 @@ impl<'a> Grammar<'a> {
             "with" if !on_verb => PrepRel::Have,
             "with" if animate => PrepRel::Role(":accompanier"),
             "with" => PrepRel::Role(":instrument"),
+            "in" | "on" | "at" | "during" if self.is_time(object) => PrepRel::Role(":time"),
             "in" | "on" | "at" | "by" | "atop" | "upon" | "within" => PrepRel::Role(":location"),
             "near" | "close-to" => PrepRel::Near,
             "beside" | "next-to" => PrepRel::Op(":location", "next-to"),
@@ -860,6 +951,10 @@ impl<'a> Grammar<'a> {
             }
         }
         true
+    }
+
+    fn is_time(&self, node: NodeId) -> bool {
+        words::TIMES.contains(&self.nodes[node].concept.as_str())
     }
 
     fn is_clothing(&self, node: NodeId) -> bool {
@@ -937,7 +1032,10 @@ impl<'a> Grammar<'a> {
                 break;
             };
             // `... and a woman stands`: a new clause, not a coordinated object.
-            if ctx == Ctx::Object && self.finite_verb_at(self.at, self.nodes[next].plural) {
+            if ctx == Ctx::Object
+                && self.main_verb
+                && self.finite_verb_at(self.at, self.nodes[next].plural)
+            {
                 self.at = save;
                 break;
             }
@@ -975,6 +1073,9 @@ impl<'a> Grammar<'a> {
             self.at = start;
             return None;
         };
+        if ctx == Ctx::Subject && !self.main_verb && self.subject_plural.is_none() {
+            self.subject_plural = Some(self.nodes[node].plural || plural_agreement);
+        }
         // `the dog 's owner`: the owner, possessed by the dog.
         while self.peek() == "'s"
             && self.starts_np(self.at + 1)
@@ -1100,10 +1201,14 @@ impl<'a> Grammar<'a> {
             let next = self.word(i + 1);
             let next_nominal = !next.is_empty() && !self.is_closed(next);
             // `a family of four relaxes`: a number alone before the verb.
-            let bare_number = nouns == 0 && items.is_empty() && quant.is_some();
-            if (nouns > 0 || bare_number) && (ctx == Ctx::Subject || !self.main_verb) {
+            // `the other chases`: adjectives alone before the verb.
+            let bare = nouns == 0 && (quant.is_some() || !items.is_empty());
+            if (nouns > 0 || bare) && (ctx == Ctx::Subject || !self.main_verb) {
                 let plural = plural_agreement || self.plural_of(&items, quant.as_ref());
-                if self.finite_verb_at(i, plural) {
+                let subject_agrees = self
+                    .subject_plural
+                    .is_some_and(|p| p != plural && self.finite_verb_at(i, p));
+                if self.finite_verb_at(i, plural) || subject_agrees {
                     break;
                 }
             }
@@ -1148,7 +1253,8 @@ impl<'a> Grammar<'a> {
                 return Some(node);
             }
             // `a family of four`: a number alone counts people.
-            if let (true, Some((q, _))) = (items.is_empty(), quant) {
+            let after_of = start > 0 && self.word(start - 1) == "of";
+            if let (true, true, Some((q, _))) = (after_of, items.is_empty(), quant) {
                 let node = self.node("person", None);
                 self.nodes[node].person = true;
                 self.nodes[node].plural = true;
@@ -1162,6 +1268,16 @@ impl<'a> Grammar<'a> {
         items.truncate(head_at + 1);
         let (head_index, _) = items.pop()?;
         let head = self.head_noun(head_index, possessor.is_some());
+        // `thirty minutes`: a temporal quantity.
+        let unit = &self.nodes[head].concept;
+        if words::TIME_UNITS.contains(&unit.as_str()) && items.is_empty() {
+            if let Some((q @ Target::Const(..), _)) = quant {
+                let quantity = self.node("temporal-quantity", None);
+                self.edge(quantity, ":quant", q);
+                self.edge(quantity, ":unit", Target::Own(head));
+                return Some(quantity);
+            }
+        }
         let plural_word = {
             let (_, plural) = self.lex.noun_lemma(self.word(head_index));
             plural
@@ -1312,9 +1428,15 @@ impl<'a> Grammar<'a> {
                 break;
             }
             if let Some((_, form)) = self.verb(w) {
-                if matches!(form, VerbForm::Ing | VerbForm::Past) && self.adjective(w).is_none() {
+                // `wearing` and `dressed` are adjectives too, but not before an object or PP.
+                let next = self.peek_at(1);
+                let takes_complement =
+                    self.starts_np_strongly(self.at + 1) || words::PREPOSITIONS.contains(&next);
+                if matches!(form, VerbForm::Ing | VerbForm::Past)
+                    && (self.adjective(w).is_none() || takes_complement)
+                {
                     // In the subject, a past form may be the main verb (`A dog jumped`).
-                    if form == VerbForm::Past && ctx == Ctx::Subject {
+                    if form == VerbForm::Past && ctx == Ctx::Subject && next != "by" {
                         let plural = self.nodes[noun].plural;
                         let later =
                             (self.at + 1..self.words.len()).any(|i| self.finite_verb_at(i, plural));

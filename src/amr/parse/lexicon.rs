@@ -122,6 +122,20 @@ impl ParseLexicon {
     /// The verb lemma and form of `word`, when it can be a verb: a candidate lemma counts only
     /// when inflecting it gives the word back (`men` is no form of `man`, `rider` none of `rid`).
     pub fn verb(&self, word: &str) -> Option<(String, VerbForm)> {
+        let irregular = match word {
+            "has" | "does" | "goes" => Some(VerbForm::Third),
+            "had" | "did" | "went" | "was" | "were" => Some(VerbForm::Past),
+            _ => None,
+        };
+        if let Some(form) = irregular {
+            let lemma = match word {
+                "has" | "had" => "have",
+                "does" | "did" => "do",
+                "was" | "were" => "be",
+                _ => "go",
+            };
+            return Some((lemma.to_string(), form));
+        }
         if self.verbs.contains_key(word) {
             return Some((word.to_string(), VerbForm::Base));
         }
@@ -203,12 +217,37 @@ impl ParseLexicon {
         if word.ends_with("ss") || word.ends_with("us") || word.ends_with("is") {
             return (Cow::Borrowed(word), false);
         }
-        for lemma in self.inflect.lemmas(word).skip(1) {
-            if lemma.len() >= 3 && self.inflect.plural(&lemma) == word {
-                return (lemma, true);
-            }
+        let candidates: Vec<Cow<'w, str>> = self
+            .inflect
+            .lemmas(word)
+            .skip(1)
+            .filter(|c| c.len() >= 3 && self.inflect.plural(c) == word)
+            .collect();
+        // An irregular plural first (`knives` → knife, not `knive`), then the regular rule
+        // that fits the ending (`sandwiches` → sandwich, `horses` → horse).
+        let regular = |c: &str| {
+            word.strip_prefix(c)
+                .is_some_and(|rest| rest == "s" || rest == "es")
+                || c.strip_suffix('y')
+                    .is_some_and(|stem| word.strip_prefix(stem) == Some("ies"))
+        };
+        if let Some(c) = candidates.iter().find(|c| !regular(c)) {
+            return (c.clone(), true);
         }
-        (Cow::Borrowed(word), false)
+        let sibilant = ["ches", "shes", "xes", "zes", "sses"]
+            .iter()
+            .any(|e| word.ends_with(e));
+        let preferred = if word.ends_with("ies") {
+            candidates.iter().find(|c| c.ends_with('y'))
+        } else if sibilant {
+            candidates.iter().find(|c| word.len() == c.len() + 2)
+        } else {
+            candidates.iter().find(|c| word.len() == c.len() + 1)
+        };
+        match preferred.or(candidates.first()) {
+            Some(c) => (c.clone(), true),
+            None => (Cow::Borrowed(word), false),
+        }
     }
 }
 

@@ -263,6 +263,44 @@ pub const MATERIALS: &[(&str, &str)] = &[
     ("straw", "straw"),
 ];
 
+/// Nouns of time: `on a sunny afternoon` is `:time`.
+pub const TIMES: &[&str] = &[
+    "morning",
+    "afternoon",
+    "evening",
+    "night",
+    "day",
+    "sunset",
+    "sunrise",
+    "dusk",
+    "dawn",
+    "weekend",
+    "winter",
+    "summer",
+    "spring",
+    "autumn",
+    "fall",
+    "noon",
+    "midnight",
+    "daytime",
+    "nighttime",
+    "time",
+    "moment",
+    "game",
+    "match",
+    "race",
+    "party",
+    "wedding",
+    "festival",
+    "concert",
+    "ceremony",
+    "holiday",
+    "vacation",
+    "lunch",
+    "dinner",
+    "breakfast",
+];
+
 /// Quantity words that are no numbers: `:quant (s / several)`.
 pub const QUANTIFIERS: &[&str] = &["several", "many", "few", "numerous", "multiple", "various"];
 
@@ -271,6 +309,22 @@ pub const CONTROL_VERBS: &[&str] = &[
     "try", "want", "like", "love", "begin", "start", "need", "attempt", "learn", "hope", "plan",
     "decide", "seem", "continue", "refuse", "prefer", "hate", "forget", "manage", "wish",
     "prepare", "have", "get",
+];
+
+/// Auxiliaries and modals, read past before the verb.
+pub const AUXILIARIES: &[&str] = &[
+    "does", "do", "did", "can", "could", "will", "would", "shall", "should", "may", "might", "must",
+];
+
+/// Verbs that report speech: `" ... , " said the fox`.
+pub const REPORTING: &[&str] = &[
+    "say", "ask", "reply", "answer", "add", "cry", "exclaim", "continue", "declare", "repeat",
+    "respond", "shout", "whisper", "murmur", "think", "demand", "explain", "retort", "insist",
+];
+
+/// Units of a `temporal-quantity`.
+pub const TIME_UNITS: &[&str] = &[
+    "second", "minute", "hour", "day", "week", "month", "year", "century",
 ];
 
 pub fn number(word: &str) -> Option<u32> {
@@ -297,8 +351,23 @@ pub fn number(word: &str) -> Option<u32> {
         "nineteen",
         "twenty",
     ];
+    const TENS: &[(&str, u32)] = &[
+        ("thirty", 30),
+        ("forty", 40),
+        ("fifty", 50),
+        ("sixty", 60),
+        ("seventy", 70),
+        ("eighty", 80),
+        ("ninety", 90),
+        ("hundred", 100),
+        ("thousand", 1000),
+        ("million", 1_000_000),
+    ];
     if let Some(n) = WORDS.iter().position(|w| *w == word) {
         return u32::try_from(n).ok();
+    }
+    if let Some((_, n)) = TENS.iter().find(|(w, _)| *w == word) {
+        return Some(*n);
     }
     if !word.is_empty() && word.len() <= 9 && word.bytes().all(|b| b.is_ascii_digit()) {
         return word.parse().ok();

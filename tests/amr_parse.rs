@@ -289,7 +289,7 @@ fn parse_text_reads_flickr_sentences_and_coco_captions() {
     assert_eq!(lines[0]["id"], "10000010");
     assert_eq!(
         lines[0]["snt"],
-        "a young man rides a bicycle down a city street"
+        "A young man rides a bicycle down a city street."
     );
     assert!(lines[0]["triples"]
         .as_array()

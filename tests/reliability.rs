@@ -61,28 +61,13 @@ fn concurrent_writers_never_corrupt_a_dataset() {
     assert!(committed >= 4, "at least one writer of each round commits");
 }
 
-/// strace, for the tests that inject delays and faults into system calls; CI installs it
-/// (`.ci/run`), and requires it like the oracles.
-fn strace() -> Option<&'static str> {
-    let found = Command::new("strace")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found && std::env::var_os("CAPFLOW_REQUIRE_ORACLES").is_some() {
-        panic!("strace is required (CAPFLOW_REQUIRE_ORACLES is set) but not installed");
-    }
-    found.then_some("strace")
-}
-
 /// The race that once let two writers both take the lock: the first writer stalls for 3 s at its
 /// first write (once the lock file existed, before its process id was in it), the second stalls
 /// 4 s at its third `mkdir` and takes an empty lock for a stale one. Both then committed into
 /// one directory and `validate` found the manifest naming files that were not on disk.
 #[test]
 fn a_writer_stalled_inside_the_lock_keeps_it() {
-    let Some(strace) = strace() else {
+    let Some(strace) = common::strace() else {
         eprintln!("skipped: strace is not installed");
         return;
     };
@@ -343,7 +328,7 @@ fn ingest_penman(
 /// that is not the manifest's ledger, and the next writer puts the ledger back.
 #[test]
 fn a_commit_killed_at_the_ledger_leaves_a_true_ledger_and_validate_checks_it() {
-    let Some(strace) = strace() else {
+    let Some(strace) = common::strace() else {
         eprintln!("skipped: strace is not installed");
         return;
     };

@@ -118,19 +118,6 @@ fn synth(dir: &Path, images: usize) -> PathBuf {
     input
 }
 
-fn strace() -> Option<&'static str> {
-    let found = Command::new("strace")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found && std::env::var_os("CAPFLOW_REQUIRE_ORACLES").is_some() {
-        panic!("strace is required (CAPFLOW_REQUIRE_ORACLES is set) but not installed");
-    }
-    found.then_some("strace")
-}
-
 /// A process that loses its peer ends at once with exit 6 (`std::process::exit`, which runs no
 /// destructor). It used to leave `.capflow-lock` and its staging directory in the dataset; it
 /// now removes what it holds before it exits, whichever process is lost.
@@ -203,7 +190,7 @@ fn a_process_that_exits_6_removes_its_lock_and_staging_directories() {
 /// message now names the committed version (the exit code stays 6: a process was lost).
 #[test]
 fn a_peer_lost_after_the_commit_does_not_hide_the_committed_version() {
-    let Some(strace) = strace() else {
+    let Some(strace) = common::strace() else {
         eprintln!("skipped: strace is not installed");
         return;
     };
@@ -370,7 +357,7 @@ fn as_strs(args: &[String]) -> Vec<&str> {
 /// The next writer now removes them as soon as it holds the lock, and the retry completes.
 #[test]
 fn a_commit_that_ran_out_of_space_leaves_no_orphans_in_the_way_of_its_retry() {
-    let Some(strace) = strace() else {
+    let Some(strace) = common::strace() else {
         eprintln!("skipped: strace is not installed");
         return;
     };

@@ -16,19 +16,6 @@ fn spec() -> std::path::PathBuf {
     common::repo_root().join("dataflows/sample.toml")
 }
 
-fn strace() -> Option<&'static str> {
-    let found = Command::new("strace")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found && std::env::var_os("CAPFLOW_REQUIRE_ORACLES").is_some() {
-        panic!("strace is required (CAPFLOW_REQUIRE_ORACLES is set) but not installed");
-    }
-    found.then_some("strace")
-}
-
 /// `capflow run sample.toml --out out`, after `prefix` (strace and its options) when given.
 fn run(prefix: &[&str], out: &Path) -> std::process::Output {
     let mut command = match prefix.split_first() {
@@ -83,7 +70,7 @@ fn calls_per_thread(strace: &str, syscall: &str, start: Option<&Path>, dir: &Pat
 
 #[test]
 fn a_run_killed_at_any_rename_or_write_is_completed_by_the_same_command() {
-    let Some(strace) = strace() else {
+    let Some(strace) = common::strace() else {
         eprintln!("skipped: strace is not installed");
         return;
     };

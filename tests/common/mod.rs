@@ -93,3 +93,18 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// strace, for the tests that inject delays and faults into system calls; CI installs it
+/// (`.ci/run`), and requires it like the oracles.
+pub fn strace() -> Option<&'static str> {
+    let found = std::process::Command::new("strace")
+        .arg("-V")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found && std::env::var_os("CAPFLOW_REQUIRE_ORACLES").is_some() {
+        panic!("strace is required (CAPFLOW_REQUIRE_ORACLES is set) but not installed");
+    }
+    found.then_some("strace")
+}

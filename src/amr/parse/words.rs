@@ -328,29 +328,6 @@ pub const TIME_UNITS: &[&str] = &[
 ];
 
 pub fn number(word: &str) -> Option<u32> {
-    const WORDS: &[&str] = &[
-        "zero",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "eleven",
-        "twelve",
-        "thirteen",
-        "fourteen",
-        "fifteen",
-        "sixteen",
-        "seventeen",
-        "eighteen",
-        "nineteen",
-        "twenty",
-    ];
     const TENS: &[(&str, u32)] = &[
         ("thirty", 30),
         ("forty", 40),
@@ -363,7 +340,10 @@ pub fn number(word: &str) -> Option<u32> {
         ("thousand", 1000),
         ("million", 1_000_000),
     ];
-    if let Some(n) = WORDS.iter().position(|w| *w == word) {
+    if let Some(n) = crate::amr::realize::NUMBER_WORDS
+        .iter()
+        .position(|w| *w == word)
+    {
         return u32::try_from(n).ok();
     }
     if let Some((_, n)) = TENS.iter().find(|(w, _)| *w == word) {

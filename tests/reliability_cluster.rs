@@ -40,14 +40,7 @@ fn hostfile(dir: &Path) -> PathBuf {
 /// (strace and its options) goes before the binary.
 fn spawn(prefix: &[&str], args: &[&str], i: usize, hosts: &Path, log: &Path) -> Child {
     let log = std::fs::File::create(log).unwrap();
-    let mut command = match prefix.split_first() {
-        Some((program, rest)) => {
-            let mut command = Command::new(program);
-            command.args(rest).arg(common::capflow_bin());
-            command
-        }
-        None => Command::new(common::capflow_bin()),
-    };
+    let mut command = common::capflow_after(prefix);
     command
         .current_dir(common::repo_root())
         .arg("run")

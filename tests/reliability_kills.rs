@@ -8,7 +8,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use capflow::export::validate;
 
@@ -18,14 +17,7 @@ fn spec() -> std::path::PathBuf {
 
 /// `capflow run sample.toml --out out`, after `prefix` (strace and its options) when given.
 fn run(prefix: &[&str], out: &Path) -> std::process::Output {
-    let mut command = match prefix.split_first() {
-        Some((program, rest)) => {
-            let mut command = Command::new(program);
-            command.args(rest).arg(common::capflow_bin());
-            command
-        }
-        None => Command::new(common::capflow_bin()),
-    };
+    let mut command = common::capflow_after(prefix);
     command
         .args(["run", spec().to_str().unwrap(), "--out"])
         .arg(out)

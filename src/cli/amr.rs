@@ -8,9 +8,6 @@ use crate::amr::penman::{read_blocks, GraphBlock};
 use crate::amr::Graph;
 use crate::error::{Error, Result};
 
-/// How a stream error names standard output.
-const STDOUT: &str = "<stdout>";
-
 #[derive(Debug, clap::Subcommand)]
 pub enum AmrCommand {
     /// Parse a PENMAN file and print each graph (JSON lines with --json).
@@ -80,26 +77,29 @@ struct Caption {
     text: std::result::Result<String, String>,
 }
 
+/// Where a command writing PENMAN writes: `out`, or stdout; with the error a failed write is
+/// (a closed stdout ends the command quietly: [`stdout_error`]).
+fn penman_output(
+    out: Option<&std::path::Path>,
+) -> Result<(BufWriter<Box<dyn Write>>, impl Fn(std::io::Error) -> Error)> {
+    let sink: Box<dyn Write> = match out {
+        Some(path) => Box::new(std::fs::File::create(path).map_err(|e| Error::io(path, e))?),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let name = out.map(|path| path.display().to_string());
+    let write_error = move |e: std::io::Error| match &name {
+        Some(name) => Error::io(name, e),
+        None => stdout_error(e),
+    };
+    Ok((BufWriter::new(sink), write_error))
+}
+
 /// Parses every caption of the file and writes its graph; captions that cannot be read or
 /// have no content word are reported on stderr with their place, the rest are still written,
 /// and the command then fails (exit code 3).
 fn parse_text_command(args: &ParseTextArgs) -> Result<()> {
     let path = args.file.as_path();
-    let (sink, sink_name): (Box<dyn Write>, String) = match &args.out {
-        Some(out) => (
-            Box::new(std::fs::File::create(out).map_err(|e| Error::io(out, e))?),
-            out.display().to_string(),
-        ),
-        None => (Box::new(std::io::stdout().lock()), STDOUT.to_string()),
-    };
-    let write_error = |e: std::io::Error| {
-        if args.out.is_some() {
-            Error::io(&sink_name, e)
-        } else {
-            stdout_error(e)
-        }
-    };
-    let mut out = BufWriter::new(sink);
+    let (mut out, write_error) = penman_output(args.out.as_deref())?;
     let (mut captions, mut failed) = (0usize, 0usize);
     read_captions(path, &mut |caption: Caption| {
         captions += 1;
@@ -115,7 +115,7 @@ fn parse_text_command(args: &ParseTextArgs) -> Result<()> {
                     } else {
                         writeln!(out, "{}", crate::amr::penman::encode(&graph))
                     };
-                    return written.map_err(write_error);
+                    return written.map_err(&write_error);
                 }
                 "the caption has no word to parse".to_string()
             }
@@ -130,7 +130,7 @@ fn parse_text_command(args: &ParseTextArgs) -> Result<()> {
         );
         Ok(())
     })?;
-    out.flush().map_err(write_error)?;
+    out.flush().map_err(&write_error)?;
     if failed > 0 {
         return Err(Error::record(
             path.display().to_string(),
@@ -240,21 +240,7 @@ fn parsed_json(graph: &Graph) -> serde_json::Value {
 /// written, and the command then fails (exit code 3).
 fn align_command(args: &AlignArgs) -> Result<()> {
     let path = args.file.as_path();
-    let (sink, sink_name): (Box<dyn Write>, String) = match &args.out {
-        Some(out) => (
-            Box::new(std::fs::File::create(out).map_err(|e| Error::io(out, e))?),
-            out.display().to_string(),
-        ),
-        None => (Box::new(std::io::stdout().lock()), STDOUT.to_string()),
-    };
-    let write_error = |e: std::io::Error| {
-        if args.out.is_some() {
-            Error::io(&sink_name, e)
-        } else {
-            stdout_error(e)
-        }
-    };
-    let mut out = BufWriter::new(sink);
+    let (mut out, write_error) = penman_output(args.out.as_deref())?;
     let (mut graphs, mut failed) = (0usize, 0usize);
     read_blocks(path, |ordinal, block| {
         graphs += 1;
@@ -263,7 +249,7 @@ fn align_command(args: &AlignArgs) -> Result<()> {
             Ok(mut graph) => match align_one(&mut graph) {
                 Ok(()) => {
                     let text = crate::amr::penman::encode(&graph);
-                    return writeln!(out, "{text}").map_err(write_error);
+                    return writeln!(out, "{text}").map_err(&write_error);
                 }
                 Err(reason) => match graph.id() {
                     Some(id) => format!("{place}, id {id}: {reason}"),
@@ -276,7 +262,7 @@ fn align_command(args: &AlignArgs) -> Result<()> {
         diagnostic!("capflow: {}: {problem}", path.display());
         Ok(())
     })?;
-    out.flush().map_err(write_error)?;
+    out.flush().map_err(&write_error)?;
     if failed > 0 {
         return Err(Error::record(
             path.display().to_string(),

@@ -108,3 +108,16 @@ pub fn strace() -> Option<&'static str> {
     }
     found.then_some("strace")
 }
+
+/// A command running the capflow binary, after `prefix` (a program such as strace and its
+/// options) when it is not empty.
+pub fn capflow_after(prefix: &[&str]) -> std::process::Command {
+    match prefix.split_first() {
+        Some((program, rest)) => {
+            let mut command = std::process::Command::new(program);
+            command.args(rest).arg(capflow_bin());
+            command
+        }
+        None => std::process::Command::new(capflow_bin()),
+    }
+}

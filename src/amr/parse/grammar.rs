@@ -632,18 +632,8 @@ impl<'a> Grammar<'a> {
                 self.at = before;
                 continue;
             }
-            if w == "to" {
-                if let Some((_, VerbForm::Base)) = self.verb(self.peek_at(1)) {
-                    self.at += 1;
-                    let purpose = self.verb_phrase(Some((subject, true)), Voice::Active);
-                    let role = if self.controls(main) {
-                        ":ARG1"
-                    } else {
-                        ":purpose"
-                    };
-                    self.edge(main, role, Target::Own(purpose));
-                    continue;
-                }
+            if w == "to" && self.purpose_clause(main, subject) {
+                continue;
             }
             if let Some((_, VerbForm::Ing)) = self.verb(w) {
                 let mut manner = self.verb_phrase(Some((subject, true)), Voice::Active);
@@ -668,24 +658,32 @@ impl<'a> Grammar<'a> {
         top
     }
 
+    /// `to` + a base verb at the cursor: the verb phrase, with `subject` as its own, becomes
+    /// `main`'s `:ARG1` when `main` controls it (`wants to eat`), else its `:purpose`. Returns
+    /// whether it was one.
+    fn purpose_clause(&mut self, main: NodeId, subject: NodeId) -> bool {
+        if !matches!(self.verb(self.peek_at(1)), Some((_, VerbForm::Base))) {
+            return false;
+        }
+        self.at += 1;
+        let purpose = self.verb_phrase(Some((subject, true)), Voice::Active);
+        let role = if self.controls(main) {
+            ":ARG1"
+        } else {
+            ":purpose"
+        };
+        self.edge(main, role, Target::Own(purpose));
+        true
+    }
+
     /// The tail of a subordinate clause: like [`Self::clause_tail`] but it stops at a
     /// subordinator or `and` that belongs to the main clause.
     fn clause_tail_inner(&mut self, top: NodeId, subject: NodeId) -> NodeId {
         let main = top;
         loop {
             let w = self.peek();
-            if w == "to" {
-                if let Some((_, VerbForm::Base)) = self.verb(self.peek_at(1)) {
-                    self.at += 1;
-                    let purpose = self.verb_phrase(Some((subject, true)), Voice::Active);
-                    let role = if self.controls(main) {
-                        ":ARG1"
-                    } else {
-                        ":purpose"
-                    };
-                    self.edge(main, role, Target::Own(purpose));
-                    continue;
-                }
+            if w == "to" && self.purpose_clause(main, subject) {
+                continue;
             }
             let before = self.at;
             if !matches!(w, "and" | "or" | ",") && lookup(words::SUBORDINATORS, w).is_none() {

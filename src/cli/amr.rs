@@ -77,11 +77,14 @@ struct Caption {
     text: std::result::Result<String, String>,
 }
 
+/// The buffered output of a command writing PENMAN.
+type PenmanOut = BufWriter<Box<dyn Write>>;
+
 /// Where a command writing PENMAN writes: `out`, or stdout; with the error a failed write is
 /// (a closed stdout ends the command quietly: [`stdout_error`]).
 fn penman_output(
     out: Option<&std::path::Path>,
-) -> Result<(BufWriter<Box<dyn Write>>, impl Fn(std::io::Error) -> Error)> {
+) -> Result<(PenmanOut, impl Fn(std::io::Error) -> Error)> {
     let sink: Box<dyn Write> = match out {
         Some(path) => Box::new(std::fs::File::create(path).map_err(|e| Error::io(path, e))?),
         None => Box::new(std::io::stdout().lock()),

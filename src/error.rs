@@ -150,7 +150,7 @@ impl Error {
         }
     }
 
-    fn corrupt(
+    pub fn corrupt(
         path: impl AsRef<Path>,
         format: &'static str,
         source: impl std::error::Error + Send + Sync + 'static,

@@ -143,13 +143,13 @@ pub fn fit_methods_with(
         .filter(|r| matches!(r.row, Row::Caption(_)))
         .count() as u64;
     if let Some(config) = &spec.ssa {
-        let adapter = spec.models.amr_to_text.as_ref();
+        let adapters = &spec.models;
         let models = match stats.as_mut().and_then(|s| s.ssa.take()) {
             Some(stats) => {
                 learned_from = stats.captions();
-                build_models_from_stats(config, stats, adapter, builtin_realizer())?
+                build_models_from_stats(config, stats, adapters, builtin_realizer())?
             }
-            None => build_models(config, &fit.rows, adapter, builtin_realizer())?,
+            None => build_models(config, &fit.rows, adapters, builtin_realizer())?,
         };
         methods.ssa = Some((config.clone(), models));
         fitted += 2;

@@ -168,6 +168,15 @@ pub struct ModelsSpec {
     /// AMR-to-text generator used by SSA's `realize` stage instead of the built-in realizer.
     #[serde(default)]
     pub amr_to_text: Option<AdapterConfig>,
+    /// Text-to-AMR parser used by SSA's `text-to-amr` stage instead of the built-in caption
+    /// parser (its graphs are token-aligned by the built-in aligner when they have no
+    /// alignments).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_to_amr: Option<AdapterConfig>,
+    /// Quality scorer (GRUEN in the SSA paper) used by SSA's `quality-filter` stage instead of
+    /// the built-in scorer; a sentence is kept when it scores above `quality_threshold`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality_scorer: Option<AdapterConfig>,
     /// Inputs the corpus-level models (SSA's quality scorer and word vectors, the relatedness
     /// encoder, the CutSwap vocabulary) are fitted on instead of the run's own inputs
     /// (`[[models.corpus]]`, same fields as `[[inputs]]`). A fixed corpus keeps the models, and

@@ -16,10 +16,12 @@
 //! # Ok::<(), capflow::Error>(())
 //! ```
 
+pub mod cache;
 pub mod protocol;
 pub mod subprocess;
 pub mod traits;
 
+pub use cache::{CachedTextToAmr, ParseCache};
 pub use protocol::ModelKind;
 pub use subprocess::{AdapterConfig, SubprocessAdapter};
 pub use traits::{

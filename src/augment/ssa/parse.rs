@@ -1,0 +1,236 @@
+//! SSA from plain captions: the captions of an image that have no AMR are parsed into AMR
+//! graphs, by the built-in caption parser ([`crate::amr::parse`]) or by an external
+//! text-to-AMR model ([`crate::models::TextToAmr`]), before `amr-align` grounds them.
+//!
+//! [`ParseCaptions`] (`[ssa] parse_captions`) says which captions are parsed; [`CaptionParser`]
+//! parses a batch of captions, of one image or of many; [`add_parsed`] puts the graphs into the
+//! image as the AMRs of their captions, or its rejected records when a caption gets no graph.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::amr::penman::{alignment_flavour, encode, parse};
+use crate::augment::ImageAnnotations;
+use crate::error::{Error, Result};
+use crate::models::TextToAmr;
+use crate::schema::{excerpt, AmrRow, CaptionRow, MetadataEntry, RejectedRow};
+
+/// Which of an image's captions SSA parses into AMR (`[ssa] parse_captions`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParseCaptions {
+    /// Every caption that has no AMR in the inputs (none is parsed when every caption has one).
+    #[default]
+    Missing,
+    /// Every caption; the inputs' AMRs are not used.
+    All,
+    /// None: only the inputs' AMRs are used, and an image whose captions have none is rejected.
+    Never,
+}
+
+impl ParseCaptions {
+    pub fn is_default(&self) -> bool {
+        *self == ParseCaptions::default()
+    }
+}
+
+/// The captions of `image` to parse under `mode`, in the image's order. With
+/// [`ParseCaptions::Missing`], a caption has an AMR when one of the image's AMRs names it by
+/// `caption_id`, or by its graph id `<image>.<k>` / `<image>#<k>` (the caption with index `k`).
+pub fn captions_to_parse(image: &ImageAnnotations, mode: ParseCaptions) -> Vec<&CaptionRow> {
+    match mode {
+        ParseCaptions::Never => Vec::new(),
+        ParseCaptions::All => image.captions.iter().collect(),
+        ParseCaptions::Missing => image
+            .captions
+            .iter()
+            .filter(|caption| !image.amrs.iter().any(|amr| names(amr, caption)))
+            .collect(),
+    }
+}
+
+/// Whether `amr` is the AMR of `caption`.
+fn names(amr: &AmrRow, caption: &CaptionRow) -> bool {
+    if amr.caption_id.as_deref() == Some(caption.caption_id.as_str()) {
+        return true;
+    }
+    amr.graph_id
+        .rsplit_once(['.', '#'])
+        .and_then(|(_, k)| k.parse::<i32>().ok())
+        .is_some_and(|k| k == caption.caption_index)
+}
+
+/// Parses captions into PENMAN graphs: the built-in caption parser, or an external model.
+#[derive(Clone)]
+pub enum CaptionParser {
+    /// [`crate::amr::parse::parse_caption`]: rules and lexicons, ISI alignments, no model.
+    Builtin,
+    /// A text-to-AMR model through the adapter protocol (`[models.text_to_amr]`); graphs
+    /// without alignments are aligned by `amr-align`'s built-in aligner.
+    External {
+        name: String,
+        model: Arc<dyn TextToAmr>,
+    },
+}
+
+impl std::fmt::Debug for CaptionParser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CaptionParser::Builtin => f.write_str("Builtin"),
+            CaptionParser::External { name, .. } => write!(f, "External({name})"),
+        }
+    }
+}
+
+impl CaptionParser {
+    /// One PENMAN graph per caption, in order (an empty string where the parser gave none).
+    /// `what` names the batch in an adapter's error ("the 12 captions of images a to b").
+    pub fn parse(&self, captions: &[&str], what: &dyn Fn() -> String) -> Result<Vec<String>> {
+        match self {
+            CaptionParser::Builtin => Ok(captions
+                .iter()
+                .map(|text| {
+                    let graph = crate::amr::parse::parse_caption(text);
+                    if graph.triples.is_empty() {
+                        String::new()
+                    } else {
+                        encode(&graph)
+                    }
+                })
+                .collect()),
+            CaptionParser::External { name, model } => {
+                let texts: Vec<String> = captions.iter().map(|t| t.to_string()).collect();
+                let graphs = model.parse_captions(&texts).map_err(|e| match e {
+                    Error::Adapter {
+                        adapter,
+                        batch,
+                        reason,
+                    } => Error::Adapter {
+                        adapter,
+                        batch: format!("{batch} ({})", what()),
+                        reason,
+                    },
+                    other => Error::Adapter {
+                        adapter: name.clone(),
+                        batch: what(),
+                        reason: other.to_string(),
+                    },
+                })?;
+                if graphs.len() != captions.len() {
+                    return Err(Error::Adapter {
+                        adapter: name.clone(),
+                        batch: what(),
+                        reason: format!(
+                            "returned {} graphs for {} captions",
+                            graphs.len(),
+                            captions.len()
+                        ),
+                    });
+                }
+                Ok(graphs)
+            }
+        }
+    }
+
+    /// The name the ledger gives this parser.
+    pub fn name(&self) -> &str {
+        match self {
+            CaptionParser::Builtin => "the built-in caption parser",
+            CaptionParser::External { name, .. } => name,
+        }
+    }
+}
+
+/// Adds the graphs `penman` parsed from `captions` (captions of `image`, in the same order) to
+/// the image's AMRs, as the AMRs of their captions; with [`ParseCaptions::All`] they replace
+/// the inputs' AMRs. A caption whose graph is empty or does not parse gets a rejected record
+/// instead. Returns how many graphs were added.
+pub fn add_parsed(
+    image: &mut ImageAnnotations,
+    mode: ParseCaptions,
+    parser: &CaptionParser,
+    captions: &[CaptionRow],
+    penman: Vec<String>,
+    rejected: &mut Vec<RejectedRow>,
+) -> usize {
+    if mode == ParseCaptions::All {
+        image.amrs.clear();
+    }
+    let mut added = 0;
+    for (caption, penman) in captions.iter().zip(penman) {
+        let reject = |reason: String| RejectedRow {
+            format: "text-to-amr".into(),
+            source_file: String::new(),
+            record: format!(
+                "caption {} of image {}",
+                caption.caption_id, caption.image_id
+            ),
+            line: None,
+            byte_offset: None,
+            reason: format!("text-to-amr: {reason}"),
+            excerpt: excerpt(&caption.text),
+        };
+        if penman.trim().is_empty() {
+            rejected.push(reject(format!("{} gave no graph", parser.name())));
+            continue;
+        }
+        let graph = match parse(&penman) {
+            Ok(graph) if graph.triples.is_empty() => {
+                rejected.push(reject(format!("{} gave an empty graph", parser.name())));
+                continue;
+            }
+            Ok(graph) => graph,
+            Err(e) => {
+                let mut row = reject(format!(
+                    "{} gave a graph that does not parse: {e}",
+                    parser.name()
+                ));
+                row.excerpt = excerpt(&penman);
+                rejected.push(row);
+                continue;
+            }
+        };
+        image.amrs.push(AmrRow {
+            image_id: caption.image_id.clone(),
+            graph_id: caption.caption_id.clone(),
+            caption_id: Some(caption.caption_id.clone()),
+            sentence: Some(caption.text.clone()),
+            tokens: graph
+                .meta("tok")
+                .map(|t| t.split(' ').map(str::to_string).collect()),
+            alignment_flavour: alignment_flavour(&graph).as_str().to_string(),
+            metadata: graph
+                .metadata
+                .iter()
+                .map(|(key, value)| MetadataEntry {
+                    key: key.clone(),
+                    value: value.clone(),
+                })
+                .collect(),
+            penman,
+        });
+        added += 1;
+    }
+    added
+}
+
+/// The record an image gets when its captions have no AMR and none may be parsed
+/// ([`ParseCaptions::Never`]): SSA has nothing to merge for it.
+pub fn no_amr(image: &ImageAnnotations) -> Option<RejectedRow> {
+    if image.captions.is_empty() || !image.amrs.is_empty() {
+        return None;
+    }
+    Some(RejectedRow {
+        format: "ssa".into(),
+        source_file: String::new(),
+        record: format!("image {}", image.image_id),
+        line: None,
+        byte_offset: None,
+        reason: format!(
+            "ssa: the image's {} captions have no AMR and `parse_captions = \"never\"`",
+            image.captions.len()
+        ),
+        excerpt: excerpt(&image.captions[0].text),
+    })
+}

@@ -5,8 +5,10 @@
 //! ([`model_rows`]), and both give the same models.
 
 use crate::augment::cutswap::stats::{self as cutswap_stats, CutswapStats};
+use crate::augment::relatedness::sif::SentenceEncoder;
 use crate::augment::relatedness::{RelatednessModel, RelatednessStats};
 use crate::augment::ImageAnnotations;
+use crate::models::{ModelKind, SubprocessAdapter};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -179,11 +181,22 @@ pub fn fit_methods_with(
     if let (None, Some(images)) = (&spec.ssa, images) {
         learned_from = images;
     }
-    if let (Some(config), Some(stats)) = (&spec.relatedness, relatedness) {
-        let model = RelatednessModel::from_stats(stats, config)
-            .map_err(|e| e.context("relatedness: fitting the model"))?;
-        methods.after_ssa.push(Arc::new(model));
-        fitted += 1;
+    match (&spec.relatedness, &spec.models.embedder, relatedness) {
+        // An external sentence encoder replaces the SIF encoder fitted on the corpus.
+        (Some(config), Some(adapter), _) => {
+            let model = SubprocessAdapter::new("embedder", ModelKind::Embedder, adapter.clone())?;
+            let encoder = SentenceEncoder::External(Arc::new(model));
+            methods
+                .after_ssa
+                .push(Arc::new(RelatednessModel::with_encoder(config, encoder)));
+        }
+        (Some(config), None, Some(stats)) => {
+            let model = RelatednessModel::from_stats(stats, config)
+                .map_err(|e| e.context("relatedness: fitting the model"))?;
+            methods.after_ssa.push(Arc::new(model));
+            fitted += 1;
+        }
+        _ => {}
     }
     if let (Some(config), Some(stats)) = (&spec.cutswap, cutswap) {
         let model = cutswap_stats::from_stats(stats, config)

@@ -177,6 +177,10 @@ pub struct ModelsSpec {
     /// the built-in scorer; a sentence is kept when it scores above `quality_threshold`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality_scorer: Option<AdapterConfig>,
+    /// Sentence encoder (Sentence-RoBERTa in the visual relatedness paper) used by the
+    /// `relatedness` method for its soft label instead of SIF vectors fitted on the captions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedder: Option<AdapterConfig>,
     /// Inputs the corpus-level models (SSA's quality scorer and word vectors, the relatedness
     /// encoder, the CutSwap vocabulary) are fitted on instead of the run's own inputs
     /// (`[[models.corpus]]`, same fields as `[[inputs]]`). A fixed corpus keeps the models, and

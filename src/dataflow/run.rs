@@ -569,8 +569,13 @@ fn run_streamed(
     };
     let committed = {
         let _commit = tracing::info_span!("commit").entered();
-        commit_streamed(&mut writer, &mut parts, out)
-            .and_then(|()| commit(writer, parts, cluster.processes, None, out, &spec.name))
+        let progress = crate::cli::progress::spinner("commit: merging the changes");
+        let committed = commit_streamed(&mut writer, &mut parts, out).and_then(|()| {
+            progress.set_message("commit: ledger, manifest, dataset card");
+            commit(writer, parts, cluster.processes, None, out, &spec.name)
+        });
+        progress.finish_and_clear();
+        committed
     };
     confirm_commit(cluster, &committed)?;
     committed.map(RunOutcome::Committed)

@@ -392,6 +392,64 @@ fn filter_caps_vertices_per_graph_and_overall() {
 }
 
 #[test]
+fn filter_drops_at_random_and_selects_before_or_after() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("filtered.jsonl");
+    // Probability 1: every relation caption goes; a relation whose children stay keeps them
+    // through a bag-of-words caption of their edge texts, as ml-gbc's `filter_vertex` does.
+    ok(&[
+        "gbc",
+        "filter",
+        SAMPLE,
+        path_str(&out),
+        "--random-filtering-probs",
+        "relation=1.0",
+    ]);
+    let beach = &by_image(&records(&out))["1000002.jpg"];
+    assert_eq!(
+        captions(vertex(beach, "[dog|frisbee]")),
+        [("bagofwords".into(), "dog, frisbee".into())]
+    );
+    assert_eq!(
+        captions(vertex(beach, "[dog|man]")),
+        [("bagofwords".into(), "dog, man".into())]
+    );
+    // Probability 0 draws but drops nothing.
+    ok(&[
+        "gbc",
+        "filter",
+        SAMPLE,
+        path_str(&out),
+        "--random-filtering-probs",
+        "relation=0",
+    ]);
+    let input = by_image(&sample_records());
+    let kept = by_image(&records(&out));
+    assert_eq!(
+        captions(vertex(&kept["1000002.jpg"], "[dog|man]")),
+        captions(vertex(&input["1000002.jpg"], "[dog|man]"))
+    );
+    // Selecting first keeps the filter's children-first order; selecting after, BFS order.
+    for (after, expected) in [("false", ["", "dog"]), ("true", ["dog", ""])] {
+        ok(&[
+            "gbc",
+            "filter",
+            SAMPLE,
+            path_str(&out),
+            "--max-n-vertices-per-graph",
+            "2",
+            "--filter-after-selection",
+            after,
+        ]);
+        assert_eq!(
+            vertex_ids(&records(&out)[0]),
+            expected,
+            "--filter-after-selection {after}"
+        );
+    }
+}
+
+#[test]
 fn subgraphs_by_size_depth_and_root() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("sub.jsonl");

@@ -4,9 +4,9 @@
 //! Vertices are filtered children first, starting from the roots:
 //!
 //! - a caption is dropped when it is empty, its label or full label (`<label>-<vertex label>`,
-//!   e.g. `detail-entity`) is excluded, it was truncated by the scorer, or its score (the mean of
-//!   `clip_scores.scores` over the configured models) is below the threshold of its full label,
-//!   else of its label;
+//!   e.g. `detail-entity`) is excluded, a seeded draw drops it (`random_filtering_probs`), it
+//!   was truncated by the scorer, or its score (the mean of `clip_scores.scores` over the
+//!   configured models) is below the threshold of its full label or of its label;
 //! - an image vertex goes when a `short` caption scores below the `short-image` threshold, or when
 //!   no `short`, `detail` or `original` caption (or a required label) is left; a graph goes exactly
 //!   when its image vertex goes;
@@ -19,8 +19,10 @@
 //! masks are reconciled as ml-gbc does when it builds the filtered graph. The filtered graph lists
 //! its vertices in the order they were filtered (children before parents), as ml-gbc writes it.
 //!
-//! Not implemented: ml-gbc's `max_n_tokens` splitting (needs the CLIP tokenizer) and its random
-//! caption dropping.
+//! With `max_n_vertices_per_graph`, the graph is cut to a subgraph after filtering (before, with
+//! `filter_after_selection`). Random draws come from a ChaCha8 stream, not numpy's.
+//!
+//! Not implemented: ml-gbc's `max_n_tokens` splitting (needs the CLIP tokenizer).
 
 use std::collections::BTreeMap;
 

@@ -342,6 +342,13 @@ fn filter_reports_broken_records_and_bad_options() {
     let rows = read_rejected(&rejected);
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].line, Some(2));
+    let wrong_type = tmp.path().join("filtered.txt");
+    for command in ["filter", "subgraph"] {
+        let run = capflow(&["gbc", command, SAMPLE, path_str(&wrong_type)]);
+        assert_eq!(run.status.code(), Some(2), "{command}");
+        assert!(String::from_utf8_lossy(&run.stderr).contains("unknown GBC file type"));
+        assert!(!wrong_type.exists());
+    }
     for bad in [
         &["--min-clip-scores", "detail-entity"][..],
         &["--random-filtering-probs", "detail=1.5"],

@@ -14,7 +14,8 @@ use crate::augment::gbc::{graph_seed, CONCAT_STAGE, FILTER_STAGE, SUBGRAPH_STAGE
 use crate::error::{Error, Result};
 use crate::graph::composition_mst::{composition_hints, RootCriterion, STAGE as HINTS_STAGE};
 use crate::graph::gbc::{
-    apply_masks, recompute_masks, record_from_row, statistics, write_gbc_file, GbcStatistics,
+    apply_masks, recompute_masks, record_from_row, statistics, write_gbc_file, GbcFileFormat,
+    GbcStatistics,
 };
 use crate::graph::gbc_edit::{
     caption_concat, subgraph, ConcatOptions, SubgraphOptions, TraversalOrder,
@@ -198,16 +199,11 @@ fn label_value(text: &str) -> std::result::Result<(String, f64), String> {
 
 #[derive(Debug, clap::Args)]
 pub struct ConvertArgs {
-    /// Input file (.jsonl, .json, .parquet) or a directory of them.
-    pub input: PathBuf,
-    /// Output file (.jsonl, .json, .parquet).
-    pub output: PathBuf,
+    #[command(flatten)]
+    pub files: GraphFiles,
     /// Recompute every vertex's sub_masks/super_masks (writes the full form).
     #[arg(long)]
     pub recompute_masks: bool,
-    /// Write the rejected records to this Parquet file (capflow's `rejected` table).
-    #[arg(long)]
-    pub rejected: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -254,22 +250,12 @@ fn read_graphs(path: &Path) -> Result<(Vec<GbcGraphRow>, Vec<RejectedRow>)> {
 }
 
 fn convert(args: ConvertArgs) -> Result<()> {
-    let (mut rows, rejected) = read_graphs(&args.input)?;
+    let (mut rows, rejected) = args.files.read()?;
     if args.recompute_masks {
         rows.iter_mut().for_each(apply_masks);
     }
-    write_gbc_file(&args.output, &rows)?;
-    if let Some(path) = &args.rejected {
-        write_rejected(path, &rejected)?;
-    }
-    status!(
-        "capflow: {} graphs read, {} written to {}, {} rejected",
-        rows.len() + rejected.len(),
-        rows.len(),
-        args.output.display(),
-        rejected.len()
-    );
-    Ok(())
+    let read = rows.len() + rejected.len();
+    finish(&args.files, &rows, read, &rejected, "")
 }
 
 fn write_rejected(path: &Path, rejected: &[RejectedRow]) -> Result<()> {
@@ -370,6 +356,20 @@ fn graph_indices(rows: &[GbcGraphRow]) -> Vec<usize> {
         .collect()
 }
 
+impl GraphFiles {
+    /// Reads the input's graphs, after checking that the output's extension names a layout (so
+    /// a mistyped output fails before any work).
+    fn read(&self) -> Result<(Vec<GbcGraphRow>, Vec<RejectedRow>)> {
+        if GbcFileFormat::from_path(&self.output).is_none() {
+            return Err(Error::Usage(format!(
+                "{}: unknown GBC file type (use .jsonl, .json or .parquet)",
+                self.output.display()
+            )));
+        }
+        read_graphs(&self.input)
+    }
+}
+
 /// Writes the kept graphs and the rejected records, then the summary line.
 fn finish(
     files: &GraphFiles,
@@ -442,7 +442,7 @@ fn filter(args: FilterArgs) -> Result<()> {
             "--random-filtering-probs: {label}={p} is not a probability in [0, 1]"
         )));
     }
-    let (rows, rejected) = read_graphs(&args.files.input)?;
+    let (rows, rejected) = args.files.read()?;
     let mut kept = Vec::new();
     let (mut vertices, mut graphs_dropped, mut captions, mut bags) = (0, 0, 0, 0);
     let mut stopped_at = None;
@@ -498,7 +498,7 @@ fn subgraph_command(args: SubgraphArgs) -> Result<()> {
             "--mode random cannot start from --root-id or shuffle edges".into(),
         ));
     }
-    let (rows, mut rejected) = read_graphs(&args.files.input)?;
+    let (rows, mut rejected) = args.files.read()?;
     let read = rows.len() + rejected.len();
     let mut kept = Vec::new();
     for (i, (row, g)) in rows.iter().zip(graph_indices(&rows)).enumerate() {

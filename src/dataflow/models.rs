@@ -86,7 +86,11 @@ impl CorpusStats {
 
     /// Adds what one image (all its rows) contributes to the statistics gathered by image.
     pub fn add_image(&mut self, image: &ImageAnnotations) {
-        let filtered = self.detections.as_ref().map(|filter| filter.apply(image));
+        let filtered = self
+            .detections
+            .as_ref()
+            .filter(|_| !image.detections.is_empty())
+            .map(|filter| filter.apply(image));
         let image = filtered.as_ref().unwrap_or(image);
         if let Some(stats) = &mut self.relatedness {
             stats.add_image(image);

@@ -357,16 +357,17 @@ fn graph_indices(rows: &[GbcGraphRow]) -> Vec<usize> {
 }
 
 impl GraphFiles {
-    /// Reads the input's graphs, after checking that the output's extension names a layout (so
-    /// a mistyped output fails before any work).
+    /// Reads the input's graphs, then checks that the output's extension names a layout: input
+    /// errors are reported first, and a mistyped output fails before the graphs are worked on.
     fn read(&self) -> Result<(Vec<GbcGraphRow>, Vec<RejectedRow>)> {
+        let graphs = read_graphs(&self.input)?;
         if GbcFileFormat::from_path(&self.output).is_none() {
             return Err(Error::Usage(format!(
                 "{}: unknown GBC file type (use .jsonl, .json or .parquet)",
                 self.output.display()
             )));
         }
-        read_graphs(&self.input)
+        Ok(graphs)
     }
 }
 

@@ -5,6 +5,7 @@
 //! ([`model_rows`]), and both give the same models.
 
 use crate::augment::cutswap::stats::{self as cutswap_stats, CutswapStats};
+use crate::augment::detections::{DetectionFilter, WithDetectionFilter};
 use crate::augment::relatedness::sif::SentenceEncoder;
 use crate::augment::relatedness::{RelatednessModel, RelatednessStats};
 use crate::augment::ImageAnnotations;
@@ -63,6 +64,8 @@ pub struct CorpusStats {
     pub relatedness: Option<RelatednessStats>,
     /// CutSwap's vocabulary, clusters and swap donors: gathered image by image.
     pub cutswap: Option<CutswapStats>,
+    /// The spec's `[detections]` post-processing, applied to each image before it is added.
+    pub detections: Option<DetectionFilter>,
 }
 
 impl CorpusStats {
@@ -72,6 +75,7 @@ impl CorpusStats {
             ssa: spec.ssa.as_ref().map(corpus_stats),
             relatedness: spec.relatedness.as_ref().map(RelatednessStats::new),
             cutswap: spec.cutswap.as_ref().map(CutswapStats::new),
+            detections: spec.detections.clone(),
         };
         (stats.ssa.is_some() || stats.by_image()).then_some(stats)
     }
@@ -84,6 +88,12 @@ impl CorpusStats {
 
     /// Adds what one image (all its rows) contributes to the statistics gathered by image.
     pub fn add_image(&mut self, image: &ImageAnnotations) {
+        let filtered = self
+            .detections
+            .as_ref()
+            .filter(|_| !image.detections.is_empty())
+            .map(|filter| filter.apply(image));
+        let image = filtered.as_ref().unwrap_or(image);
         if let Some(stats) = &mut self.relatedness {
             stats.add_image(image);
         }
@@ -161,7 +171,10 @@ pub fn fit_methods_with(
     let needs_rows = (spec.relatedness.is_some() && relatedness.is_none())
         || (spec.cutswap.is_some() && cutswap.is_none());
     if needs_rows {
-        let images = group_images(fit);
+        let mut images = group_images(fit);
+        if let Some(filter) = &spec.detections {
+            images = images.iter().map(|image| filter.apply(image)).collect();
+        }
         if let Some(config) = &spec.relatedness {
             let mut stats = RelatednessStats::new(config);
             images.iter().for_each(|image| stats.add_image(image));
@@ -206,6 +219,14 @@ pub fn fit_methods_with(
     }
     for (name, config) in &spec.methods {
         methods.after_ssa.push(method::build(name, config)?);
+    }
+    if let Some(filter) = &spec.detections {
+        for method in &mut methods.after_ssa {
+            *method = Arc::new(WithDetectionFilter {
+                filter: filter.clone(),
+                method: method.clone(),
+            });
+        }
     }
     let metrics = StageMetrics {
         name: "models".into(),

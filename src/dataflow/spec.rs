@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::augment::clid::ClidConfig;
 use crate::augment::cutswap::Config as CutswapConfig;
+use crate::augment::detections::DetectionFilter;
 use crate::augment::gbc::GbcSampleConfig;
 use crate::augment::relatedness::RelatednessConfig;
 use crate::augment::ssa::SsaConfig;
@@ -132,6 +133,11 @@ pub struct DataflowSpec {
     /// GBC vertex captions as samples (METHODS.md §5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gbc: Option<GbcSampleConfig>,
+    /// GBC's detection post-processing, applied to every image's detections before the
+    /// methods and their models read them (`[detections]`, docs/gbc.md); without it they read
+    /// the detections as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detections: Option<DetectionFilter>,
     /// Captions scored by their relatedness to the image's visual context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relatedness: Option<RelatednessConfig>,
@@ -263,6 +269,12 @@ impl DataflowSpec {
                         .into(),
                 );
             }
+        }
+        if let Some(gbc) = &self.gbc {
+            gbc.validate()?;
+        }
+        if let Some(detections) = &self.detections {
+            detections.validate()?;
         }
         self.mix.validate().map_err(|e| format!("[mix]: {e}"))?;
         if self.output.shard_bytes == 0 {

@@ -178,6 +178,28 @@ impl Error {
         }
     }
 
+    /// This error, from the external model `adapter` asked about `what` (`the 12 captions of
+    /// images a to b`), as an adapter error that names the batch: an adapter's own error keeps
+    /// its batch and gets `what` added, any other becomes its reason.
+    pub fn on_batch(self, adapter: &str, what: &str) -> Self {
+        match self {
+            Error::Adapter {
+                adapter,
+                batch,
+                reason,
+            } => Error::Adapter {
+                adapter,
+                batch: format!("{batch} ({what})"),
+                reason,
+            },
+            other => Error::Adapter {
+                adapter: adapter.to_string(),
+                batch: what.to_string(),
+                reason: other.to_string(),
+            },
+        }
+    }
+
     /// This error, as it happened while doing `what`; it keeps its exit code.
     pub fn context(self, what: impl Into<String>) -> Self {
         Error::Context {

@@ -41,8 +41,8 @@ use crate::amr::token_align::align_graph;
 use crate::amr::Graph;
 use crate::augment::control::{coverage_percent, ssa_length_level, word_count};
 use crate::augment::ImageAnnotations;
-use crate::error::{Error, Result};
-use crate::models::{AmrToText, ExternalQualityScorer};
+use crate::error::Result;
+use crate::models::{one_per_request, AmrToText, ExternalQualityScorer};
 use crate::schema::{excerpt, CaptionRow, Provenance, QualityScore, RejectedRow, SampleRow};
 use crate::select::quality::QualityScorer;
 use crate::text::tokenize::{is_punctuation, tokenize};
@@ -121,33 +121,12 @@ pub struct ExternalRealizer {
 impl EventRealizer for ExternalRealizer {
     fn realize_batch(&self, image_id: &str, graphs: &[&Graph]) -> Result<Vec<String>> {
         let penman: Vec<String> = graphs.iter().map(|g| encode(g)).collect();
-        let batch = || format!("the {} graphs of image {image_id}", graphs.len());
+        let what = format!("the {} subgraphs of image {image_id}", graphs.len());
         let sentences = self
             .model
             .generate_sentences(&penman)
-            .map_err(|e| match e {
-                Error::Adapter {
-                    adapter,
-                    batch,
-                    reason,
-                } => Error::Adapter {
-                    adapter,
-                    batch: format!("{batch} (the subgraphs of image {image_id})"),
-                    reason,
-                },
-                other => Error::Adapter {
-                    adapter: self.name.clone(),
-                    batch: batch(),
-                    reason: other.to_string(),
-                },
-            })?;
-        if sentences.len() != graphs.len() {
-            return Err(Error::Adapter {
-                adapter: self.name.clone(),
-                batch: batch(),
-                reason: format!("returned {} sentences", sentences.len()),
-            });
-        }
+            .map_err(|e| e.on_batch(&self.name, &what))?;
+        let sentences = one_per_request(&self.name, &what, graphs.len(), sentences, "sentences")?;
         Ok(sentences)
     }
 }

@@ -10,11 +10,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::amr::penman::{alignment_flavour, encode, parse};
+use crate::amr::penman::{encode, parse};
 use crate::augment::ImageAnnotations;
-use crate::error::{Error, Result};
-use crate::models::TextToAmr;
-use crate::schema::{excerpt, AmrRow, CaptionRow, MetadataEntry, RejectedRow};
+use crate::error::Result;
+use crate::ingest::penman::amr_row;
+use crate::models::{one_per_request, TextToAmr};
+use crate::schema::{excerpt, AmrRow, CaptionRow, RejectedRow};
 
 /// Which of an image's captions SSA parses into AMR (`[ssa] parse_captions`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -101,34 +102,11 @@ impl CaptionParser {
                 .collect()),
             CaptionParser::External { name, model } => {
                 let texts: Vec<String> = captions.iter().map(|t| t.to_string()).collect();
-                let graphs = model.parse_captions(&texts).map_err(|e| match e {
-                    Error::Adapter {
-                        adapter,
-                        batch,
-                        reason,
-                    } => Error::Adapter {
-                        adapter,
-                        batch: format!("{batch} ({})", what()),
-                        reason,
-                    },
-                    other => Error::Adapter {
-                        adapter: name.clone(),
-                        batch: what(),
-                        reason: other.to_string(),
-                    },
-                })?;
-                if graphs.len() != captions.len() {
-                    return Err(Error::Adapter {
-                        adapter: name.clone(),
-                        batch: what(),
-                        reason: format!(
-                            "returned {} graphs for {} captions",
-                            graphs.len(),
-                            captions.len()
-                        ),
-                    });
-                }
-                Ok(graphs)
+                let what = what();
+                let graphs = model
+                    .parse_captions(&texts)
+                    .map_err(|e| e.on_batch(name, &what))?;
+                one_per_request(name, &what, captions.len(), graphs, "graphs")
             }
         }
     }
@@ -191,25 +169,13 @@ pub fn add_parsed(
                 continue;
             }
         };
-        image.amrs.push(AmrRow {
-            image_id: caption.image_id.clone(),
-            graph_id: caption.caption_id.clone(),
-            caption_id: Some(caption.caption_id.clone()),
-            sentence: Some(caption.text.clone()),
-            tokens: graph
-                .meta("tok")
-                .map(|t| t.split(' ').map(str::to_string).collect()),
-            alignment_flavour: alignment_flavour(&graph).as_str().to_string(),
-            metadata: graph
-                .metadata
-                .iter()
-                .map(|(key, value)| MetadataEntry {
-                    key: key.clone(),
-                    value: value.clone(),
-                })
-                .collect(),
+        image.amrs.push(amr_row(
+            caption.image_id.clone(),
+            caption.caption_id.clone(),
+            Some(caption.caption_id.clone()),
+            &graph,
             penman,
-        });
+        ));
         added += 1;
     }
     added

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::{per_batch, per_image, Images, SsaImage, StageContext, StageCount, StageMeter};
 use crate::augment::ssa::{filter_scored, filter_sentences, to_score, ExternalQuality, Filtered};
 use crate::error::{Error, Result};
+use crate::models::one_per_request;
 use crate::schema::QualityScore;
 
 pub fn quality_filter<'scope>(
@@ -98,37 +99,16 @@ fn score(scorer: &ExternalQuality, sentences: &[String], images: usize) -> Resul
     if sentences.is_empty() {
         return Ok(Vec::new());
     }
-    let what = || format!("the {} sentences of {images} images", sentences.len());
+    let what = format!("the {} sentences of {images} images", sentences.len());
     let scores = scorer
         .model
         .score_sentences(sentences)
-        .map_err(|e| match e {
-            Error::Adapter {
-                adapter,
-                batch,
-                reason,
-            } => Error::Adapter {
-                adapter,
-                batch: format!("{batch} ({})", what()),
-                reason,
-            },
-            other => Error::Adapter {
-                adapter: scorer.name.clone(),
-                batch: what(),
-                reason: other.to_string(),
-            },
-        })?;
-    if scores.len() != sentences.len() {
-        return Err(Error::Adapter {
-            adapter: scorer.name.clone(),
-            batch: what(),
-            reason: format!("returned {} scores", scores.len()),
-        });
-    }
+        .map_err(|e| e.on_batch(&scorer.name, &what))?;
+    let scores = one_per_request(&scorer.name, &what, sentences.len(), scores, "scores")?;
     if let Some(bad) = scores.iter().find(|s| !(0.0..=1.0).contains(*s)) {
         return Err(Error::Adapter {
             adapter: scorer.name.clone(),
-            batch: what(),
+            batch: what,
             reason: format!("returned the score {bad}, outside [0, 1]"),
         });
     }

@@ -273,6 +273,40 @@ impl DataflowSpec {
         if let Some(gbc) = &self.gbc {
             gbc.validate()?;
         }
+        // A model table without the method that calls it would be ignored without a word.
+        let unused = [
+            (
+                "amr_to_text",
+                self.models.amr_to_text.is_some(),
+                self.ssa.is_some(),
+                "[ssa]",
+            ),
+            (
+                "text_to_amr",
+                self.models.text_to_amr.is_some(),
+                self.ssa.is_some(),
+                "[ssa]",
+            ),
+            (
+                "quality_scorer",
+                self.models.quality_scorer.is_some(),
+                self.ssa.is_some(),
+                "[ssa]",
+            ),
+            (
+                "embedder",
+                self.models.embedder.is_some(),
+                self.relatedness.is_some(),
+                "[relatedness]",
+            ),
+        ];
+        for (kind, configured, used, method) in unused {
+            if configured && !used {
+                return Err(format!(
+                    "[models.{kind}] is called only by {method}, which this spec does not have"
+                ));
+            }
+        }
         if let Some(detections) = &self.detections {
             detections.validate()?;
         }
@@ -351,5 +385,36 @@ impl DataflowSpec {
             input.input_subdir = None;
         }
         crate::export::config_hash(&serde_json::to_value(&hashed).unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: &str) -> DataflowSpec {
+        toml::from_str(&format!(
+            "name = \"t\"\n[[inputs]]\nformat = \"penman\"\npaths = [\"a.amr\"]\n{extra}"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_model_table_needs_the_method_that_calls_it() {
+        let model = "command = [\"python3\", \"m.py\"]\n";
+        let err = spec(&format!("[models.text_to_amr]\n{model}"))
+            .validate()
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "[models.text_to_amr] is called only by [ssa], which this spec does not have"
+        );
+        let err = spec(&format!("[models.embedder]\n{model}"))
+            .validate()
+            .unwrap_err();
+        assert!(err.contains("only by [relatedness]"), "{err}");
+        assert!(spec(&format!("[ssa]\n[models.quality_scorer]\n{model}"))
+            .validate()
+            .is_ok());
     }
 }

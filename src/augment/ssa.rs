@@ -20,7 +20,9 @@
 mod parse;
 mod stats;
 
-pub use parse::{add_parsed, captions_to_parse, no_amr, CaptionParser, ParseCaptions};
+pub use parse::{
+    add_parsed, captions_to_parse, no_amr, CaptionParser, ParseCaptions, Parsed, Unparsed,
+};
 pub use stats::{CaptionNumbering, SsaCorpusStats};
 
 use std::collections::{BTreeSet, HashSet};

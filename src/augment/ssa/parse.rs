@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::amr::penman::{encode, parse};
+use crate::amr::Graph;
 use crate::augment::ImageAnnotations;
 use crate::error::Result;
 use crate::ingest::penman::amr_row;
@@ -84,29 +85,64 @@ impl std::fmt::Debug for CaptionParser {
     }
 }
 
+/// What a parser made of one caption: its graph with the graph's PENMAN text, or why there is
+/// none (with the parser's answer when it was text that is not a graph).
+pub type Parsed = std::result::Result<(Graph, String), Unparsed>;
+
+/// Why a caption has no graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unparsed {
+    pub reason: String,
+    /// The parser's answer, when there was one.
+    pub answer: Option<String>,
+}
+
 impl CaptionParser {
-    /// One PENMAN graph per caption, in order (an empty string where the parser gave none).
-    /// `what` names the batch in an adapter's error ("the 12 captions of images a to b").
-    pub fn parse(&self, captions: &[&str], what: &dyn Fn() -> String) -> Result<Vec<String>> {
+    /// What the parser makes of each caption, in order: every graph is parsed here once, and
+    /// an empty answer or graph is an [`Unparsed`]. `what` names the batch in an adapter's
+    /// error ("the 12 captions of images a to b").
+    pub fn parse(&self, captions: &[&str], what: &dyn Fn() -> String) -> Result<Vec<Parsed>> {
+        let unparsed = |reason: &str, answer: Option<String>| Unparsed {
+            reason: format!("{} {reason}", self.name()),
+            answer,
+        };
         match self {
             CaptionParser::Builtin => Ok(captions
                 .iter()
                 .map(|text| {
                     let graph = crate::amr::parse::parse_caption(text);
                     if graph.triples.is_empty() {
-                        String::new()
-                    } else {
-                        encode(&graph)
+                        return Err(unparsed("gave no graph", None));
                     }
+                    let penman = encode(&graph);
+                    Ok((graph, penman))
                 })
                 .collect()),
             CaptionParser::External { name, model } => {
                 let texts: Vec<String> = captions.iter().map(|t| t.to_string()).collect();
                 let what = what();
-                let graphs = model
+                let answers = model
                     .parse_captions(&texts)
                     .map_err(|e| e.on_batch(name, &what))?;
-                one_per_request(name, &what, captions.len(), graphs, "graphs")
+                let answers = one_per_request(name, &what, captions.len(), answers, "graphs")?;
+                Ok(answers
+                    .into_iter()
+                    .map(|penman| {
+                        if penman.trim().is_empty() {
+                            return Err(unparsed("gave no graph", None));
+                        }
+                        match parse(&penman) {
+                            Ok(graph) if graph.triples.is_empty() => {
+                                Err(unparsed("gave an empty graph", Some(penman)))
+                            }
+                            Ok(graph) => Ok((graph, penman)),
+                            Err(e) => Err(unparsed(
+                                &format!("gave a graph that does not parse: {e}"),
+                                Some(penman),
+                            )),
+                        }
+                    })
+                    .collect())
             }
         }
     }
@@ -120,63 +156,46 @@ impl CaptionParser {
     }
 }
 
-/// Adds the graphs `penman` parsed from `captions` (captions of `image`, in the same order) to
-/// the image's AMRs, as the AMRs of their captions; with [`ParseCaptions::All`] they replace
-/// the inputs' AMRs. A caption whose graph is empty or does not parse gets a rejected record
-/// instead. Returns how many graphs were added.
+/// Adds what the parser made of `captions` (captions of `image`, in the same order) to the
+/// image's AMRs, as the AMRs of their captions; with [`ParseCaptions::All`] they replace the
+/// inputs' AMRs. A caption without a graph gets a rejected record instead. Returns how many
+/// graphs were added.
 pub fn add_parsed(
     image: &mut ImageAnnotations,
     mode: ParseCaptions,
-    parser: &CaptionParser,
     captions: &[CaptionRow],
-    penman: Vec<String>,
+    parsed: Vec<Parsed>,
     rejected: &mut Vec<RejectedRow>,
 ) -> usize {
     if mode == ParseCaptions::All {
         image.amrs.clear();
     }
     let mut added = 0;
-    for (caption, penman) in captions.iter().zip(penman) {
-        let reject = |reason: String| RejectedRow {
-            format: "text-to-amr".into(),
-            source_file: String::new(),
-            record: format!(
-                "caption {} of image {}",
-                caption.caption_id, caption.image_id
-            ),
-            line: None,
-            byte_offset: None,
-            reason: format!("text-to-amr: {reason}"),
-            excerpt: excerpt(&caption.text),
-        };
-        if penman.trim().is_empty() {
-            rejected.push(reject(format!("{} gave no graph", parser.name())));
-            continue;
-        }
-        let graph = match parse(&penman) {
-            Ok(graph) if graph.triples.is_empty() => {
-                rejected.push(reject(format!("{} gave an empty graph", parser.name())));
-                continue;
-            }
-            Ok(graph) => graph,
-            Err(e) => {
-                let mut row = reject(format!(
-                    "{} gave a graph that does not parse: {e}",
-                    parser.name()
+    for (caption, parsed) in captions.iter().zip(parsed) {
+        match parsed {
+            Ok((graph, penman)) => {
+                image.amrs.push(amr_row(
+                    caption.image_id.clone(),
+                    caption.caption_id.clone(),
+                    Some(caption.caption_id.clone()),
+                    &graph,
+                    penman,
                 ));
-                row.excerpt = excerpt(&penman);
-                rejected.push(row);
-                continue;
+                added += 1;
             }
-        };
-        image.amrs.push(amr_row(
-            caption.image_id.clone(),
-            caption.caption_id.clone(),
-            Some(caption.caption_id.clone()),
-            &graph,
-            penman,
-        ));
-        added += 1;
+            Err(unparsed) => rejected.push(RejectedRow {
+                format: "text-to-amr".into(),
+                source_file: String::new(),
+                record: format!(
+                    "caption {} of image {}",
+                    caption.caption_id, caption.image_id
+                ),
+                line: None,
+                byte_offset: None,
+                reason: format!("text-to-amr: {}", unparsed.reason),
+                excerpt: excerpt(unparsed.answer.as_deref().unwrap_or(&caption.text)),
+            }),
+        }
     }
     added
 }

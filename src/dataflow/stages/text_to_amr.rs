@@ -51,21 +51,20 @@ pub fn text_to_amr<'scope>(
                 batch.len()
             )
         };
-        let mut graphs = ctx.models.parser.parse(&texts, &what)?.into_iter();
+        let mut parsed = ctx.models.parser.parse(&texts, &what)?.into_iter();
         let mut count = StageCount::new(texts.len(), 0, 0);
         for (state, captions) in batch.iter_mut().zip(&selected) {
             if captions.is_empty() {
                 continue;
             }
-            let penman: Vec<String> = graphs.by_ref().take(captions.len()).collect();
+            let image_parsed: Vec<_> = parsed.by_ref().take(captions.len()).collect();
             let image = Arc::make_mut(&mut state.value.image);
             let before = state.value.rejected.len();
             let added = add_parsed(
                 image,
                 mode,
-                &ctx.models.parser,
                 captions,
-                penman,
+                image_parsed,
                 &mut state.value.rejected,
             );
             count.rows_out += added as u64;

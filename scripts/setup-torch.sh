@@ -9,6 +9,6 @@ if [ ! -x .venv-torch/bin/python ]; then
     python3 -m venv .venv-torch
 fi
 if ! .venv-torch/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.11.0')" 2>/dev/null; then
-    .venv-torch/bin/pip install --quiet --disable-pip-version-check torch==2.11.0
+    .venv-torch/bin/pip install --quiet --disable-pip-version-check --no-cache-dir torch==2.11.0
 fi
 .venv-torch/bin/python -c "import torch; print('torch', torch.__version__, 'at', torch.__path__[0])"

@@ -6,7 +6,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use capflow::augment::cutswap::clusters::{cluster, cosine_distances, silhouette_score};
@@ -337,12 +337,10 @@ fn pixel_in(b: &BoxXyxy, x: u32, y: u32) -> bool {
 #[test]
 fn image_swaps_cover_the_replaced_box_and_spare_other_objects() {
     let images = sample_images();
-    let out = tempfile::tempdir().unwrap();
     let image_dir = common::repo_root().join("examples/data/images");
     let mut config = config();
     config.image.images_dir = Some(image_dir.clone());
     config.image.file_name = "{image_id}.png".into();
-    config.image.out_dir = out.path().to_path_buf();
     let model = fit(&images, &config).expect("fit");
     let mut checked = 0;
     let mut interiors = 0;
@@ -369,9 +367,14 @@ fn image_swaps_cover_the_replaced_box_and_spare_other_objects() {
             let detail: Value =
                 serde_json::from_str(sample.provenance.subgraph.as_ref().unwrap()).unwrap();
             let swapped = &detail["image"];
-            let file = PathBuf::from(swapped["file"].as_str().unwrap());
-            assert!(file.exists(), "{} was not written", file.display());
-            let result = rgb(&file);
+            let png = sample
+                .image
+                .as_ref()
+                .expect("an image swap carries its image");
+            assert_eq!(png.path, format!("{}.png", sample.sample_id));
+            let result = image::load_from_memory_with_format(&png.bytes, image::ImageFormat::Png)
+                .expect("the swapped image is a PNG")
+                .to_rgb8();
             let original = rgb(&image_dir.join(format!("{}.png", image.image_id)));
             let source = rgb(&image_dir.join(format!(
                 "{}.png",
@@ -504,7 +507,6 @@ fn unreadable_images_are_rejected_records() {
     let mut config = config();
     config.image.images_dir = Some(image_dir.clone());
     config.image.file_name = "{image_id}.png".into();
-    config.image.out_dir = dir.path().join("out");
     let model = fit(&images, &config).expect("fit");
     let mut rejected_total = 0;
     for image in &images {
@@ -522,4 +524,211 @@ fn unreadable_images_are_rejected_records() {
         rejected_total += rejected.len();
     }
     assert!(rejected_total > 0);
+}
+
+/// Runs `recipe` (a file of `dataflows/`), changed by `edit`, into `out` with `args`.
+fn run_recipe(recipe: &str, edit: impl Fn(String) -> String, out: &Path, args: &[&str]) {
+    let root = common::repo_root();
+    let text = std::fs::read_to_string(root.join("dataflows").join(recipe)).unwrap();
+    // The recipe's paths are relative to `dataflows/`.
+    let text = edit(text.replace("\"../examples/", &format!("\"{}/examples/", root.display())));
+    let spec = out.with_extension("toml");
+    std::fs::write(&spec, text).unwrap();
+    let output = Command::new(common::capflow_bin())
+        .current_dir(&root)
+        .arg("run")
+        .arg(&spec)
+        .arg("--out")
+        .arg(out)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn cutswap_samples(out: &Path) -> Vec<capflow::schema::SampleRow> {
+    capflow::export::read_table(out, capflow::schema::TableKind::Samples)
+        .unwrap()
+        .flat_map(|b| capflow::schema::batch_to_rows(&b.unwrap()).unwrap())
+        .filter(|s: &capflow::schema::SampleRow| s.method == "cutswap")
+        .collect()
+}
+
+fn detail(sample: &capflow::schema::SampleRow) -> Value {
+    serde_json::from_str(sample.provenance.subgraph.as_deref().unwrap()).unwrap()
+}
+
+fn quality(sample: &capflow::schema::SampleRow, name: &str) -> f64 {
+    sample
+        .quality
+        .iter()
+        .find(|q| q.name == name)
+        .unwrap_or_else(|| panic!("no {name} score"))
+        .value
+}
+
+/// A shell-quoted TOML array naming the deterministic stand-in adapter with `args`.
+fn stand_in(python: &Path, args: &[&str]) -> String {
+    let script = common::repo_root().join("tests/adapters/deterministic.py");
+    let mut command = vec![python.display().to_string(), script.display().to_string()];
+    command.extend(args.iter().map(|a| a.to_string()));
+    let quoted: Vec<String> = command.iter().map(|c| format!("{c:?}")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// `dataflows/cutswap-images.toml`: the image swaps run in the dataflow, and each swapped image
+/// is in its sample's `image` column: a PNG of the original's size that differs from the original
+/// only inside the pasted boxes, beside the swapped caption that the text swap of the same
+/// caption and swap wrote too. Two workers write the same bytes.
+#[test]
+fn the_image_swap_recipe_pairs_swapped_images_with_their_captions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("one");
+    run_recipe("cutswap-images.toml", |t| t, &out, &["-w", "1"]);
+    let samples = cutswap_samples(&out);
+    let (with_image, text_only): (Vec<_>, Vec<_>) = samples.iter().partition(|s| s.image.is_some());
+    assert!(with_image.len() >= 10, "{} image swaps", with_image.len());
+    let images_dir = common::repo_root().join("examples/data/images");
+    let mut per_swap: BTreeMap<String, usize> = BTreeMap::new();
+    for sample in &with_image {
+        let image = sample.image.as_ref().unwrap();
+        assert_eq!(image.path, format!("{}.png", sample.sample_id));
+        let result = image::load_from_memory_with_format(&image.bytes, image::ImageFormat::Png)
+            .expect("a PNG")
+            .to_rgb8();
+        let original = rgb(&images_dir.join(format!("{}.png", sample.image_id)));
+        assert_eq!(result.dimensions(), original.dimensions());
+        let detail = detail(sample);
+        let pasted = boxes(&detail["image"]["pasted_boxes"]);
+        let mut changed = 0;
+        for (x, y, pixel) in result.enumerate_pixels() {
+            if pixel != original.get_pixel(x, y) {
+                changed += 1;
+                assert!(
+                    pasted.iter().any(|b| pixel_in(b, x, y)),
+                    "{}: pixel {x},{y} changed outside the pasted boxes",
+                    sample.sample_id
+                );
+            }
+        }
+        assert!(changed > 0, "{} is the original image", sample.sample_id);
+        assert!(quality(sample, "cutswap_image_text") >= 0.6);
+        // The text swap of the same caption and draw is a sample with the same text.
+        let (caption, index) = (&detail["text"]["caption_id"], &detail["text"]["index"]);
+        assert!(
+            text_only.iter().any(|t| {
+                let d = self::detail(t);
+                &d["text"]["caption_id"] == caption
+                    && &d["text"]["index"] == index
+                    && t.text == sample.text
+            }),
+            "no text swap for {}",
+            sample.text
+        );
+        *per_swap.entry(format!("{caption}#{index}")).or_default() += 1;
+    }
+    assert!(per_swap.values().all(|&n| n <= 3), "keep_top is 3");
+
+    let two = tmp.path().join("two");
+    run_recipe("cutswap-images.toml", |t| t, &two, &["-w", "2"]);
+    assert_eq!(common::data_files(&out), common::data_files(&two));
+}
+
+/// `[models.image_text_scorer]` re-ranks the image swaps through the adapter protocol: with the
+/// stand-in scoring each image file by its bytes' SHA-256, every kept pair's score is that of its
+/// own PNG, at least the external threshold 0.28, and ranks follow the scores.
+#[test]
+fn an_external_image_text_scorer_reranks_the_image_swaps() {
+    let Some(python) = common::oracle_python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("scored");
+    let command = stand_in(&python, &["image_text_scorer", "--image-score", "sha256"]);
+    run_recipe(
+        "cutswap-images.toml",
+        |t| format!("{t}\n[models.image_text_scorer]\ncommand = {command}\nmax_restarts = 0\n"),
+        &out,
+        &[],
+    );
+    let samples = cutswap_samples(&out);
+    let mut groups: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for sample in samples.iter().filter(|s| s.image.is_some()) {
+        use sha2::Digest;
+        let bytes = &sample.image.as_ref().unwrap().bytes;
+        let digest = sha2::Sha256::digest(bytes);
+        let expected =
+            u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) as f64 / 2f64.powi(32);
+        let score = quality(sample, "cutswap_image_text");
+        assert!((score - expected).abs() < 1e-12, "{score} vs {expected}");
+        assert!(score >= 0.28, "{score} kept under the threshold");
+        let detail = detail(sample);
+        assert_eq!(detail["image"]["scorer"], "external");
+        groups
+            .entry(format!(
+                "{}#{}",
+                detail["text"]["caption_id"], detail["text"]["index"]
+            ))
+            .or_default()
+            .push((quality(sample, "cutswap_rank"), score));
+    }
+    assert!(
+        groups.len() >= 3,
+        "{} swaps with scored images",
+        groups.len()
+    );
+    for (_, mut ranked) in groups {
+        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert!(ranked.windows(2).all(|w| w[0].1 >= w[1].1), "{ranked:?}");
+    }
+}
+
+/// `[models.embedder]` gives CutSwap its object words' vectors: with the stand-in's vectors
+/// `[1, 0]` for a word starting with a to m and `[0, 1]` else, and two clusters, a one-word
+/// object (whose forms, `tree`/`trees`, `man`/`men`, share its initial) swaps only for a
+/// one-word object from the same half of the alphabet.
+#[test]
+fn an_external_embedder_gives_cutswap_its_object_clusters() {
+    let Some(python) = common::oracle_python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("embedded");
+    let command = stand_in(&python, &["embedder", "--embed", "initial"]);
+    run_recipe(
+        "cutswap.toml",
+        |t| {
+            let t = t.replace("clusters = \"silhouette\"", "clusters = 2");
+            format!("{t}\n[models.embedder]\ncommand = {command}\nmax_restarts = 0\n")
+        },
+        &out,
+        &[],
+    );
+    let samples = cutswap_samples(&out);
+    let lemma = |s: &capflow::schema::SampleRow, prefix: &str| -> String {
+        s.provenance
+            .node_ids
+            .iter()
+            .find_map(|n| n.strip_prefix(prefix))
+            .unwrap()
+            .to_string()
+    };
+    let half = |word: &str| word.starts_with(|c: char| ('a'..='m').contains(&c));
+    let mut halves = std::collections::BTreeSet::new();
+    let mut checked = 0;
+    for sample in &samples {
+        let (from, to) = (lemma(sample, "object:"), lemma(sample, "swap:"));
+        if from.contains(' ') || to.contains(' ') {
+            continue;
+        }
+        assert_eq!(half(&from), half(&to), "{from} → {to} crosses the clusters");
+        halves.insert(half(&from));
+        checked += 1;
+    }
+    assert!(checked >= 20, "{checked} one-word swaps");
+    assert_eq!(halves.len(), 2, "swaps in both clusters");
 }

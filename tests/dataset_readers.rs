@@ -42,6 +42,7 @@ print(json.dumps(out))
 
 fn sample(i: usize, split: &str) -> SampleRow {
     SampleRow {
+        image: None,
         sample_id: format!("s{i}"),
         image_id: format!("syn{i:09}"),
         split: split.into(),

@@ -36,6 +36,7 @@ fn close(a: f64, b: f64, tol: f64) -> bool {
 
 fn sample(id: &str, image: &str, labels: &[&str], level: i32, words: i32, cov: f64) -> SampleRow {
     SampleRow {
+        image: None,
         sample_id: id.into(),
         image_id: image.into(),
         split: "train".into(),

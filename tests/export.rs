@@ -37,6 +37,7 @@ fn caption(i: usize) -> CaptionRow {
 
 fn sample(i: usize, split: &str) -> SampleRow {
     SampleRow {
+        image: None,
         sample_id: format!("s{i}"),
         image_id: format!("img{i}"),
         split: split.into(),

@@ -39,6 +39,7 @@ impl Method for Shout {
             .captions
             .iter()
             .map(|caption| SampleRow {
+                image: None,
                 sample_id: format!("{}#shout", caption.caption_id),
                 image_id: caption.image_id.clone(),
                 split: caption.split.clone(),

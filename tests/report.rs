@@ -10,6 +10,7 @@ use capflow::schema::{Provenance, SampleRow};
 
 fn sample(id: &str, method: &str, split: &str, text: &str, coverage: f64, level: i32) -> SampleRow {
     SampleRow {
+        image: None,
         sample_id: id.into(),
         image_id: "img1".into(),
         split: split.into(),

@@ -39,6 +39,7 @@ fn fingerprint_changes_with_the_schema() {
 
 fn sample_row() -> SampleRow {
     SampleRow {
+        image: None,
         sample_id: "ssa:1:0".into(),
         image_id: "1".into(),
         split: "train".into(),
@@ -65,7 +66,12 @@ fn sample_row() -> SampleRow {
 
 #[test]
 fn typed_rows_round_trip_through_record_batches() {
-    let samples = vec![sample_row(), sample_row()];
+    let mut with_image = sample_row();
+    with_image.image = Some(capflow::schema::SampleImage {
+        bytes: vec![0x89, b'P', b'N', b'G', 0, 255],
+        path: "s1.png".into(),
+    });
+    let samples = vec![sample_row(), with_image];
     let batch = rows_to_batch(&samples).unwrap();
     assert_eq!(batch.schema(), TableKind::Samples.schema());
     assert_eq!(batch_to_rows::<SampleRow>(&batch).unwrap(), samples);

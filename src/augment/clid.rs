@@ -582,6 +582,7 @@ pub fn samples(image: &ImageAnnotations, config: &ClidConfig, seed: u64) -> Vec<
                 .map(|&i| graph.objects[i].bbox)
                 .collect();
             out.push(SampleRow {
+                image: None,
                 sample_id: format!("{METHOD}:{}:{g}:{s}", image.image_id),
                 image_id: image.image_id.clone(),
                 split: image.split().to_string(),

@@ -225,6 +225,7 @@ fn sample(
     let words = word_count(&text);
     let (w, h) = size.unwrap_or((1.0, 1.0));
     SampleRow {
+        image: None,
         sample_id,
         image_id: image.image_id.clone(),
         split: image.split().to_string(),

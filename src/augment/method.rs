@@ -23,7 +23,7 @@ use std::sync::Arc;
 use super::ImageAnnotations;
 use crate::error::{Error, Result};
 use crate::registry::{Factory, Registry};
-use crate::schema::SampleRow;
+use crate::schema::{RejectedRow, SampleRow};
 
 /// An augmentation method: one image's annotations in, samples out.
 ///
@@ -39,6 +39,16 @@ pub trait Method: Send + Sync {
     }
     /// The image's samples; `seed` is the run's seed.
     fn samples(&self, image: &ImageAnnotations, seed: u64) -> Result<Vec<SampleRow>>;
+    /// The image's samples and the records the method could not use (an unreadable image
+    /// file), which go to the rejected ledger; the stage calls this one. Default:
+    /// [`Method::samples`] and nothing rejected.
+    fn samples_and_rejected(
+        &self,
+        image: &ImageAnnotations,
+        seed: u64,
+    ) -> Result<(Vec<SampleRow>, Vec<RejectedRow>)> {
+        Ok((self.samples(image, seed)?, Vec::new()))
+    }
 }
 
 /// Builds a method from its `[methods.<name>]` table.

@@ -34,6 +34,7 @@ pub fn original_samples(image: &ImageAnnotations) -> Vec<SampleRow> {
             let words = word_count(&caption.text);
             let coverage = size.map_or(0.0, |(w, h)| coverage_percent(&boxes, w, h));
             SampleRow {
+                image: None,
                 sample_id: format!("{ORIGINAL_METHOD}:{}", caption.caption_id),
                 image_id: image.image_id.clone(),
                 split: split.clone(),

@@ -535,6 +535,7 @@ pub fn ssa_sample(
     }
     sources.sort();
     SampleRow {
+        image: None,
         sample_id: format!("{}:{}:{}", image.image_id, METHOD, index),
         image_id: image.image_id.clone(),
         split: image.split().to_string(),

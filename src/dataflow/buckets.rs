@@ -356,6 +356,7 @@ mod tests {
 
     fn sample(id: &str, image: &str, text: &str) -> SampleRow {
         SampleRow {
+            image: None,
             sample_id: id.into(),
             image_id: image.into(),
             split: "train".into(),

@@ -5,11 +5,12 @@
 //! ([`model_rows`]), and both give the same models.
 
 use crate::augment::cutswap::stats::{self as cutswap_stats, CutswapStats};
+use crate::augment::cutswap::CutswapMethod;
 use crate::augment::detections::{DetectionFilter, WithDetectionFilter};
 use crate::augment::relatedness::sif::SentenceEncoder;
 use crate::augment::relatedness::{RelatednessModel, RelatednessStats};
 use crate::augment::ImageAnnotations;
-use crate::models::{ModelKind, SubprocessAdapter};
+use crate::models::{Embedder, ImageTextScorer, ModelKind, SubprocessAdapter};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -212,9 +213,30 @@ pub fn fit_methods_with(
         _ => {}
     }
     if let (Some(config), Some(stats)) = (&spec.cutswap, cutswap) {
-        let model = cutswap_stats::from_stats(stats, config)
-            .map_err(|e| e.context("cutswap: fitting the model"))?;
-        methods.after_ssa.push(Arc::new(model));
+        let embedder = spec
+            .models
+            .embedder
+            .as_ref()
+            .map(|a| SubprocessAdapter::new("embedder", ModelKind::Embedder, a.clone()))
+            .transpose()?;
+        let model = cutswap_stats::from_stats_with(
+            stats,
+            config,
+            embedder.as_ref().map(|e| e as &dyn Embedder),
+        )
+        .map_err(|e| e.context("cutswap: fitting the model"))?;
+        let scorer = spec
+            .models
+            .image_text_scorer
+            .as_ref()
+            .map(|a| {
+                SubprocessAdapter::new("image_text_scorer", ModelKind::ImageTextScorer, a.clone())
+            })
+            .transpose()?
+            .map(|s| Arc::new(s) as Arc<dyn ImageTextScorer>);
+        methods
+            .after_ssa
+            .push(Arc::new(CutswapMethod { model, scorer }));
         fitted += 1;
     }
     for (name, config) in &spec.methods {

@@ -184,9 +184,14 @@ pub struct ModelsSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality_scorer: Option<AdapterConfig>,
     /// Sentence encoder (Sentence-RoBERTa in the visual relatedness paper) used by the
-    /// `relatedness` method for its soft label instead of SIF vectors fitted on the captions.
+    /// `relatedness` method for its soft label instead of SIF vectors fitted on the captions,
+    /// and by CutSwap for its object words' vectors (the clusters) instead of word vectors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embedder: Option<AdapterConfig>,
+    /// Image-text scorer (CLIP in the CutSwap thesis) that re-ranks CutSwap's image swaps
+    /// instead of the built-in score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_text_scorer: Option<AdapterConfig>,
     /// Inputs the corpus-level models (SSA's quality scorer and word vectors, the relatedness
     /// encoder, the CutSwap vocabulary) are fitted on instead of the run's own inputs
     /// (`[[models.corpus]]`, same fields as `[[inputs]]`). A fixed corpus keeps the models, and
@@ -217,9 +222,14 @@ impl DataflowSpec {
                 }
             }
         }
+        let (cutswap_vectors, cutswap_images) = match spec.cutswap.as_mut() {
+            Some(c) => (c.vectors.as_mut(), c.image.images_dir.as_mut()),
+            None => (None, None),
+        };
         let relative = [
             spec.relatedness.as_mut().and_then(|r| r.vectors.as_mut()),
-            spec.cutswap.as_mut().and_then(|c| c.vectors.as_mut()),
+            cutswap_vectors,
+            cutswap_images,
         ];
         for p in relative.into_iter().flatten() {
             if p.is_relative() {
@@ -262,13 +272,6 @@ impl DataflowSpec {
         }
         if let Some(cutswap) = &self.cutswap {
             cutswap.validate().map_err(|e| e.to_string())?;
-            if cutswap.image.images_dir.is_some() {
-                return Err(
-                    "cutswap.image.images_dir: image swaps do not run in a dataflow yet; \
-                     leave it out for text swaps"
-                        .into(),
-                );
-            }
         }
         if let Some(gbc) = &self.gbc {
             gbc.validate()?;
@@ -296,8 +299,16 @@ impl DataflowSpec {
             (
                 "embedder",
                 self.models.embedder.is_some(),
-                self.relatedness.is_some(),
-                "[relatedness]",
+                self.relatedness.is_some() || self.cutswap.is_some(),
+                "[relatedness] and [cutswap]",
+            ),
+            (
+                "image_text_scorer",
+                self.models.image_text_scorer.is_some(),
+                self.cutswap
+                    .as_ref()
+                    .is_some_and(|c| c.image.images_dir.is_some()),
+                "CutSwap's image swaps ([cutswap.image] with images_dir)",
             ),
         ];
         for (kind, configured, used, method) in unused {

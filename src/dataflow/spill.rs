@@ -810,6 +810,7 @@ mod tests {
 
     fn sample(image: &str, n: usize) -> SampleRow {
         SampleRow {
+            image: None,
             sample_id: format!("{image}-{n}"),
             image_id: image.into(),
             split: "train".into(),

@@ -73,7 +73,7 @@ impl TableKind {
 
     /// The Arrow schema of this table.
     pub fn schema(self) -> SchemaRef {
-        Arc::new(Schema::new(match self {
+        let schema = Schema::new(match self {
             TableKind::Images => images_fields(),
             TableKind::Captions => captions_fields(),
             TableKind::Groundings => groundings_fields(),
@@ -83,7 +83,16 @@ impl TableKind {
             TableKind::GbcGraphs => gbc_graphs_fields(),
             TableKind::Samples => samples_fields(),
             TableKind::Rejected => rejected_fields(),
-        }))
+        });
+        Arc::new(match self {
+            // Hugging Face `datasets` reads column feature types from this schema metadata
+            // (Parquet keeps it): the samples' `image` column loads as images.
+            TableKind::Samples => schema.with_metadata(std::collections::HashMap::from([(
+                HF_METADATA_KEY.to_string(),
+                SAMPLES_HF_FEATURES.to_string(),
+            )])),
+            _ => schema,
+        })
     }
 }
 
@@ -280,7 +289,22 @@ fn samples_fields() -> Vec<Field> {
         list_of("verbs", DataType::Utf8, false),
         list_of("quality", quality, false),
         Field::new("provenance", provenance, false),
+        Field::new("image", sample_image_type(), true),
     ]
+}
+
+/// Schema metadata key Hugging Face `datasets` reads column feature types from.
+pub const HF_METADATA_KEY: &str = "huggingface";
+/// The samples table's feature types for `datasets`: its `image` column is an `Image`.
+pub const SAMPLES_HF_FEATURES: &str = r#"{"info":{"features":{"image":{"_type":"Image"}}}}"#;
+
+/// A sample's own image: Hugging Face `datasets`' `Image` storage (`struct<bytes: binary,
+/// path: string>`, both nullable), so that `datasets` loads the column as images.
+pub fn sample_image_type() -> DataType {
+    DataType::Struct(Fields::from(vec![
+        Field::new("bytes", DataType::Binary, true),
+        Field::new("path", DataType::Utf8, true),
+    ]))
 }
 
 fn rejected_fields() -> Vec<Field> {
@@ -520,6 +544,19 @@ pub struct SampleRow {
     pub verbs: Vec<String>,
     pub quality: Vec<QualityScore>,
     pub provenance: Provenance,
+    /// An image made with the sample (CutSwap's swapped image); `None` for a sample of the
+    /// dataset's own image.
+    #[serde(default)]
+    pub image: Option<SampleImage>,
+}
+
+/// An image made with a sample: the encoded file (PNG) and its file name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SampleImage {
+    #[serde(with = "serde_bytes")]
+    pub bytes: Vec<u8>,
+    /// `<sample_id>.png`: where the image goes when the dataset's images are written as files.
+    pub path: String,
 }
 
 /// A record that could not be read, with where it was and why.
@@ -579,12 +616,17 @@ table_row!(RejectedRow, TableKind::Rejected);
 /// Arrow builders of the table's schema).
 pub fn rows_to_batch<R: TableRow>(rows: &[R]) -> Result<RecordBatch> {
     let schema = R::KIND.schema();
-    serde_arrow::to_record_batch(schema.fields(), &rows).map_err(|e| {
+    let context = || format!("encoding {} rows", R::KIND.name());
+    let batch = serde_arrow::to_record_batch(schema.fields(), &rows).map_err(|e| {
         Error::arrow(
-            format!("encoding {} rows", R::KIND.name()),
+            context(),
             arrow::error::ArrowError::ExternalError(Box::new(e)),
         )
-    })
+    })?;
+    // The table's schema metadata ([`HF_METADATA_KEY`]) too.
+    batch
+        .with_schema(schema)
+        .map_err(|e| Error::arrow(context(), e))
 }
 
 /// Reads typed rows back from a RecordBatch of `R`'s table (serde_arrow: straight from the

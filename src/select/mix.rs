@@ -20,7 +20,7 @@
 //! #     SampleRow { sample_id: id.into(), image_id: "1".into(), split: "train".into(),
 //! #         method: method.into(), text: "a dog".into(), control_boxes: vec![],
 //! #         control_labels: vec![], coverage, length_level: 1, word_count: 2, verbs: vec![],
-//! #         quality: vec![], provenance: Provenance::default() }
+//! #         quality: vec![], provenance: Provenance::default(), image: None }
 //! # }
 //! let samples = vec![row("o1", "original", 35.0), row("s1", "ssa", 5.0), row("s2", "ssa", 38.0)];
 //! let config: MixConfig = toml::from_str(r#"strategy = "uniform-coverage""#)?;
@@ -323,6 +323,7 @@ mod tests {
 
     fn row(id: &str, method: &str, coverage: f64) -> SampleRow {
         SampleRow {
+            image: None,
             sample_id: id.into(),
             image_id: "img".into(),
             split: "train".into(),

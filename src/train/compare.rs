@@ -583,6 +583,7 @@ mod tests {
 
     fn sample(image: &str, method: &str, k: usize) -> SampleRow {
         SampleRow {
+            image: None,
             sample_id: format!("{method}:{image}:{k}"),
             image_id: image.to_string(),
             split: "train".into(),

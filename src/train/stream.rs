@@ -259,6 +259,7 @@ fn pool_budget(config: &TrainConfig) -> usize {
 /// What the curriculum reads of a sample besides its encoding.
 fn metadata(row: &SampleRow) -> SampleRow {
     SampleRow {
+        image: None,
         sample_id: row.sample_id.clone(),
         image_id: row.image_id.clone(),
         split: row.split.clone(),

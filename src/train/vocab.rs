@@ -261,6 +261,7 @@ mod tests {
     #[test]
     fn encodes_and_decodes() {
         let sample = SampleRow {
+            image: None,
             sample_id: "s".into(),
             image_id: "i".into(),
             split: "train".into(),

@@ -8,8 +8,12 @@ Outputs (the Rust tests compute the same values independently):
                      but `# ::snt` removed (as amrlib writes graphs), or "" when FILE has none
   amr_to_text        the PENMAN string upper-cased
   quality_scorer     min(1, len(text) / 100)      (len counts code points)
-  embedder           [len(text), count of 'a', index of the row in its batch] as float32
-  image_text_scorer  1.0 if the image file name's stem occurs in the text, else 0.0
+  embedder           [len(text), count of 'a', index of the row in its batch] as float32;
+                     with --embed initial, [1, 0] for a text starting with a to m (any
+                     case), else [0, 1]
+  image_text_scorer  1.0 if the image file name's stem occurs in the text, else 0.0; with
+                     --image-score sha256, the first 8 hex digits of the SHA-256 of the image
+                     file's bytes as a number, divided by 2^32
 
 --crash-on: exit with status 3 (after a line on stderr) when an input contains MARKER; with
   --crash-once FLAGFILE, only when FLAGFILE does not exist yet (it is created before exiting 4).
@@ -22,6 +26,7 @@ Every process writes its pid to stderr first, so tests can check it was reaped.
 """
 
 import argparse
+import hashlib
 import os
 import sys
 import time
@@ -39,6 +44,8 @@ parser.add_argument("--garbage", action="store_true")
 parser.add_argument("--garbage-after-first", action="store_true")
 parser.add_argument("--amr-from")
 parser.add_argument("--log")
+parser.add_argument("--embed", choices=["default", "initial"], default="default")
+parser.add_argument("--image-score", choices=["stem", "sha256"], default="stem")
 args = parser.parse_args()
 print(f"deterministic adapter pid={os.getpid()} kind={args.kind}", file=sys.stderr, flush=True)
 
@@ -91,12 +98,18 @@ def handle(batch):
         return [p.upper() for p in batch.column("penman").to_pylist()]
     if args.kind == "quality_scorer":
         return [min(1.0, len(t) / 100) for t in batch.column("text").to_pylist()]
+    if args.kind == "embedder" and args.embed == "initial":
+        return [[1.0, 0.0] if t[:1].lower() in "abcdefghijklm" else [0.0, 1.0]
+                for t in batch.column("text").to_pylist()]
     if args.kind == "embedder":
         return [[float(len(t)), float(t.count("a")), float(i)]
                 for i, t in enumerate(batch.column("text").to_pylist())]
     if args.kind == "image_text_scorer":
         images = batch.column("image").to_pylist()
         texts = batch.column("text").to_pylist()
+        if args.image_score == "sha256":
+            return [int(hashlib.sha256(Path(img).read_bytes()).hexdigest()[:8], 16) / 2**32
+                    for img in images]
         return [1.0 if Path(img).stem in txt else 0.0 for img, txt in zip(images, texts)]
     raise SystemExit(f"unknown kind {args.kind}")
 

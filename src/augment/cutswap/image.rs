@@ -44,8 +44,6 @@ pub struct ImageSwapConfig {
     /// File of an image under `images_dir`: `{file_name}` (the image row's), `{stem}` (it without
     /// its extension) and `{image_id}` are replaced.
     pub file_name: String,
-    /// Where the swapped images are written (created if missing).
-    pub out_dir: PathBuf,
     /// NMS IoU threshold over an object's boxes (boxes overlapping more are one object).
     pub nms_iou: f64,
     /// Bounds of the replaced area as a fraction of the image (thesis: 10 % to 70 %).
@@ -77,7 +75,6 @@ impl Default for ImageSwapConfig {
         ImageSwapConfig {
             images_dir: None,
             file_name: "{file_name}".to_string(),
-            out_dir: PathBuf::from("cutswap-images"),
             nms_iou: 0.5,
             min_area: 0.10,
             max_area: 0.70,
@@ -156,8 +153,12 @@ pub fn nms(mut boxes: Vec<ObjectBox>, iou: f64) -> Vec<ObjectBox> {
 /// One pasted image.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct ImageSwap {
-    /// The written image.
-    pub file: PathBuf,
+    /// The swapped image, PNG-encoded; it goes into the sample row's `image` column.
+    #[serde(skip)]
+    pub png: Vec<u8>,
+    /// Names the patch: `cutswap-` and 16 hex digits of the hash of (image, caption, swap,
+    /// patch draw).
+    pub patch: String,
     pub source_image_id: String,
     pub source_box: BoxXyxy,
     /// The replaced boxes (after NMS), now showing the new object.
@@ -253,9 +254,9 @@ impl Model {
     }
 
     /// Image-swap samples of one image: every text swap with a valid image swap, re-ranked by
-    /// `scorer` (the built-in score without one), at most `keep_top` per text swap. Swapped
-    /// images are written to `out_dir`. An image file that cannot be read is a rejected record;
-    /// writing an image or a failing scorer is an error.
+    /// `scorer` (the built-in score without one), at most `keep_top` per text swap. Each
+    /// sample carries its swapped image (PNG) in [`SampleRow::image`]. An image file that
+    /// cannot be read is a rejected record; encoding an image or a failing scorer is an error.
     pub fn image_samples(
         &self,
         image: &ImageAnnotations,
@@ -482,7 +483,7 @@ impl Model {
         }
     }
 
-    /// Pastes up to `patches_per_swap` random source patches; writes each result.
+    /// Pastes up to `patches_per_swap` random source patches; encodes each result as PNG.
     #[allow(clippy::too_many_arguments)]
     fn paste_patches(
         &self,
@@ -532,15 +533,19 @@ impl Model {
                 &pasted,
                 visible,
             );
-            let source_key = format!("{key}#{patch_index}");
-            let id = super::sample_id(&image.image_id, &source_key);
-            std::fs::create_dir_all(&config.out_dir).map_err(|e| Error::io(&config.out_dir, e))?;
-            let file = config.out_dir.join(format!("{id}.png"));
+            let mut png = std::io::Cursor::new(Vec::new());
             result
-                .save_with_format(&file, image::ImageFormat::Png)
-                .map_err(|e| Error::io(&file, std::io::Error::other(e)))?;
+                .write_to(&mut png, image::ImageFormat::Png)
+                .map_err(|e| Error::Invalid {
+                    what: format!(
+                        "cutswap image swap {key}#{patch_index} of image {}",
+                        image.image_id
+                    ),
+                    reason: format!("encoding PNG: {e}"),
+                })?;
             out.push(ImageSwap {
-                file,
+                png: png.into_inner(),
+                patch: super::sample_id(&image.image_id, &format!("{key}#{patch_index}")),
                 source_image_id: source.image_id.clone(),
                 source_box: source.bbox,
                 pasted_boxes: plan.pasted_boxes.clone(),
@@ -554,8 +559,8 @@ impl Model {
         Ok(out)
     }
 
-    /// Scores every pair, drops those under the threshold (deleting their files), keeps the best
-    /// `keep_top` per text swap and turns them into samples.
+    /// Scores every pair, drops those under the threshold, keeps the best `keep_top` per text
+    /// swap and turns them into samples.
     fn rerank(
         &self,
         image: &ImageAnnotations,
@@ -565,17 +570,10 @@ impl Model {
     ) -> Result<Vec<SampleRow>> {
         let config = &self.config.image;
         if let Some(scorer) = scorer {
-            let pairs: Vec<ImageText> = candidates
-                .iter()
-                .map(|c| ImageText {
-                    image: c.image.file.clone(),
-                    text: c.swap.text.clone(),
-                })
-                .collect();
-            let scores = if pairs.is_empty() {
+            let scores = if candidates.is_empty() {
                 Vec::new()
             } else {
-                scorer.score_pairs(&pairs)?
+                score_externally(scorer, &image.image_id, &candidates)?
             };
             if scores.len() != candidates.len() {
                 return Err(Error::Adapter {
@@ -597,7 +595,6 @@ impl Model {
         let mut groups: BTreeMap<(String, usize), Vec<Candidate>> = BTreeMap::new();
         for candidate in candidates {
             if candidate.image.score < threshold {
-                remove_quietly(&candidate.image.file);
                 continue;
             }
             let key = (candidate.swap.caption_id.clone(), candidate.swap.index);
@@ -614,20 +611,17 @@ impl Model {
                     boxes,
                 } = candidate;
                 if rank >= config.keep_top {
-                    remove_quietly(&swapped.file);
                     continue;
                 }
-                let patch = swapped
-                    .file
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default();
                 let (boxes, labels) = boxes.into_iter().unzip();
                 rows.push(self.sample_row(
                     image,
                     &swap,
                     SampleParts {
-                        source: format!("{}#{}#image#{patch}", swap.caption_id, swap.index),
+                        source: format!(
+                            "{}#{}#image#{}",
+                            swap.caption_id, swap.index, swapped.patch
+                        ),
                         boxes,
                         labels,
                         quality: vec![
@@ -641,6 +635,7 @@ impl Model {
                             },
                         ],
                         detail: serde_json::json!({ "text": swap, "image": swapped }),
+                        image: Some(swapped.png),
                         seed,
                     },
                 ));
@@ -650,10 +645,30 @@ impl Model {
     }
 }
 
-fn remove_quietly(path: &Path) {
-    // A file that is already gone is what we want; anything else leaves a stray image behind,
-    // which is harmless.
-    let _ = std::fs::remove_file(path);
+/// Scores the candidates with an external image-text scorer, which reads image files: each
+/// swapped image is written to a temporary directory for the call and removed after it.
+fn score_externally(
+    scorer: &dyn ImageTextScorer,
+    image_id: &str,
+    candidates: &[Candidate],
+) -> Result<Vec<f64>> {
+    let dir = tempfile::Builder::new()
+        .prefix("capflow-cutswap-")
+        .tempdir()
+        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    let mut pairs = Vec::with_capacity(candidates.len());
+    for (i, candidate) in candidates.iter().enumerate() {
+        let file = dir.path().join(format!("{i:05}.png"));
+        std::fs::write(&file, &candidate.image.png).map_err(|e| Error::io(&file, e))?;
+        pairs.push(ImageText {
+            image: file,
+            text: candidate.swap.text.clone(),
+        });
+    }
+    let scores = scorer
+        .score_pairs(&pairs)
+        .map_err(|e| e.context(format!("image {image_id}")))?;
+    Ok(scores)
 }
 
 /// Decoded images of one call, by image id (`None`: unreadable, already rejected).

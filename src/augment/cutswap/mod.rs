@@ -38,6 +38,7 @@ pub mod vocabulary;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
@@ -45,13 +46,14 @@ use crate::amr::align::ModifierLexicon;
 use crate::augment::control::{coverage_percent, distinct_boxes, ssa_length_level, word_count};
 use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
-use crate::schema::{BoxXyxy, Provenance, SampleRow};
+use crate::models::ImageTextScorer;
+use crate::schema::{BoxXyxy, Provenance, RejectedRow, SampleImage, SampleRow};
 use crate::text::WordVectors;
 
 pub use clusters::{ClusterCount, Clusters};
 pub use image::{ImageSwap, ImageSwapConfig};
 pub use number::Number;
-pub use stats::{from_stats, CutswapStats};
+pub use stats::{from_stats, from_stats_with, CutswapStats};
 pub use text::TextSwap;
 use vocabulary::{AttributeStatistics, ObjectVocabulary, SurfaceForms};
 
@@ -313,6 +315,7 @@ impl Model {
                         labels,
                         quality: Vec::new(),
                         detail: serde_json::json!({ "text": swap }),
+                        image: None,
                         seed,
                     },
                 ));
@@ -376,8 +379,13 @@ impl Model {
             .size()
             .map_or(0.0, |(w, h)| coverage_percent(&distinct, w, h));
         let words = word_count(&swap.text);
+        let sample_id = sample_id(&image.image_id, &parts.source);
         SampleRow {
-            sample_id: sample_id(&image.image_id, &parts.source),
+            image: parts.image.map(|bytes| SampleImage {
+                bytes,
+                path: format!("{sample_id}.png"),
+            }),
+            sample_id,
             image_id: image.image_id.clone(),
             split: image.split().to_string(),
             method: METHOD.to_string(),
@@ -412,6 +420,8 @@ struct SampleParts {
     quality: Vec<crate::schema::QualityScore>,
     /// The swap record written (as JSON) into the provenance's `subgraph`.
     detail: serde_json::Value,
+    /// The swapped image (PNG) of an image swap.
+    image: Option<Vec<u8>>,
     seed: u64,
 }
 
@@ -425,12 +435,33 @@ pub fn sample_id(image_id: &str, source: &str) -> String {
     format!("{METHOD}-{}", &hex::encode(h.finalize())[..16])
 }
 
-impl crate::augment::method::Method for Model {
+/// CutSwap as a dataflow method (stage `cutswap`): every caption's text swaps, then, when
+/// `[cutswap.image]` names the images, the image swaps, re-ranked by `scorer` (the recipe's
+/// `[models.image_text_scorer]`; the built-in score without one).
+pub struct CutswapMethod {
+    pub model: Model,
+    pub scorer: Option<Arc<dyn ImageTextScorer>>,
+}
+
+impl crate::augment::method::Method for CutswapMethod {
     fn stage(&self) -> &str {
         "cutswap"
     }
 
     fn samples(&self, image: &ImageAnnotations, seed: u64) -> Result<Vec<SampleRow>> {
-        Ok(Model::samples(self, image, seed))
+        Ok(self.samples_and_rejected(image, seed)?.0)
+    }
+
+    fn samples_and_rejected(
+        &self,
+        image: &ImageAnnotations,
+        seed: u64,
+    ) -> Result<(Vec<SampleRow>, Vec<RejectedRow>)> {
+        let mut samples = self.model.samples(image, seed);
+        let (swapped, rejected) = self
+            .model
+            .image_samples(image, seed, self.scorer.as_deref())?;
+        samples.extend(swapped);
+        Ok((samples, rejected))
     }
 }

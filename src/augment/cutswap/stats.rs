@@ -66,6 +66,7 @@ use super::{
 };
 use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
+use crate::models::Embedder;
 use crate::schema::BoxXyxy;
 use crate::text::ppmi::{PpmiConfig, PpmiStats};
 use crate::text::tokenize::tokenize;
@@ -411,6 +412,16 @@ fn empty_model(
 /// trains PPMI vectors but the statistics were gathered for a config with a vector file (no
 /// caption co-occurrences), or when the statistics are malformed.
 pub fn from_stats(stats: CutswapStats, config: &Config) -> Result<Model> {
+    from_stats_with(stats, config, None)
+}
+
+/// [`from_stats`], with the object lemmas' vectors from `embedder` (the recipe's
+/// `[models.embedder]`) when one is given, in place of a word-vector file or PPMI vectors.
+pub fn from_stats_with(
+    stats: CutswapStats,
+    config: &Config,
+    embedder: Option<&dyn Embedder>,
+) -> Result<Model> {
     config.validate()?;
     let invalid = |reason: &str| Err(Error::invalid("cutswap statistics", reason));
     let CutswapStats {
@@ -422,6 +433,7 @@ pub fn from_stats(stats: CutswapStats, config: &Config) -> Result<Model> {
         ..
     } = stats;
     let ppmi = match (&config.vectors, ppmi) {
+        _ if embedder.is_some() => None,
         (Some(_), _) => None,
         (None, Some(ppmi)) if ppmi.window() == ppmi_config(config).window.max(1) => Some(ppmi),
         (None, Some(_)) => return invalid("caption co-occurrences counted in another window"),
@@ -458,7 +470,10 @@ pub fn from_stats(stats: CutswapStats, config: &Config) -> Result<Model> {
         model.boxes.entry(lemma).or_default().insert(image_id, kept);
     }
 
-    let table = word_vectors(ppmi, config)?;
+    let table = match embedder {
+        Some(embedder) => embedded_words(embedder, &model.forms)?,
+        None => word_vectors(ppmi, config)?,
+    };
     for lemma in model.forms.keys() {
         if let Some(vector) = lemma_vector(&table, lemma, &model.forms[lemma]) {
             model.lemma_index.insert(lemma.clone(), model.lemmas.len());
@@ -555,6 +570,37 @@ fn word_vectors(ppmi: Option<PpmiStats>, config: &Config) -> Result<WordVectors>
         return Ok(WordVectors::default());
     }
     WordVectors::from_pairs(pairs)
+}
+
+/// Vectors from `embedder` for every word of the object lemmas and their surface forms: the
+/// table [`super::lemma_vector`] averages, as it does a word-vector file's.
+fn embedded_words(
+    embedder: &dyn Embedder,
+    forms: &BTreeMap<String, super::vocabulary::SurfaceForms>,
+) -> Result<WordVectors> {
+    let words: Vec<String> = forms
+        .iter()
+        .flat_map(|(lemma, forms)| std::iter::once(lemma.as_str()).chain(forms.all()))
+        .flat_map(|phrase| phrase.split(' '))
+        .filter(|w| !w.is_empty())
+        .collect::<BTreeSet<&str>>()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    if words.is_empty() {
+        return Ok(WordVectors::default());
+    }
+    let vectors = embedder
+        .embed(&words)
+        .map_err(|e| e.context("cutswap: embedding the object words"))?;
+    let vectors = crate::models::one_per_request(
+        "embedder",
+        "cutswap object words",
+        words.len(),
+        vectors,
+        "vectors",
+    )?;
+    WordVectors::from_pairs(words.iter().zip(vectors))
 }
 
 #[cfg(test)]

@@ -338,6 +338,7 @@ impl RelatednessModel {
                     value: f64::from(binary_label(caption.similarity, th)),
                 }));
                 SampleRow {
+                    image: None,
                     sample_id: format!("{METHOD}:{}:{}:0", image.image_id, caption.caption_id),
                     image_id: image.image_id.clone(),
                     split: image.split().to_string(),

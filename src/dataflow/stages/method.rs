@@ -19,10 +19,11 @@ pub fn method<'scope>(
         meter,
         move |image_id, state| {
             let rows_in = ctx.method.rows_in(&state.image);
-            match ctx.method.samples(&state.image, ctx.seed) {
-                Ok(new) => {
-                    let count = StageCount::new(rows_in, new.len(), 0);
+            match ctx.method.samples_and_rejected(&state.image, ctx.seed) {
+                Ok((new, rejected)) => {
+                    let count = StageCount::new(rows_in, new.len(), rejected.len());
                     state.samples.extend(new);
+                    state.rejected.extend(rejected);
                     count
                 }
                 Err(e) => {

@@ -636,3 +636,44 @@ fn a_rerun_reads_the_new_files_and_the_appended_graphs_only() {
     assert!(!changes.is_empty());
     assert!(changes.iter().all(|(s, _)| s.image_id == "1000004"));
 }
+
+/// A rerun that changes nothing commits nothing and says so (exit 0): with the streaming engine
+/// and with `--state`, the manifest, the card and the file list stay as they were, there is no
+/// `changes/v2.parquet`, and `--json` reports the kept version with `committed: false`.
+#[test]
+fn a_rerun_that_changes_nothing_commits_no_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (recipe, state) in [("ssa-flickr30k", false), ("cutswap", true)] {
+        let out = tmp.path().join(recipe);
+        let out_arg = out.to_str().unwrap().to_string();
+        let state_dir = tmp.path().join(format!("{recipe}-state"));
+        let spec = format!("dataflows/{recipe}.toml");
+        let mut args = vec!["run", spec.as_str(), "--out", out_arg.as_str()];
+        if state {
+            args.extend(["--state", state_dir.to_str().unwrap()]);
+        }
+        run_ok(&args);
+        let manifest = std::fs::read(out.join("manifest.json")).unwrap();
+        let card = std::fs::read(out.join("README.md")).unwrap();
+        let files = data_files(&out);
+        let log = run_ok(&args);
+        assert!(
+            log.contains("nothing changed, so no new version") && log.contains("version 1"),
+            "{recipe}: {log}"
+        );
+        assert_eq!(std::fs::read(out.join("manifest.json")).unwrap(), manifest);
+        assert_eq!(std::fs::read(out.join("README.md")).unwrap(), card);
+        assert!(data_files(&out) == files, "{recipe}: the files changed");
+        assert!(!out.join("changes/v2.parquet").exists());
+        assert!(capflow::export::validate(&out).unwrap().is_ok());
+
+        let mut json_args = args.clone();
+        json_args.push("--json");
+        let output = capflow(&json_args);
+        assert!(output.status.success());
+        let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(summary["version"], 1, "{summary}");
+        assert_eq!(summary["committed"], false, "{summary}");
+        assert_eq!(read_manifest(&out).unwrap().version, 1);
+    }
+}

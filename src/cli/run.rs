@@ -82,7 +82,11 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut summary = match outcome {
         // The manifest this run committed is what it did; read back, it is also what a
         // reader of the dataset sees.
-        RunOutcome::Committed(_) => json_summary(&dir, &read_manifest(&dir)?),
+        RunOutcome::Committed(_) => {
+            let mut summary = json_summary(&dir, &read_manifest(&dir)?);
+            summary.insert("committed".into(), true.into());
+            summary
+        }
         // A process other than the first wrote its buckets; process 0 holds the manifest of
         // the version it committed.
         RunOutcome::Part(version) => {
@@ -92,8 +96,12 @@ pub fn run(args: RunArgs) -> Result<()> {
             part.insert("process".into(), process.into());
             part
         }
-        // `run` commits whether or not an image changed; only `watch` skips.
-        RunOutcome::Unchanged => serde_json::Map::new(),
+        // Nothing changed: the dataset stays at its previous version.
+        RunOutcome::Unchanged | RunOutcome::Kept(_) => {
+            let mut summary = json_summary(&dir, &read_manifest(&dir)?);
+            summary.insert("committed".into(), false.into());
+            summary
+        }
     };
     summary.insert("name".into(), spec.name.clone().into());
     summary.insert("elapsed_s".into(), started.elapsed().as_secs_f64().into());

@@ -150,7 +150,7 @@ pub fn run(args: WatchArgs) -> Result<()> {
                     out.display()
                 );
             }
-            Ok(RunOutcome::Unchanged | RunOutcome::Part(_)) => {
+            Ok(RunOutcome::Unchanged | RunOutcome::Kept(_) | RunOutcome::Part(_)) => {
                 status!(
                     "capflow watch {}: the inputs changed but no image did; no new version",
                     spec.name

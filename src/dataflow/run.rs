@@ -16,7 +16,7 @@ use super::state::{self, bucket_of, image_digests, BucketState, ImageState, Plan
 use super::{run_collect, run_collect_sharing, ClusterOptions, CollectedRun, DataflowSpec};
 use crate::augment::ssa::CaptionParser;
 use crate::error::{Error, Result};
-use crate::export::{DatasetWriter, FileEntry, StageMetrics};
+use crate::export::{Committed, DatasetWriter, FileEntry, StageMetrics};
 use crate::models::{CachedTextToAmr, ParseCache};
 use crate::schema::{RejectedRow, SampleRow};
 use crate::select::mix::{mix, MixConfig};
@@ -59,6 +59,8 @@ pub enum RunOutcome {
     Part(u64),
     /// With `--state`, no image changed and nothing was committed (asked for by `skip_unchanged`).
     Unchanged,
+    /// The run's output equals this version's, the dataset's latest, so nothing was committed.
+    Kept(u64),
 }
 
 /// Runs `spec` (its input paths resolved) and commits its dataset; see [`RunOptions`]. The
@@ -71,9 +73,10 @@ pub fn run(spec: &DataflowSpec, options: &RunOptions) -> Result<RunOutcome> {
     }
     let outcome = run_with_sinks(spec, options, &sinks);
     match &outcome {
-        Ok(RunOutcome::Committed(version) | RunOutcome::Part(version)) => {
-            sink::committed(&sinks, *version)?
-        }
+        // A kept version holds exactly the samples the sinks were handed.
+        Ok(
+            RunOutcome::Committed(version) | RunOutcome::Part(version) | RunOutcome::Kept(version),
+        ) => sink::committed(&sinks, *version)?,
         // Nothing was committed: the sinks end as after a failed run.
         Ok(RunOutcome::Unchanged) => sink::aborted(
             &sinks,
@@ -435,7 +438,7 @@ fn run_with_sinks(
         )
     });
     confirm_commit(cluster, &committed)?;
-    committed.map(RunOutcome::Committed)
+    committed.map(CommitOutcome::into_outcome)
 }
 
 /// Whether the streaming engine runs `spec` (without `--state`). The first process decides
@@ -486,10 +489,10 @@ fn await_commit(cluster: &ClusterOptions, name: &str, process: usize) -> Result<
 }
 
 /// The first process of a cluster run: tells the others how the commit went.
-fn confirm_commit(cluster: &ClusterOptions, committed: &Result<u64>) -> Result<()> {
+fn confirm_commit(cluster: &ClusterOptions, committed: &Result<CommitOutcome>) -> Result<()> {
     if cluster.processes > 1 {
         let message = match committed {
-            Ok(version) => format!("ok {version}"),
+            Ok(outcome) => format!("ok {}", outcome.version),
             Err(e) => e.to_string(),
         };
         crate::dataflow::cluster::broadcast_from_first(cluster, Some(message))?;
@@ -578,7 +581,7 @@ fn run_streamed(
         committed
     };
     confirm_commit(cluster, &committed)?;
-    committed.map(RunOutcome::Committed)
+    committed.map(CommitOutcome::into_outcome)
 }
 
 /// A process other than the first of a streamed run: sends the changes of its runs when process
@@ -673,8 +676,25 @@ fn gather_parts(cluster: &ClusterOptions, part: &Part) -> Result<Vec<Part>> {
         .collect()
 }
 
+/// The dataset's version after a commit, and whether the commit made it (a run that changed
+/// nothing leaves the previous version).
+struct CommitOutcome {
+    version: u64,
+    new: bool,
+}
+
+impl CommitOutcome {
+    fn into_outcome(self) -> RunOutcome {
+        if self.new {
+            RunOutcome::Committed(self.version)
+        } else {
+            RunOutcome::Kept(self.version)
+        }
+    }
+}
+
 /// Process 0's commit: every part into one manifest, the ledger, the changelog, then the
-/// state's header. Returns the committed version.
+/// state's header; nothing when nothing changed ([`DatasetWriter::commit_changes`]).
 fn commit(
     mut writer: DatasetWriter,
     parts: Vec<Part>,
@@ -682,7 +702,7 @@ fn commit(
     state: Option<(&StateDir, state::StateHeader)>,
     out: &std::path::Path,
     name: &str,
-) -> Result<u64> {
+) -> Result<CommitOutcome> {
     let merged = Part::merge(parts, processes)?;
     for stage in &merged.stages {
         writer.stage(stage.clone());
@@ -705,7 +725,9 @@ fn commit(
     let mut counts = merged.counts;
     counts.read += augment_rejected;
     counts.rejected += augment_rejected;
-    let manifest = writer.commit(counts)?;
+    let committed = writer.commit_changes(counts)?;
+    let unchanged = matches!(committed, Committed::Unchanged(_));
+    let manifest = committed.into_manifest();
     if let Some((state, header_now)) = state {
         let manifest_path = out.join(crate::export::MANIFEST_FILE);
         let text = std::fs::read(&manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
@@ -713,6 +735,21 @@ fn commit(
         header.dataset_version = manifest.version;
         header.manifest_sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text));
         state.write_header(&header)?;
+    }
+    if unchanged {
+        crate::cli::out::status!(
+            "capflow run {}: {} read, {} accepted, {} rejected; nothing changed, so no new version: {} stays at version {}",
+            name,
+            merged.counts.read,
+            merged.counts.accepted,
+            merged.counts.rejected,
+            out.display(),
+            manifest.version,
+        );
+        return Ok(CommitOutcome {
+            version: manifest.version,
+            new: false,
+        });
     }
     let (added, retracted) = manifest
         .changelog
@@ -728,7 +765,10 @@ fn commit(
         out.display(),
         manifest.version,
     );
-    Ok(manifest.version)
+    Ok(CommitOutcome {
+        version: manifest.version,
+        new: true,
+    })
 }
 
 /// What one process of a run hands to the commit: the files of its buckets, its rejections,

@@ -33,6 +33,13 @@ pub(crate) struct StagedChangelog {
     retracted: u64,
 }
 
+impl StagedChangelog {
+    /// Whether the changelog holds no change.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.added == 0 && self.retracted == 0
+    }
+}
+
 pub(crate) fn changelog_schema() -> Arc<Schema> {
     let samples = TableKind::Samples.schema();
     let mut fields: Vec<Arc<Field>> = samples.fields().iter().cloned().collect();

@@ -43,7 +43,7 @@ pub use reader::{read_file_rows, read_split, read_table, read_table_of, TableRea
 pub use sink::{DatasetSink, DEFAULT_FLUSH_ROWS};
 pub(crate) use validate::safe_relative_path;
 pub use validate::{validate, Problem, ValidationReport};
-pub use writer::{shard_index, DatasetWriter, WriterOptions, DEFAULT_SHARD_BYTES};
+pub use writer::{shard_index, Committed, DatasetWriter, WriterOptions, DEFAULT_SHARD_BYTES};
 
 use sha2::{Digest, Sha256};
 

@@ -568,7 +568,18 @@ impl DatasetWriter {
     ///
     /// `counts` are the run's input records; `read == accepted + rejected` must hold and
     /// `rejected` must equal the rows given to [`reject`](DatasetWriter::reject).
-    pub fn commit(mut self, counts: IngestCounts) -> Result<Manifest> {
+    pub fn commit(self, counts: IngestCounts) -> Result<Manifest> {
+        Ok(self.publish(counts, false)?.into_manifest())
+    }
+
+    /// [`commit`](DatasetWriter::commit), unless nothing changed: when every file written or
+    /// carried is one of the previous version's (same path, so the same bytes) and the
+    /// changelog is empty, no version is committed and the previous version stays.
+    pub fn commit_changes(self, counts: IngestCounts) -> Result<Committed> {
+        self.publish(counts, true)
+    }
+
+    fn publish(mut self, counts: IngestCounts, skip_unchanged: bool) -> Result<Committed> {
         let started = Instant::now();
         self.flush_rejected()?;
         if !self
@@ -608,6 +619,15 @@ impl DatasetWriter {
         files.sort_by(|a, b| {
             (table_rank(a.table), &a.split, &a.path).cmp(&(table_rank(b.table), &b.split, &b.path))
         });
+        if skip_unchanged {
+            if let Some(previous) = self.unchanged(&files) {
+                // The shards just published have the names, so the bytes, of files the previous
+                // version already holds: nothing is left to clean up but the staging directory.
+                fs::remove_dir_all(&self.staging).map_err(|e| Error::io(&self.staging, e))?;
+                super::abort::release_staging(&self.staging);
+                return Ok(Committed::Unchanged(previous));
+            }
+        }
         let mut manifest = self.build_manifest(counts, files);
         if let Some(staged) = self.changelog.take() {
             manifest.changelog = Some(publish_changelog(&self.dir, manifest.version, staged)?);
@@ -638,7 +658,26 @@ impl DatasetWriter {
         remove_unreferenced_shards(&self.dir, Some(&manifest), self.retain_versions)?;
         fs::remove_dir_all(&self.staging).map_err(|e| Error::io(&self.staging, e))?;
         super::abort::release_staging(&self.staging);
-        Ok(manifest)
+        Ok(Committed::Version(manifest))
+    }
+
+    /// The previous version's manifest when `files` are exactly its files and the staged
+    /// changelog (if any) holds no change.
+    fn unchanged(&self, files: &[FileEntry]) -> Option<Manifest> {
+        let (previous, _) = self.previous.as_ref()?;
+        let no_changes = self
+            .changelog
+            .as_ref()
+            .is_none_or(StagedChangelog::is_empty);
+        let same = |a: &[FileEntry], b: &[FileEntry]| {
+            let key = |f: &FileEntry| (f.path.clone(), f.sha256.clone(), f.rows, f.chunk.clone());
+            let mut a: Vec<_> = a.iter().map(key).collect();
+            let mut b: Vec<_> = b.iter().map(key).collect();
+            a.sort();
+            b.sort();
+            a == b
+        };
+        (no_changes && same(files, &previous.files)).then(|| previous.clone())
     }
 
     /// Moves staged shards to their final names in `DIR/data/` and describes them.
@@ -720,6 +759,29 @@ impl DatasetWriter {
         )?;
         fsutil::rename(&staged_card, &self.dir.join(CARD_FILE))?;
         fsutil::sync_dir(&self.dir)
+    }
+}
+
+/// What [`DatasetWriter::commit_changes`] did.
+#[derive(Debug)]
+pub enum Committed {
+    /// A new version, with its manifest.
+    Version(Manifest),
+    /// Nothing changed: no version was committed; the manifest is the previous version's.
+    Unchanged(Manifest),
+}
+
+impl Committed {
+    pub fn manifest(&self) -> &Manifest {
+        match self {
+            Committed::Version(m) | Committed::Unchanged(m) => m,
+        }
+    }
+
+    pub fn into_manifest(self) -> Manifest {
+        match self {
+            Committed::Version(m) | Committed::Unchanged(m) => m,
+        }
     }
 }
 

@@ -209,7 +209,14 @@ fn dataset_card_lists_every_file_under_its_config_and_split() {
         .and_then(|rest| rest.split_once("\n---\n"))
         .map(|(yaml, _)| yaml)
         .expect("YAML front matter");
-    assert!(header.starts_with("configs:\n"));
+    // Card metadata first (no samples' worth of rows: `n<1K`), then the configs.
+    assert!(
+        header.starts_with(
+            "license: \"unknown\"\nlanguage:\n- \"en\"\ntask_categories:\n- \"image-to-text\"\n\
+             size_categories:\n- \"n<1K\"\nconfigs:\n"
+        ),
+        "{header}"
+    );
     let train = manifest.files.iter().find(|f| f.split == "train").unwrap();
     let validation = manifest
         .files
@@ -220,11 +227,30 @@ fn dataset_card_lists_every_file_under_its_config_and_split() {
         "- config_name: samples\n  default: true\n  data_files:\n  - split: train\n    path:\n    - \"{}\"\n  - split: validation\n    path:\n    - \"{}\"\n",
         train.path, validation.path
     );
-    assert!(header.contains(&expected_samples), "{header}");
+    assert!(header.ends_with(expected_samples.trim_end()), "{header}");
+    // Every file with rows is listed; the empty ledger gets no config.
     for file in &manifest.files {
-        assert!(header.contains(&format!("    - \"{}\"", file.path)));
+        assert_eq!(
+            header.contains(&format!("- \"{}\"", file.path)),
+            file.rows > 0,
+            "{}",
+            file.path
+        );
     }
-    assert!(card.contains("| captions | captions | 100 | 1 |"), "{card}");
+    assert!(!header.contains("config_name: rejected"), "{header}");
+    assert!(
+        header.contains(&format!(
+            "- config_name: captions\n  data_files:\n  - \"{}\"\n",
+            manifest
+                .table_files(TableKind::Captions)
+                .next()
+                .unwrap()
+                .path
+        )),
+        "{header}"
+    );
+    assert!(card.contains("| captions | - | 100 | 1 |"), "{card}");
+    assert!(card.contains("| rejected | - | 0 | 1 |"), "{card}");
 }
 
 #[test]

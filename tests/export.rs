@@ -253,6 +253,40 @@ fn dataset_card_lists_every_file_under_its_config_and_split() {
     assert!(card.contains("| rejected | - | 0 | 1 |"), "{card}");
 }
 
+/// A dataset written before splits were called `validation` holds `val` shards: reading the
+/// `validation` split reads them, and the card lists them under `validation`.
+#[test]
+fn an_earlier_val_split_reads_and_loads_as_validation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let samples: Vec<SampleRow> = (0..6)
+        .map(|i| sample(i, if i < 4 { "train" } else { "val" }))
+        .collect();
+    let mut writer = DatasetWriter::create(&dir, "cfg-val", 1 << 20).unwrap();
+    writer.write_rows("train", &samples[..4]).unwrap();
+    writer.write_rows("val", &samples[4..]).unwrap();
+    writer.commit(counts(0, 0)).unwrap();
+
+    for name in ["validation", "val"] {
+        let read: Vec<SampleRow> = read_split(&dir, TableKind::Samples, name)
+            .unwrap()
+            .flat_map(|b| batch_to_rows::<SampleRow>(&b.unwrap()).unwrap())
+            .collect();
+        assert_eq!(read, samples[4..], "{name}");
+    }
+    let manifest = read_manifest(&dir).unwrap();
+    let val = manifest.files.iter().find(|f| f.split == "val").unwrap();
+    let card = fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(
+        card.contains(&format!(
+            "  - split: validation\n    path:\n    - \"{}\"\n",
+            val.path
+        )),
+        "{card}"
+    );
+    assert!(!card.contains("split: val\n"), "{card}");
+}
+
 #[test]
 fn shards_roll_over_at_the_byte_target() {
     let tmp = tempfile::tempdir().unwrap();

@@ -224,7 +224,7 @@ fn dataset_card_lists_every_file_under_its_config_and_split() {
         .find(|f| f.split == "validation")
         .unwrap();
     let expected_samples = format!(
-        "- config_name: samples\n  default: true\n  data_files:\n  - split: train\n    path:\n    - \"{}\"\n  - split: validation\n    path:\n    - \"{}\"\n",
+        "- config_name: samples\n  default: true\n  data_files:\n  - split: \"train\"\n    path:\n    - \"{}\"\n  - split: \"validation\"\n    path:\n    - \"{}\"\n",
         train.path, validation.path
     );
     assert!(header.ends_with(expected_samples.trim_end()), "{header}");
@@ -279,12 +279,12 @@ fn an_earlier_val_split_reads_and_loads_as_validation() {
     let card = fs::read_to_string(dir.join("README.md")).unwrap();
     assert!(
         card.contains(&format!(
-            "  - split: validation\n    path:\n    - \"{}\"\n",
+            "  - split: \"validation\"\n    path:\n    - \"{}\"\n",
             val.path
         )),
         "{card}"
     );
-    assert!(!card.contains("split: val\n"), "{card}");
+    assert!(!card.contains("split: \"val\""), "{card}");
 }
 
 #[test]

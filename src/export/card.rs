@@ -132,8 +132,8 @@ fn render_header(out: &mut String, manifest: &Manifest, metadata: &CardMetadata)
             out.push_str("  default: true\n");
         }
         out.push_str("  data_files:\n");
-        // Paths are `data/<split>-NNNNN-of-NNNNN-<hex>.parquet`: plain YAML scalars, quoted
-        // anyway so that none can be read as another YAML type.
+        // Paths are `data/<split>-NNNNN-of-NNNNN-<hex>.parquet` and split names `\w+(\.\w+)*`:
+        // quoted so that none (a split `2017`, `true`) can be read as another YAML type.
         let files = manifest.table_files(kind).filter(|f| f.rows > 0);
         if kind == TableKind::Samples {
             let mut splits: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -144,7 +144,7 @@ fn render_header(out: &mut String, manifest: &Manifest, metadata: &CardMetadata)
                     .push(&file.path);
             }
             for (split, paths) in splits {
-                let _ = writeln!(out, "  - split: {split}\n    path:");
+                let _ = writeln!(out, "  - split: {}\n    path:", yaml_string(split));
                 for path in paths {
                     let _ = writeln!(out, "    - {}", yaml_string(path));
                 }
@@ -393,8 +393,8 @@ mod tests {
              configs:\n\
              - config_name: captions\n  data_files:\n  - \"{captions}\"\n\
              - config_name: samples\n  default: true\n  data_files:\n\
-             \x20 - split: train\n    path:\n    - \"{}\"\n\
-             \x20 - split: validation\n    path:\n    - \"{}\"\n    - \"{}\"",
+             \x20 - split: \"train\"\n    path:\n    - \"{}\"\n\
+             \x20 - split: \"validation\"\n    path:\n    - \"{}\"\n    - \"{}\"",
             p("train", 900),
             p("val", 40),
             p("validation", 60),

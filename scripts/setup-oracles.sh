@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv-oracles with the independent Python references the tests compare against
-# (smatch, penman, scipy, scikit-learn, pycocoevalcap, pyarrow, duckdb), at the versions pinned in
-# scripts/oracles-requirements.txt.
+# (smatch, penman, scipy, scikit-learn, pycocoevalcap, pyarrow, duckdb, Hugging Face datasets), at
+# the versions pinned in scripts/oracles-requirements.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv-oracles/bin/python ]; then

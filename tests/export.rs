@@ -210,7 +210,14 @@ fn dataset_card_lists_every_file_under_its_config_and_split() {
         .and_then(|rest| rest.split_once("\n---\n"))
         .map(|(yaml, _)| yaml)
         .expect("YAML front matter");
-    assert!(header.starts_with("configs:\n"));
+    // Card metadata first (no samples' worth of rows: `n<1K`), then the configs.
+    assert!(
+        header.starts_with(
+            "license: \"unknown\"\nlanguage:\n- \"en\"\ntask_categories:\n- \"image-to-text\"\n\
+             size_categories:\n- \"n<1K\"\nconfigs:\n"
+        ),
+        "{header}"
+    );
     let train = manifest.files.iter().find(|f| f.split == "train").unwrap();
     let validation = manifest
         .files
@@ -218,14 +225,67 @@ fn dataset_card_lists_every_file_under_its_config_and_split() {
         .find(|f| f.split == "validation")
         .unwrap();
     let expected_samples = format!(
-        "- config_name: samples\n  default: true\n  data_files:\n  - split: train\n    path:\n    - \"{}\"\n  - split: validation\n    path:\n    - \"{}\"\n",
+        "- config_name: samples\n  default: true\n  data_files:\n  - split: \"train\"\n    path:\n    - \"{}\"\n  - split: \"validation\"\n    path:\n    - \"{}\"\n",
         train.path, validation.path
     );
-    assert!(header.contains(&expected_samples), "{header}");
+    assert!(header.ends_with(expected_samples.trim_end()), "{header}");
+    // Every file with rows is listed; the empty ledger gets no config.
     for file in &manifest.files {
-        assert!(header.contains(&format!("    - \"{}\"", file.path)));
+        assert_eq!(
+            header.contains(&format!("- \"{}\"", file.path)),
+            file.rows > 0,
+            "{}",
+            file.path
+        );
     }
-    assert!(card.contains("| captions | captions | 100 | 1 |"), "{card}");
+    assert!(!header.contains("config_name: rejected"), "{header}");
+    assert!(
+        header.contains(&format!(
+            "- config_name: captions\n  data_files:\n  - \"{}\"\n",
+            manifest
+                .table_files(TableKind::Captions)
+                .next()
+                .unwrap()
+                .path
+        )),
+        "{header}"
+    );
+    assert!(card.contains("| captions | - | 100 | 1 |"), "{card}");
+    assert!(card.contains("| rejected | - | 0 | 1 |"), "{card}");
+}
+
+/// A dataset written before splits were called `validation` holds `val` shards: reading the
+/// `validation` split reads them, and the card lists them under `validation`.
+#[test]
+fn an_earlier_val_split_reads_and_loads_as_validation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let samples: Vec<SampleRow> = (0..6)
+        .map(|i| sample(i, if i < 4 { "train" } else { "val" }))
+        .collect();
+    let mut writer = DatasetWriter::create(&dir, "cfg-val", 1 << 20).unwrap();
+    writer.write_rows("train", &samples[..4]).unwrap();
+    writer.write_rows("val", &samples[4..]).unwrap();
+    writer.commit(counts(0, 0)).unwrap();
+
+    for name in ["validation", "val"] {
+        let read: Vec<SampleRow> = read_split(&dir, TableKind::Samples, name)
+            .unwrap()
+            .flat_map(|b| batch_to_rows::<SampleRow>(&b.unwrap()).unwrap())
+            .collect();
+        assert_eq!(read, samples[4..], "{name}");
+    }
+    let manifest = read_manifest(&dir).unwrap();
+    let val = manifest.files.iter().find(|f| f.split == "val").unwrap();
+    let card = fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(
+        card.contains(&format!(
+            "  - split: \"validation\"\n    path:\n    - \"{}\"\n",
+            val.path
+        )),
+        "{card}"
+    );
+    assert!(!card.contains("split: \"val\""), "{card}");
 }
 
 #[test]

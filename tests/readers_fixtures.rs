@@ -363,8 +363,8 @@ fn coco_captions_fixtures() {
         return;
     };
     for (name, split) in [
-        ("minyus_captions_val2014.json_samples.json", "val"),
-        ("minyus_captions_val2017.json_samples.json", "val"),
+        ("minyus_captions_val2014.json_samples.json", "validation"),
+        ("minyus_captions_val2017.json_samples.json", "validation"),
     ] {
         let path = dir.join(name);
         let doc = json(&path);

@@ -1157,7 +1157,7 @@ fn crate_readers_accept_the_whole_sample() {
     let expected: BTreeMap<String, usize> = [
         ("test".to_string(), 15),
         ("train".to_string(), 70),
-        ("val".to_string(), 15),
+        ("validation".to_string(), 15),
     ]
     .into();
     assert_eq!(splits, expected);

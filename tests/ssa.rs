@@ -477,9 +477,9 @@ fn ssa_coco_recipe_grounds_samples_in_class_detections() {
 
     // Splits as the sample data lists them.
     let mut split_of: HashMap<String, String> = HashMap::new();
-    for split in ["train", "val", "test"] {
-        let list =
-            common::repo_root().join(format!("examples/data/flickr30k_entities/{split}.txt"));
+    // The lists `val.txt` names the `validation` split.
+    for (list, split) in [("train", "train"), ("val", "validation"), ("test", "test")] {
+        let list = common::repo_root().join(format!("examples/data/flickr30k_entities/{list}.txt"));
         for id in std::fs::read_to_string(list).unwrap().split_whitespace() {
             split_of.insert(id.to_string(), split.to_string());
         }

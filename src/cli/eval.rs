@@ -127,7 +127,7 @@ pub fn evaluate_controls_files(
     let data = SampleData::load(data_dirs)?;
     let records = read_generated_captions(captions, options.format)?;
     let selected = |s: &crate::schema::SampleRow| {
-        (options.splits.is_empty() || options.splits.contains(&s.split))
+        crate::schema::split_selected(&options.splits, &s.split)
             && (options.methods.is_empty() || options.methods.contains(&s.method))
     };
     let pairing = pair_captions(

@@ -12,7 +12,8 @@ use super::out::{self, outln};
 use super::progress;
 use crate::error::{Error, Result};
 use crate::export::{
-    config_hash, synthetic, DatasetSink, DatasetWriter, StageMetrics, DEFAULT_SHARD_BYTES,
+    config_hash, synthetic, CardMetadata, DatasetSink, DatasetWriter, StageMetrics,
+    DEFAULT_SHARD_BYTES,
 };
 use crate::ingest::{read_input, Format, RecordSink, Row};
 use crate::schema::RejectedRow;
@@ -129,6 +130,15 @@ pub fn run(args: IngestArgs) -> Result<()> {
         args.paths.len(),
         if args.paths.len() == 1 { "" } else { "s" }
     ));
+    writer.card_metadata(CardMetadata {
+        source_datasets: match args.format {
+            InputFormat::Reader(format) => format.source_dataset().map(str::to_string),
+            InputFormat::SyntheticCaptions => None,
+        }
+        .into_iter()
+        .collect(),
+        ..CardMetadata::default()
+    });
     let mut stages = Vec::new();
     let mut sink = DatasetSink::new(&mut writer);
     for path in &args.paths {

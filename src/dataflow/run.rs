@@ -152,6 +152,7 @@ fn run_with_sinks(
         if !spec.description.is_empty() {
             writer.describe(spec.description.clone());
         }
+        writer.card_metadata(spec.card_metadata());
         Some(writer)
     } else {
         None

@@ -31,6 +31,7 @@ use crate::augment::gbc::GbcSampleConfig;
 use crate::augment::relatedness::RelatednessConfig;
 use crate::augment::ssa::SsaConfig;
 use crate::error::{Error, Result};
+use crate::export::CardMetadata;
 use crate::ingest::Format;
 use crate::models::AdapterConfig;
 use crate::schema::TableKind;
@@ -79,6 +80,21 @@ pub struct OutputSpec {
     /// images fall in. Changing it recomputes everything.
     #[serde(default = "default_chunk_images")]
     pub chunk_images: usize,
+    /// The dataset card's licence, an identifier from Hugging Face's list (`cc-by-4.0`,
+    /// `apache-2.0`, `other`); the card says `unknown` without one. It does not change the
+    /// data (not part of the configuration hash), nor do the card fields below.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<String>,
+    /// The card's `language` (default `["en"]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<Vec<String>>,
+    /// The card's `task_categories` (default `["image-to-text"]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_categories: Option<Vec<String>>,
+    /// The card's `source_datasets` (default: the datasets the inputs' formats are the layout
+    /// of, e.g. `flickr30k` for `flickr30k-entities`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_datasets: Option<Vec<String>>,
 }
 
 fn default_shard_bytes() -> u64 {
@@ -108,6 +124,10 @@ impl Default for OutputSpec {
             shard_bytes: default_shard_bytes(),
             buckets: default_buckets(),
             chunk_images: default_chunk_images(),
+            license: None,
+            language: None,
+            task_categories: None,
+            source_datasets: None,
         }
     }
 }
@@ -386,10 +406,39 @@ impl DataflowSpec {
             || !self.methods.is_empty()
     }
 
-    /// SHA-256 over everything in the spec that changes the output (not where it is written).
+    /// The dataset card's metadata: `[output]`'s card fields, with the sources derived from the
+    /// inputs' formats when `source_datasets` is not given.
+    pub fn card_metadata(&self) -> CardMetadata {
+        let default = CardMetadata::default();
+        let output = &self.output;
+        let mut derived: Vec<String> = Vec::new();
+        for input in &self.inputs {
+            if let Some(source) = input.format.source_dataset() {
+                if !derived.iter().any(|s| s == source) {
+                    derived.push(source.to_string());
+                }
+            }
+        }
+        CardMetadata {
+            license: output.license.clone(),
+            language: output.language.clone().unwrap_or(default.language),
+            task_categories: output
+                .task_categories
+                .clone()
+                .unwrap_or(default.task_categories),
+            source_datasets: output.source_datasets.clone().unwrap_or(derived),
+        }
+    }
+
+    /// SHA-256 over everything in the spec that changes the output (not where it is written,
+    /// nor the card's metadata).
     pub fn config_hash(&self) -> String {
         let mut hashed = self.clone();
         hashed.output.dir = None;
+        hashed.output.license = None;
+        hashed.output.language = None;
+        hashed.output.task_categories = None;
+        hashed.output.source_datasets = None;
         hashed.sinks.clear();
         hashed.train = None;
         for input in &mut hashed.inputs {
@@ -427,5 +476,41 @@ mod tests {
         assert!(spec(&format!("[ssa]\n[models.quality_scorer]\n{model}"))
             .validate()
             .is_ok());
+    }
+
+    #[test]
+    fn card_fields_come_from_output_and_do_not_change_the_configuration() {
+        let plain = spec("");
+        let flickr = |extra: &str| {
+            spec(&format!(
+                "[[inputs]]\nformat = \"flickr30k-entities\"\npaths = [\"f\"]\n\
+                 [[inputs]]\nformat = \"coco-captions\"\npaths = [\"c\"]\n\
+                 [[inputs]]\nformat = \"coco-instances\"\npaths = [\"i\"]\n{extra}"
+            ))
+        };
+        // Penman alone names no source; the layouts of Flickr30k and COCO do, each once.
+        let card = plain.card_metadata();
+        assert_eq!(card, CardMetadata::default());
+        assert_eq!(card.license, None);
+        assert_eq!(card.language, ["en"]);
+        assert_eq!(card.task_categories, ["image-to-text"]);
+        assert!(card.source_datasets.is_empty());
+        assert_eq!(
+            flickr("").card_metadata().source_datasets,
+            ["flickr30k", "coco"]
+        );
+
+        let given = flickr(
+            "[output]\nlicense = \"cc-by-4.0\"\nlanguage = [\"en\", \"de\"]\n\
+             task_categories = [\"image-to-text\", \"text-to-image\"]\n\
+             source_datasets = [\"nlphuji/flickr30k\"]\n",
+        );
+        let card = given.card_metadata();
+        assert_eq!(card.license.as_deref(), Some("cc-by-4.0"));
+        assert_eq!(card.language, ["en", "de"]);
+        assert_eq!(card.task_categories, ["image-to-text", "text-to-image"]);
+        assert_eq!(card.source_datasets, ["nlphuji/flickr30k"]);
+        assert_eq!(given.config_hash(), flickr("").config_hash());
+        assert_ne!(plain.config_hash(), flickr("").config_hash());
     }
 }

@@ -4,13 +4,14 @@
 //!
 //! ```text
 //! DIR/manifest.json                                   the commit point: files, rows, checksums, counts
-//! DIR/README.md                                       dataset card (Hugging Face `configs:` header)
+//! DIR/README.md                                       dataset card (Hugging Face metadata and `configs:`)
 //! DIR/rejected.parquet                                the rejected-record ledger (always present)
 //! DIR/data/<split>-NNNNN-of-NNNNN-<content>.parquet   shards, grouped by split name
 //! ```
 //!
 //! `<split>` is the table name for capflow's input tables (`captions-00000-of-00002-….parquet`)
-//! and the sample split for the `samples` table (`train-00000-of-00001-….parquet`). `<content>`
+//! and the sample split for the `samples` table (`train-00000-of-00001-….parquet`,
+//! `validation-…`, `test-…`; see [`crate::schema::canonical_split`]). `<content>`
 //! is the first 16 hex digits of the shard's SHA-256: shard names are unique per content, so a
 //! new version is written beside the old one and the old manifest stays valid until the new one
 //! is renamed over it (see `docs/decisions/dataset-commit.md`).
@@ -32,7 +33,7 @@ pub mod synthetic;
 mod validate;
 mod writer;
 
-pub use card::render_card;
+pub use card::{render_card, size_category, CardMetadata};
 pub use changelog::{read_changelog, ChangelogWriter, CHANGES_DIR};
 pub use manifest::{
     read_manifest, read_manifest_version, ChangelogEntry, FileEntry, Manifest, StageMetrics,

@@ -10,7 +10,7 @@ use super::manifest::read_manifest;
 use super::validate::safe_relative_path;
 use crate::error::{Error, Result};
 use crate::ingest::ParquetInput;
-use crate::schema::{schema_fingerprint, TableKind};
+use crate::schema::{canonical_split, schema_fingerprint, TableKind};
 
 /// Rows per batch handed out by [`TableReader`].
 const READ_BATCH_ROWS: usize = 8192;
@@ -28,7 +28,9 @@ pub fn read_table(dir: &Path, table: TableKind) -> Result<TableReader> {
     open(dir, table, None)
 }
 
-/// Reads one split of `table` (a sample split such as `train`, or the table name).
+/// Reads one split of `table` (a sample split such as `train`, or the table name). Splits
+/// match by their [`canonical_split`] names: `validation` also reads the `val` shards of a
+/// dataset written by an earlier capflow version, and `val` reads `validation`.
 pub fn read_split(dir: &Path, table: TableKind, split: &str) -> Result<TableReader> {
     open(dir, table, Some(split))
 }
@@ -56,7 +58,7 @@ fn open_manifest(
 ) -> Result<TableReader> {
     let mut files = VecDeque::new();
     for file in manifest.table_files(table) {
-        if split.is_some_and(|s| s != file.split) {
+        if split.is_some_and(|s| canonical_split(s) != canonical_split(&file.split)) {
             continue;
         }
         let relative = safe_relative_path(&file.path).ok_or_else(|| {

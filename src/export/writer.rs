@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use arrow::array::RecordBatch;
 
-use super::card::render_card;
+use super::card::{render_card, CardMetadata};
 use super::changelog::{
     publish_changelog, stage_changelog, ChangelogWriter, StagedChangelog, CHANGES_DIR,
 };
@@ -113,6 +113,7 @@ pub struct DatasetWriter {
     stages: Vec<StageMetrics>,
     dropped: BTreeMap<String, BTreeMap<String, u64>>,
     description: Option<String>,
+    card_metadata: CardMetadata,
     previous: Option<(Manifest, String)>,
     // Declared last: the lock is released after the staging directory is gone.
     lock: Option<DatasetLock>,
@@ -214,6 +215,7 @@ impl DatasetWriter {
             stages: Vec::new(),
             dropped: BTreeMap::new(),
             description: None,
+            card_metadata: CardMetadata::default(),
             previous,
             lock,
         }
@@ -288,6 +290,12 @@ impl DatasetWriter {
     /// Text for the dataset card's description section.
     pub fn describe(&mut self, description: impl Into<String>) {
         self.description = Some(description.into());
+    }
+
+    /// The dataset card's metadata (licence, language, tasks, sources); without it the card
+    /// has [`CardMetadata::default`]'s.
+    pub fn card_metadata(&mut self, metadata: CardMetadata) {
+        self.card_metadata = metadata;
     }
 
     /// Appends typed rows of `R`'s table to `split`.
@@ -755,7 +763,7 @@ impl DatasetWriter {
         let staged_card = self.staging.join(CARD_FILE);
         fsutil::write_synced(
             &staged_card,
-            render_card(manifest, self.description.as_deref()).as_bytes(),
+            render_card(manifest, self.description.as_deref(), &self.card_metadata).as_bytes(),
         )?;
         fsutil::rename(&staged_card, &self.dir.join(CARD_FILE))?;
         fsutil::sync_dir(&self.dir)

@@ -10,6 +10,9 @@
 //!
 //! The `rejected` table is the ledger of an earlier run, not input data: a dataset directory's
 //! ledger is skipped, and naming a ledger file on its own is a usage error.
+//!
+//! Split names are read as capflow names them now ([`canonical_split`]): the `val` of a dataset
+//! written by an earlier capflow version is `validation`.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -20,7 +23,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use super::ledger::{Locator, Source};
 use super::{ParquetInput, RecordSink, Row};
 use crate::error::{Error, Result};
-use crate::schema::{batch_to_rows, TableKind, TableRow};
+use crate::schema::{batch_to_rows, canonical_split, TableKind, TableRow};
 
 /// Format name.
 pub const FORMAT: &str = "capflow";
@@ -222,7 +225,7 @@ fn emit_rows<R: TableRow>(
     if let Ok(rows) = batch_to_rows::<R>(batch) {
         if rows.len() == batch.num_rows() {
             for row in rows {
-                sink.row(wrap(row))?;
+                sink.row(with_canonical_split(wrap(row)))?;
                 sink.accepted()?;
             }
             return Ok(());
@@ -232,7 +235,7 @@ fn emit_rows<R: TableRow>(
         let one = batch.slice(i, 1);
         match batch_to_rows::<R>(&one).map(|mut rows| rows.pop()) {
             Ok(Some(row)) => {
-                sink.row(wrap(row))?;
+                sink.row(with_canonical_split(wrap(row)))?;
                 sink.accepted()?;
             }
             outcome => {
@@ -254,6 +257,21 @@ fn emit_rows<R: TableRow>(
         }
     }
     Ok(())
+}
+
+/// `row` with its split, where it has one, under its [`canonical_split`] name.
+fn with_canonical_split(mut row: Row) -> Row {
+    let split = match &mut row {
+        Row::Image(r) => &mut r.split,
+        Row::Caption(r) => &mut r.split,
+        Row::Sample(r) => &mut r.split,
+        _ => return row,
+    };
+    let canonical = canonical_split(split);
+    if canonical != split.as_str() {
+        *split = canonical.to_string();
+    }
+    row
 }
 
 #[cfg(test)]
@@ -305,6 +323,32 @@ mod tests {
             })
             .collect();
         assert_eq!(back, rows);
+    }
+
+    #[test]
+    fn an_earlier_versions_val_split_is_read_as_validation() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rows: Vec<CaptionRow> = (0..3).map(caption).collect();
+        rows[1].split = "val".into();
+        rows[2].split = "test".into();
+        let batch = rows_to_batch(&rows).unwrap();
+        let path = dir.path().join("captions.parquet");
+        let mut writer =
+            ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+
+        let mut sink = VecSink::default();
+        read(&path, &mut sink).unwrap();
+        let splits: Vec<String> = sink
+            .rows
+            .into_iter()
+            .filter_map(|r| match r {
+                Row::Caption(c) => Some(c.split),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(splits, ["train", "validation", "test"]);
     }
 
     #[test]

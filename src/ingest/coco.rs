@@ -31,7 +31,7 @@ use super::json_stream::{
 use super::ledger::{Locator, Source};
 use super::{RecordSink, Row};
 use crate::error::{Error, Result};
-use crate::schema::{BoxXyxy, CaptionRow, DetectionRow, GroundingRow, ImageRow};
+use crate::schema::{canonical_split, BoxXyxy, CaptionRow, DetectionRow, GroundingRow, ImageRow};
 
 /// Format name of the COCO captions reader.
 pub const CAPTIONS_FORMAT: &str = "coco-captions";
@@ -47,14 +47,14 @@ fn open(path: &Path) -> Result<File> {
 }
 
 /// The split named by a COCO file name: `captions_train2014.json` → `train`,
-/// `instances_val2017.json` → `val`, `image_info_test-dev2015.json` → `test`; `unknown` when the
+/// `instances_val2017.json` → `validation`, `image_info_test-dev2015.json` → `test`; `unknown` when the
 /// name carries none.
 pub fn split_from_file_name(path: &Path) -> &'static str {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().to_lowercase())
         .unwrap_or_default();
-    for (tag, split) in [("train", "train"), ("val", "val"), ("test", "test")] {
+    for (tag, split) in [("train", "train"), ("val", "validation"), ("test", "test")] {
         for (at, _) in name.match_indices(tag) {
             let rest = name[at + tag.len()..].trim_start_matches("-dev");
             if rest.len() >= 4 && rest.as_bytes()[..4].iter().all(u8::is_ascii_digit) {
@@ -631,7 +631,7 @@ fn entity_caption(
         image_id: image_id.to_string(),
         caption_id: caption_id.clone(),
         dataset: DATASET.into(),
-        split: info.opt_str("split")?.unwrap_or("unknown").to_string(),
+        split: canonical_split(info.opt_str("split")?.unwrap_or("unknown")).to_string(),
         caption_index,
         text: tokens.join(" "),
     })];
@@ -764,7 +764,7 @@ mod tests {
         );
         assert_eq!(
             split_from_file_name(Path::new("minyus_captions_val2014.json_samples.json")),
-            "val"
+            "validation"
         );
         assert_eq!(
             split_from_file_name(Path::new("image_info_test-dev2015.json")),

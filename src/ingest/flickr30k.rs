@@ -6,7 +6,8 @@
 //! file. Images are read one at a time in order of their ids, each image's annotation file
 //! before its sentences, so every grounding leaves the reader with its boxes while memory holds
 //! one image. When the root (the parent of `Sentences/`) holds the upstream split lists
-//! `train.txt`, `val.txt` and `test.txt`, rows carry that split, else `unknown`.
+//! `train.txt`, `val.txt` and `test.txt`, rows carry that split (`train`, `validation`, `test`),
+//! else `unknown`.
 //!
 //! Records: one non-blank sentence line (a [`CaptionRow`] and one [`GroundingRow`] per
 //! phrase), and one annotation file (an [`ImageRow`] with the image size). The upstream parser
@@ -474,8 +475,10 @@ fn list(dir: Option<&Path>, extension: &str, stamped: bool) -> Result<DirFiles> 
     }
 }
 
-/// The splits of the upstream split lists, by their index in an [`IdMap`].
-const SPLITS: [&str; 3] = ["train", "val", "test"];
+/// The upstream split lists' file stems and the splits they name, by their index in an
+/// [`IdMap`].
+const SPLIT_LISTS: [(&str, &str); 3] =
+    [("train", "train"), ("val", "validation"), ("test", "test")];
 
 /// The upstream split lists (`train.txt`, `val.txt`, `test.txt`: one image id per line); an id
 /// in several lists gets the last.
@@ -484,8 +487,8 @@ fn split_lists(root: Option<&Path>) -> Result<IdMap<u8>> {
         return Ok(IdMap::default());
     };
     let mut lists = Vec::new();
-    for (index, split) in SPLITS.iter().enumerate() {
-        let path = root.join(format!("{split}.txt"));
+    for (index, (stem, _)) in SPLIT_LISTS.iter().enumerate() {
+        let path = root.join(format!("{stem}.txt"));
         if path.is_file() {
             let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
             let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
@@ -614,7 +617,7 @@ impl Listing {
     pub fn split_of(&self, image_id: &str) -> &'static str {
         self.splits
             .get(image_id)
-            .map_or("unknown", |i| SPLITS[usize::from(i)])
+            .map_or("unknown", |i| SPLIT_LISTS[usize::from(i)].1)
     }
 
     /// Reads one listed image into `sink`, as [`read`] does.

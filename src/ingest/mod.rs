@@ -270,6 +270,17 @@ impl Format {
             Format::Capflow => "capflow",
         }
     }
+
+    /// The dataset this format is the layout of, as the dataset card's `source_datasets` names
+    /// it; `None` for formats several datasets share (GBC graphs, PENMAN, capflow's tables).
+    pub fn source_dataset(self) -> Option<&'static str> {
+        match self {
+            Format::Flickr30kEntities => Some("flickr30k"),
+            Format::CocoCaptions | Format::CocoInstances | Format::CocoEntities => Some("coco"),
+            Format::VisualGenome => Some("visual_genome"),
+            Format::Gbc | Format::Penman | Format::Capflow => None,
+        }
+    }
 }
 
 /// Reads one input path of `format` into `sink`.

@@ -112,7 +112,7 @@ fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
 pub fn select_samples(data: &SampleData, splits: &[String], methods: &[String]) -> Vec<SampleRow> {
     data.samples
         .iter()
-        .filter(|s| splits.is_empty() || splits.contains(&s.split))
+        .filter(|s| crate::schema::split_selected(splits, &s.split))
         .filter(|s| methods.is_empty() || methods.contains(&s.method))
         .cloned()
         .collect()

@@ -22,6 +22,28 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+/// The names of the splits capflow's rows carry, as Hugging Face `datasets` names them.
+pub const SPLITS: [&str; 3] = ["train", "validation", "test"];
+
+/// `split` under the name capflow gives it: `val`, `valid` and `dev` (other datasets' names for
+/// the validation split, and what datasets written by earlier capflow versions hold) become
+/// `validation`; every other name is kept.
+pub fn canonical_split(split: &str) -> &str {
+    match split {
+        "val" | "valid" | "dev" => "validation",
+        other => other,
+    }
+}
+
+/// Whether a row of `split` is among the `selected` splits (empty: all), by their
+/// [`canonical_split`] names: `val` selects `validation` and the other way round.
+pub fn split_selected(selected: &[String], split: &str) -> bool {
+    selected.is_empty()
+        || selected
+            .iter()
+            .any(|s| canonical_split(s) == canonical_split(split))
+}
+
 /// The tables of a capflow dataset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -636,4 +658,32 @@ pub fn batch_to_rows<R: TableRow>(batch: &RecordBatch) -> Result<Vec<R>> {
         what: format!("{} batch", R::KIND.name()),
         reason: e.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_splits_go_by_one_name() {
+        for (given, canonical) in [
+            ("train", "train"),
+            ("val", "validation"),
+            ("valid", "validation"),
+            ("dev", "validation"),
+            ("validation", "validation"),
+            ("test", "test"),
+            ("unknown", "unknown"),
+            ("captions", "captions"),
+        ] {
+            assert_eq!(canonical_split(given), canonical, "{given}");
+        }
+        let selected = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(split_selected(&[], "val"));
+        assert!(split_selected(&selected(&["val"]), "validation"));
+        assert!(split_selected(&selected(&["validation"]), "val"));
+        assert!(split_selected(&selected(&["test", "dev"]), "validation"));
+        assert!(!split_selected(&selected(&["train"]), "validation"));
+        assert!(!split_selected(&selected(&["test"]), "val"));
+    }
 }

@@ -97,12 +97,12 @@ impl Rng {
     }
 }
 
-/// The split of an image, from a hash of its id alone (94 % train, 3 % val, 3 % test, like
-/// the Karpathy split of Flickr30k).
+/// The split of an image, from a hash of its id alone (94 % train, 3 % validation, 3 % test,
+/// like the Karpathy split of Flickr30k).
 pub fn split_of(image_id: u64) -> &'static str {
     match mix64(image_id ^ 0x0051_1700) % 100 {
         0..=93 => "train",
-        94..=96 => "val",
+        94..=96 => "validation",
         _ => "test",
     }
 }
@@ -1079,9 +1079,10 @@ fn write_image(w: &mut Writers, image: &SynthImage, index: u64) -> Result<()> {
     std::fs::write(&path, image.sentences()).map_err(|e| Error::io(&path, e))?;
     let path = w.annotations.join(format!("{id}.xml"));
     std::fs::write(&path, image.annotation_xml()).map_err(|e| Error::io(&path, e))?;
+    // The upstream split lists: `train.txt`, `val.txt`, `test.txt`.
     let split = match split_of(id) {
         "train" => 0,
-        "val" => 1,
+        "validation" => 1,
         _ => 2,
     };
     put(&mut w.splits[split], &format!("{id}\n"))?;

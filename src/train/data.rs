@@ -27,7 +27,7 @@ impl TrainingData {
 
 /// Whether a configuration trains on `sample`: one of its splits and methods, with a text.
 pub fn trains_on(config: &TrainConfig, sample: &SampleRow) -> bool {
-    (config.splits.is_empty() || config.splits.contains(&sample.split))
+    crate::schema::split_selected(&config.splits, &sample.split)
         && (config.methods.is_empty() || config.methods.contains(&sample.method))
         && !sample.text.trim().is_empty()
 }

@@ -732,3 +732,68 @@ fn an_external_embedder_gives_cutswap_its_object_clusters() {
     assert!(checked >= 20, "{checked} one-word swaps");
     assert_eq!(halves.len(), 2, "swaps in both clusters");
 }
+
+/// docs/cutswap.md's recipe command and its `datasets` example run as written (output under a
+/// temporary directory): the image swaps load as PIL images.
+#[test]
+fn the_documented_image_swap_example_loads_pairs_with_datasets() {
+    let Some(python) = common::oracle_python() else {
+        return;
+    };
+    let doc = std::fs::read_to_string(common::repo_root().join("docs/cutswap.md")).unwrap();
+    let block = |fence: &str, needle: &str| -> String {
+        doc.split(fence)
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap())
+            .find(|b| b.contains(needle))
+            .unwrap_or_else(|| panic!("docs/cutswap.md has no {fence} block with {needle}"))
+            .to_string()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out/cutswap-images");
+    let command = block("```text\n", "cutswap-images.toml");
+    let words: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(words[..2], ["capflow", "run"], "{command}");
+    let output = Command::new(common::capflow_bin())
+        .current_dir(common::repo_root())
+        .args(&words[1..])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let example = block("```python\n", "load_dataset").replace(
+        "\"out/cutswap-images\"",
+        &format!("{:?}", out.display().to_string()),
+    );
+    let script = format!(
+        "{example}\nimport PIL.Image\nassert isinstance(pairs[0][\"image\"], PIL.Image.Image)\n\
+         print(len(pairs), pairs[0][\"image\"].size)\n"
+    );
+    let output = Command::new(python)
+        .arg("-c")
+        .arg(&script)
+        .env("HF_HOME", tmp.path().join("hf"))
+        .env("HF_DATASETS_CACHE", tmp.path().join("hf/datasets"))
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let printed = String::from_utf8_lossy(&output.stdout);
+    let pairs: usize = printed.split_whitespace().next().unwrap().parse().unwrap();
+    let samples = cutswap_samples(&out);
+    let expected = samples
+        .iter()
+        .filter(|s| s.image.is_some() && s.split == "train")
+        .count();
+    assert!(expected > 0);
+    assert_eq!(pairs, expected, "{printed}");
+}

@@ -72,6 +72,14 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+    /// `source`, with what capflow was doing when it happened (fitting a model); its exit
+    /// code is its cause's.
+    #[error("{what}: {source}")]
+    Context {
+        what: String,
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 impl Error {
@@ -170,6 +178,14 @@ impl Error {
         }
     }
 
+    /// This error, as it happened while doing `what`; it keeps its exit code.
+    pub fn context(self, what: impl Into<String>) -> Self {
+        Error::Context {
+            what: what.into(),
+            source: Box::new(self),
+        }
+    }
+
     pub fn record(
         file: impl Into<String>,
         record: impl Into<String>,
@@ -192,7 +208,7 @@ impl Error {
             Error::Io { .. } => 4,
             Error::Adapter { .. } => 5,
             Error::Cluster { .. } => 6,
-            Error::Stage { source, .. } => source.exit_code(),
+            Error::Stage { source, .. } | Error::Context { source, .. } => source.exit_code(),
             Error::Arrow { source, .. } => io_or_internal(source),
             Error::Parquet { source, .. } => io_or_internal(source),
         }

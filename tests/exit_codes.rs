@@ -293,3 +293,135 @@ fn a_train_table_needs_the_train_feature_and_valid_keys() {
     }
     assert!(!dir.path().join("out").exists(), "nothing was written");
 }
+
+/// strace, for the tests that inject I/O errors; CI installs it (`.ci/run`).
+fn strace() -> Option<&'static str> {
+    let found = Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found && std::env::var_os("CAPFLOW_REQUIRE_ORACLES").is_some() {
+        panic!("strace is required (CAPFLOW_REQUIRE_ORACLES is set) but not installed");
+    }
+    found.then_some("strace")
+}
+
+/// `capflow args...` whose `K`-th and later reads of `file` fail with EIO, as on a failing disk.
+fn capflow_with_read_errors(strace: &str, file: &Path, k: usize, args: &[&str]) -> Output {
+    Command::new(strace)
+        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(file)
+        .args([
+            "-e",
+            "trace=read,pread64,readv,preadv",
+            "-e",
+            &format!("inject=read,pread64,readv,preadv:error=EIO:when={k}+"),
+        ])
+        .arg(env!("CARGO_BIN_EXE_capflow"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// How many reads of `file` `capflow args...` makes.
+fn reads_of(strace: &str, file: &Path, args: &[&str]) -> usize {
+    let trace = tempfile::NamedTempFile::new().unwrap();
+    let output = Command::new(strace)
+        .args(["-f", "-qq", "-o"])
+        .arg(trace.path())
+        .arg("-P")
+        .arg(file)
+        .args(["-e", "trace=read,pread64,readv,preadv"])
+        .arg(env!("CARGO_BIN_EXE_capflow"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    std::fs::read_to_string(trace.path())
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("read"))
+        .count()
+}
+
+/// A disk that fails while an input is read is an I/O failure (exit 4) at every read, the first
+/// one or one in the middle of the file, never bad input data: the Parquet reader used to report
+/// an error in the middle of a file as corrupt input (exit 3), from its text alone.
+#[test]
+fn a_read_that_fails_in_the_middle_of_an_input_is_an_io_error() {
+    let Some(strace) = strace() else {
+        eprintln!("skipped: strace is not installed");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = tmp.path().join("dataset");
+    assert_eq!(ingest_sample_amrs(&dataset, None).status.code(), Some(0));
+    let shard = amrs_shard(&dataset);
+    let data = common::repo_root().join("examples/data");
+    let gbc = data.join("gbc/sample_gbc.jsonl");
+    let amr = data.join("amr/captions.amr");
+    let coco = data.join("detections/instances.json");
+    let inputs: [(&str, &Path); 4] = [
+        ("capflow", &shard),
+        ("gbc", &gbc),
+        ("penman", &amr),
+        ("coco-instances", &coco),
+    ];
+    for (format, file) in inputs {
+        let out = tmp.path().join(format!("count-{format}"));
+        let args = [
+            "ingest",
+            format,
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let reads = reads_of(strace, file, &args);
+        assert!(reads >= 2, "{format}: {reads} reads");
+        for k in 1..=reads {
+            let out = tmp.path().join(format!("out-{format}-{k}"));
+            let args = [
+                "ingest",
+                format,
+                file.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ];
+            let output = capflow_with_read_errors(strace, file, k, &args);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(
+                output.status.code(),
+                Some(4),
+                "{format}, read {k} of {reads}: {stderr}"
+            );
+            assert!(
+                stderr.contains(file.file_name().unwrap().to_str().unwrap()),
+                "{format}, read {k}: {stderr}"
+            );
+            assert!(!out.join("manifest.json").exists(), "{format}, read {k}");
+        }
+    }
+}
+
+/// A model that cannot be fitted fails with its cause's exit code, here an I/O error (exit 4)
+/// for a word-vector file that cannot be read; fitting errors used to be configuration errors
+/// (exit 2) whatever their cause.
+#[test]
+fn a_model_that_cannot_be_fitted_keeps_its_causes_exit_code() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vectors = tmp.path().join("no-such-vectors.txt");
+    let spec = write_spec(
+        tmp.path(),
+        &format!(
+            "{}\n[relatedness]\nvectors = \"{}\"\n",
+            sample_inputs(),
+            vectors.display()
+        ),
+    );
+    let output = run(&spec, &tmp.path().join("out"), "1");
+    assert_exit(&output, 4, "no-such-vectors.txt");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("fitting the model"),
+        "{output:?}"
+    );
+}

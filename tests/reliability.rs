@@ -61,28 +61,13 @@ fn concurrent_writers_never_corrupt_a_dataset() {
     assert!(committed >= 4, "at least one writer of each round commits");
 }
 
-/// strace, for the tests that inject delays and faults into system calls; CI installs it
-/// (`.ci/run`), and requires it like the oracles.
-fn strace() -> Option<&'static str> {
-    let found = Command::new("strace")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found && std::env::var_os("CAPFLOW_REQUIRE_ORACLES").is_some() {
-        panic!("strace is required (CAPFLOW_REQUIRE_ORACLES is set) but not installed");
-    }
-    found.then_some("strace")
-}
-
 /// The race that once let two writers both take the lock: the first writer stalls for 3 s at its
 /// first write (once the lock file existed, before its process id was in it), the second stalls
 /// 4 s at its third `mkdir` and takes an empty lock for a stale one. Both then committed into
 /// one directory and `validate` found the manifest naming files that were not on disk.
 #[test]
 fn a_writer_stalled_inside_the_lock_keeps_it() {
-    let Some(strace) = strace() else {
+    let Some(strace) = common::strace() else {
         eprintln!("skipped: strace is not installed");
         return;
     };
@@ -287,4 +272,165 @@ fn a_damaged_shard_is_never_carried_into_a_new_version() {
         "{stderr}"
     );
     assert_eq!(version(&out), 1, "nothing is committed");
+}
+
+/// SHA-256 (hex) of a file's bytes.
+fn sha256_of(path: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+/// The manifest's ledger shard of a dataset, as listed: (path, sha256).
+fn ledger_entry(dir: &Path) -> (String, String) {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let ledger = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["table"] == "rejected")
+        .unwrap();
+    (
+        ledger["path"].as_str().unwrap().to_string(),
+        ledger["sha256"].as_str().unwrap().to_string(),
+    )
+}
+
+/// `capflow ingest penman INPUT --out OUT`, optionally under `strace -f -qq ARGS`.
+fn ingest_penman(
+    input: &Path,
+    out: &Path,
+    strace: Option<(&str, &[&str])>,
+) -> std::process::Output {
+    let mut command = match strace {
+        Some((strace, args)) => {
+            let mut command = Command::new(strace);
+            command
+                .args(["-f", "-qq"])
+                .args(args)
+                .arg(common::capflow_bin());
+            command
+        }
+        None => Command::new(common::capflow_bin()),
+    };
+    command
+        .args(["ingest", "penman"])
+        .arg(input)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// A commit killed at the rename of `rejected.parquet` once left the new manifest beside the
+/// previous version's ledger (or, in a first commit, no ledger at all), and `validate` called the
+/// dataset valid. The ledger now goes into place before the manifest, `validate` reports an alias
+/// that is not the manifest's ledger, and the next writer puts the ledger back.
+#[test]
+fn a_commit_killed_at_the_ledger_leaves_a_true_ledger_and_validate_checks_it() {
+    let Some(strace) = common::strace() else {
+        eprintln!("skipped: strace is not installed");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let good = common::repo_root().join("examples/data/amr/captions.amr");
+    // The same graphs and one that does not parse: a ledger with one row.
+    let with_bad = tmp.path().join("with-bad.amr");
+    let mut text = std::fs::read_to_string(&good).unwrap();
+    text.push_str("\n# ::id broken.0\n# ::snt a broken graph\n(b / broken :ARG0 (\n");
+    std::fs::write(&with_bad, text).unwrap();
+    let out = tmp.path().join("ds");
+    let alias = out.join("rejected.parquet");
+    assert!(ingest_penman(&good, &out, None).status.success());
+    let (_, first_ledger) = ledger_entry(&out);
+
+    // Version 2 rejects a record; the run is killed at its rename onto `rejected.parquet`,
+    // whose number a traced run of the same command on a copy of the dataset tells.
+    let copy = tmp.path().join("copy");
+    common::copy_dir(&out, &copy);
+    let trace = tmp.path().join("trace");
+    let traced = ingest_penman(
+        &with_bad,
+        &copy,
+        Some((
+            strace,
+            &["-o", trace.to_str().unwrap(), "-e", "trace=rename"],
+        )),
+    );
+    assert!(traced.status.success());
+    let renames: Vec<String> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("rename("))
+        .map(str::to_string)
+        .collect();
+    let k = 1 + renames
+        .iter()
+        .position(|l| l.contains("/rejected.parquet\")"))
+        .unwrap_or_else(|| panic!("no rename onto rejected.parquet: {renames:?}"));
+    let inject = format!("inject=rename:signal=SIGKILL:when={k}");
+    let killed = ingest_penman(
+        &with_bad,
+        &out,
+        Some((
+            strace,
+            &["-o", "/dev/null", "-e", "trace=rename", "-e", &inject],
+        )),
+    );
+    assert!(!killed.status.success(), "the kill did not happen");
+    // Whatever manifest is there, the alias is its ledger, byte for byte, and `validate` agrees.
+    let (_, ledger_sha) = ledger_entry(&out);
+    assert_eq!(
+        ledger_sha, first_ledger,
+        "the manifest moved before the ledger"
+    );
+    assert_eq!(sha256_of(&alias), ledger_sha);
+    assert!(validate(&out).unwrap().is_ok());
+
+    // The same command completes version 2, with its own ledger under the stable name.
+    assert!(ingest_penman(&with_bad, &out, None).status.success());
+    assert_eq!(version(&out), 2);
+    let (ledger_path, ledger_sha) = ledger_entry(&out);
+    assert_ne!(ledger_sha, first_ledger);
+    assert_eq!(sha256_of(&alias), ledger_sha);
+    assert_eq!(sha256_of(&out.join(ledger_path)), ledger_sha);
+    assert!(validate(&out).unwrap().is_ok());
+
+    // An alias that is stale or missing anyway: `validate` fails (exit 3) naming it...
+    let validate_cli = || {
+        Command::new(common::capflow_bin())
+            .arg("validate")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    std::fs::remove_file(&alias).unwrap();
+    for damage in ["missing", "stale"] {
+        if damage == "stale" {
+            // Another version's ledger: readable Parquet, other rows.
+            let other = tmp.path().join("other");
+            assert!(ingest_penman(&good, &other, None).status.success());
+            std::fs::copy(other.join("rejected.parquet"), &alias).unwrap();
+        }
+        let report = validate(&out).unwrap();
+        assert!(
+            report
+                .problems
+                .iter()
+                .any(|p| p.to_string().contains("rejected.parquet")),
+            "{damage}: {report:?}"
+        );
+        let output = validate_cli();
+        assert_eq!(output.status.code(), Some(3), "{damage}");
+        assert!(String::from_utf8_lossy(&output.stderr).contains("rejected.parquet"));
+        // ...and the next writer repairs it as soon as it holds the lock, even when its own run
+        // then fails (here on a missing input).
+        let failed = ingest_penman(&tmp.path().join("no-such.amr"), &out, None);
+        assert_eq!(failed.status.code(), Some(4));
+        assert_eq!(sha256_of(&alias), ledger_sha, "{damage}");
+        assert!(validate(&out).unwrap().is_ok(), "{damage}");
+        if damage == "missing" {
+            std::fs::remove_file(&alias).unwrap();
+        }
+    }
 }

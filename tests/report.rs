@@ -91,19 +91,35 @@ fn capflow(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-fn png_size(path: &Path) -> (u32, u32) {
-    let file = std::io::BufReader::new(std::fs::File::open(path).unwrap());
-    let mut reader = png::Decoder::new(file).read_info().unwrap();
-    let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut pixels).unwrap();
-    assert_eq!(info.color_type, png::ColorType::Rgb, "{}", path.display());
-    // Not a blank image: some pixels are the first series' blue.
-    assert!(
-        pixels.chunks(3).any(|p| p == [31, 119, 180]),
-        "{} has no bars",
-        path.display()
-    );
-    (info.width, info.height)
+/// The inline `<svg>` of chart `id` in the report page.
+fn inline_svg<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html
+        .find(&format!("<figure id=\"chart-{id}\">"))
+        .unwrap_or_else(|| panic!("no chart {id}"));
+    let svg = &html[start..];
+    &svg[svg.find("<svg").unwrap()..svg.find("</svg>").unwrap() + 6]
+}
+
+/// The text of every `<text>` element of an SVG, unescaped.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .map(|t| {
+            let body = &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()];
+            body.trim()
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&#39;", "'")
+                .replace("&apos;", "'")
+                .replace("&amp;", "&")
+        })
+        .collect()
+}
+
+/// Whether a chart's SVG draws bars in the first series' colour.
+fn has_bars(svg: &str) -> bool {
+    svg.split("<rect").any(|r| r.contains("fill=\"#1F77B4\""))
 }
 
 /// A row of an HTML table as the report writes it: text cells plain, numbers right-aligned.
@@ -178,18 +194,23 @@ fn report_shows_hand_computed_statistics() {
         String::from_utf8_lossy(&output.stderr)
     );
 
-    for chart in ["stages", "methods", "coverage", "length", "level"] {
-        assert_eq!(png_size(&out.join(format!("{chart}.png"))), (960, 420));
-    }
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     for chart in ["stages", "methods", "coverage", "length", "level"] {
-        assert!(
-            html.contains(&format!("<img src=\"{chart}.png\"")),
+        let svg = inline_svg(&html, chart);
+        assert!(has_bars(svg), "{chart}");
+        // The same drawing is written beside the page.
+        assert_eq!(
+            std::fs::read_to_string(out.join(format!("{chart}.svg")))
+                .unwrap()
+                .trim_end(),
+            svg,
             "{chart}"
         );
     }
+    // One self-contained file: nothing loaded from elsewhere.
+    assert!(!html.contains("<img") && !html.contains("src="), "{html}");
 
     // Stages, from the manifest.
     assert!(html.contains(&html_row(&["realize", "10", "7", "3", "12"])));
@@ -215,16 +236,17 @@ fn report_shows_hand_computed_statistics() {
     assert!(html.contains(&html_row(&["30-40", "2", "66.7%", "1", "20.0%"])));
     assert!(html.contains(&html_row(&["90-100", "1", "33.3%", "1", "20.0%"])));
 
-    // Caption length: originals 6, 5, 10 words; augmented 3, 2, 3, 5, 41 (bin 40+).
-    let mut original = [0u64; 40];
+    // Caption length: originals 6, 5, 10 words; augmented 3, 2, 3, 5, 41 (bin 40+). The axis
+    // runs from the shortest caption, 2 words, to the 40+ bin: 39 bins.
+    let mut original = [0u64; 39];
     for words in [6, 5, 10] {
-        original[words - 1] += 1;
+        original[words - 2] += 1;
     }
-    let mut augmented = [0u64; 40];
+    let mut augmented = [0u64; 39];
     for words in [3, 2, 3, 5] {
-        augmented[words - 1] += 1;
+        augmented[words - 2] += 1;
     }
-    augmented[39] += 1;
+    augmented[38] += 1;
     assert_eq!(
         chart_series(&json, "length"),
         vec![shares(&original), shares(&augmented)]
@@ -298,7 +320,7 @@ fn default_report_dir_is_inside_the_dataset_and_keeps_it_valid() {
 }
 
 #[test]
-fn a_dataset_without_samples_still_reports() {
+fn a_dataset_without_samples_reports_only_the_dataset() {
     let tmp = tempfile::tempdir().unwrap();
     let dataset = tmp.path().join("dataset");
     let writer = DatasetWriter::create(&dataset, "empty", 1 << 20).unwrap();
@@ -313,7 +335,9 @@ fn a_dataset_without_samples_still_reports() {
     assert!(output.status.success());
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("The dataset has no samples."));
-    assert!(html.contains("The manifest records no stage metrics."));
+    assert_eq!(html.matches("<section id=").count(), 1, "{html}");
+    assert!(html.contains("<section id=\"dataset\">"));
+    assert!(!html.contains("<svg"));
 }
 
 #[test]
@@ -396,6 +420,14 @@ fn clid_section_compares_caption_lengths_with_the_trusted_captions() {
         series[0],
         vec![third, third, third, 0.0, 0.0, 0.0, 0.0, 0.0]
     );
+    // Every level up to the longest caption's (75 words: 70+) is on the axis.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let texts = svg_texts(inline_svg(&html, "clid_length"));
+    for label in [
+        "1-9", "10-19", "20-29", "30-39", "40-49", "50-59", "60-69", "70+",
+    ] {
+        assert!(texts.iter().any(|t| t == label), "{label}: {texts:?}");
+    }
     assert_eq!(series[1], vec![25.0, 0.0, 25.0, 25.0, 0.0, 0.0, 0.0, 25.0]);
     let rows = table_rows(&json, "clid");
     // set, captions, mean words, share >= 20 words.
@@ -475,4 +507,319 @@ fn gbc_section_reports_the_graph_statistics_of_the_dataset() {
         assert_eq!(row[3].as_f64().unwrap(), max(values), "{name}");
     }
     assert_eq!(rows[4][0], "diameter");
+}
+
+fn run_recipe(recipe: &str, out: &Path) {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let run = Command::new(env!("CARGO_BIN_EXE_capflow"))
+        .args(["run", recipe, "--out", out.to_str().unwrap()])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{:?}", run);
+}
+
+fn section_ids(html: &str) -> Vec<String> {
+    html.split("<section id=\"")
+        .skip(1)
+        .map(|s| s[..s.find('"').unwrap()].to_string())
+        .collect()
+}
+
+#[test]
+fn ssa_report_labels_every_stage_fits_the_length_axis_and_shows_only_what_it_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = tmp.path().join("ssa");
+    run_recipe("dataflows/ssa-flickr30k.toml", &dataset);
+    let out = tmp.path().join("report");
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let output = capflow(&[
+        "report",
+        dataset.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--spec",
+        root.join("dataflows/ssa-flickr30k.toml").to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+
+    // Only the sections an SSA dataset has: no CLID samples, no GBC graphs.
+    assert_eq!(
+        section_ids(&html),
+        [
+            "dataset",
+            "stages",
+            "drops",
+            "methods",
+            "coverage",
+            "length",
+            "level",
+            "quality",
+            "diversity"
+        ]
+    );
+    assert!(!html.contains("CLID") && !html.contains("GBC"));
+
+    // Every stage the manifest lists is labelled on the stages chart.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dataset.join("manifest.json")).unwrap()).unwrap();
+    let stages = manifest["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 13);
+    let texts = svg_texts(inline_svg(&html, "stages"));
+    for stage in stages {
+        let name = stage["name"].as_str().unwrap();
+        assert!(texts.iter().any(|t| t == name), "{name}: {texts:?}");
+    }
+    // The drops chart has the stages that dropped rows, with their counts in the table.
+    let dropping: Vec<&serde_json::Value> = stages
+        .iter()
+        .filter(|s| s["rejected"].as_u64().unwrap() > 0)
+        .collect();
+    assert!(!dropping.is_empty());
+    let texts = svg_texts(inline_svg(&html, "drops_per_stage"));
+    for stage in &dropping {
+        let (rows_in, dropped) = (
+            stage["rows_in"].as_u64().unwrap(),
+            stage["rejected"].as_u64().unwrap(),
+        );
+        let name = stage["name"].as_str().unwrap();
+        assert!(texts.iter().any(|t| t == name), "{name}");
+        let share = format!("{:.1}%", 100.0 * dropped as f64 / rows_in as f64);
+        assert!(html.contains(&html_row(&[
+            name,
+            &rows_in.to_string(),
+            &dropped.to_string(),
+            &share
+        ])));
+    }
+
+    // Every reason SSA's filter dropped sentences for is labelled, with its count.
+    let dropped = manifest["dropped"]["ssa"].as_object().unwrap();
+    assert!(!dropped.is_empty());
+    let texts = svg_texts(inline_svg(&html, "drop_reasons"));
+    for (reason, n) in dropped {
+        let label = format!("ssa: {reason}");
+        assert!(texts.contains(&label), "{label}: {texts:?}");
+        assert!(html.contains(&format!(
+            "<tr><td>ssa</td><td>{}</td><td class=\"n\">{n}</td></tr>",
+            reason.replace('\'', "&#39;")
+        )));
+    }
+
+    // The length axis runs from the shortest to the longest caption, read from the samples.
+    let mut words = Vec::new();
+    for batch in capflow::export::read_table(&dataset, capflow::schema::TableKind::Samples).unwrap()
+    {
+        for row in capflow::schema::batch_to_rows::<SampleRow>(&batch.unwrap()).unwrap() {
+            words.push(row.word_count);
+        }
+    }
+    let (shortest, longest) = (*words.iter().min().unwrap(), *words.iter().max().unwrap());
+    assert!(longest < 40, "{longest}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let length = section(&json, "length")["blocks"][0].clone();
+    let expected: Vec<String> = (shortest..=longest).map(|n| n.to_string()).collect();
+    assert_eq!(length["categories"], serde_json::json!(expected));
+    let texts = svg_texts(inline_svg(&html, "length"));
+    for label in &expected {
+        assert!(texts.iter().any(|t| t == label), "{label}: {texts:?}");
+    }
+    assert!(!texts.iter().any(|t| t == "40+"));
+
+    // The quality chart marks the spec's threshold.
+    let texts = svg_texts(inline_svg(&html, "quality_builtin_quality"));
+    assert!(texts.iter().any(|t| t == "threshold 0.7"), "{texts:?}");
+}
+
+/// A hand-made dataset with a non-ASCII method and score name and known quality scores.
+fn write_scored_dataset(dir: &Path) {
+    let mut writer = DatasetWriter::create(dir, "scored", 1 << 20).unwrap();
+    let words = |n: usize| vec!["w"; n].join(" ");
+    let mut rows = Vec::new();
+    for (i, n) in [4, 7, 7].iter().enumerate() {
+        rows.push(sample(
+            &format!("o{i}"),
+            "original",
+            "train",
+            &words(*n),
+            10.0,
+            1,
+        ));
+    }
+    for (i, (n, score)) in [(3, 0.81), (5, 0.83), (5, 0.9), (9, 0.95)]
+        .iter()
+        .enumerate()
+    {
+        let mut row = sample(&format!("r{i}"), "ré-écrit", "train", &words(*n), 10.0, 1);
+        row.quality = vec![
+            capflow::schema::QualityScore {
+                name: "qualité".into(),
+                value: *score,
+            },
+            capflow::schema::QualityScore {
+                name: "rank".into(),
+                value: (i + 1) as f64,
+            },
+        ];
+        rows.push(row);
+    }
+    writer.write_rows("train", &rows).unwrap();
+    writer.commit(IngestCounts::default()).unwrap();
+}
+
+#[test]
+fn quality_chart_marks_the_threshold_and_axes_fit_hand_computed_ranges() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = tmp.path().join("scored");
+    write_scored_dataset(&dataset);
+    let out = tmp.path().join("report");
+    let output = capflow(&[
+        "report",
+        dataset.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--threshold",
+        "qualité=0.8",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    // No stage metrics, nothing dropped, no CLID samples or GBC graphs.
+    assert_eq!(
+        section_ids(&html),
+        [
+            "dataset",
+            "methods",
+            "coverage",
+            "length",
+            "level",
+            "quality",
+            "diversity"
+        ]
+    );
+
+    // Non-ASCII labels are SVG text, as written.
+    let methods = svg_texts(inline_svg(&html, "methods"));
+    assert!(methods.iter().any(|t| t == "ré-écrit"), "{methods:?}");
+    let quality = svg_texts(inline_svg(&html, "quality_qualit_"));
+    assert!(
+        quality.iter().any(|t| t == "Quality score qualité"),
+        "{quality:?}"
+    );
+
+    // Lengths: originals 4, 7, 7; augmented 3, 5, 5, 9: bins 3 to 9. Shares: originals 1/3 and
+    // 2/3 → largest 66.7 % → round step 20 → axis 0 to 100.
+    let length = svg_texts(inline_svg(&html, "length"));
+    for n in 3..=9 {
+        assert!(
+            length.iter().any(|t| *t == n.to_string()),
+            "{n}: {length:?}"
+        );
+    }
+    for absent in ["1", "2", "10", "11", "40+", "120"] {
+        assert!(!length.iter().any(|t| t == absent), "{absent}: {length:?}");
+    }
+    for tick in ["0", "20", "40", "60", "80", "100"] {
+        assert!(length.iter().any(|t| t == tick), "{tick}");
+    }
+    let third = 100.0 / 3.0;
+    assert_eq!(
+        chart_series(&json, "length"),
+        vec![
+            vec![0.0, third, 0.0, 0.0, 2.0 * third, 0.0, 0.0],
+            vec![25.0, 0.0, 50.0, 0.0, 0.0, 0.0, 25.0]
+        ]
+    );
+
+    // Quality 0.81, 0.83, 0.9, 0.95 with threshold 0.8: span 0.15 / 20 bins = 0.0075 → round
+    // step 0.01 → bins 0.80–0.81 ... 0.95–0.96 (16), counts in bins 1, 3, 10 and 15; at most 1 a bin →
+    // axis 0 to 1.0 in steps of 0.2. The threshold sits on the first bin's lower edge.
+    let chart = section(&json, "quality")["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["kind"] == "chart")
+        .unwrap()
+        .clone();
+    let labels: Vec<String> = (80..=95).map(|i| format!("0.{i}–0.{}", i + 1)).collect();
+    assert_eq!(chart["categories"], serde_json::json!(labels));
+    let mut counts = vec![0.0; 16];
+    for bin in [1, 3, 10, 15] {
+        counts[bin] = 1.0;
+    }
+    assert_eq!(chart["series"][0]["values"], serde_json::json!(counts));
+    assert!(chart["markers"][0]["position"].as_f64().unwrap().abs() < 1e-9);
+    for label in labels
+        .iter()
+        .map(String::as_str)
+        .chain(["threshold 0.8", "0.0", "1.0"])
+    {
+        assert!(quality.iter().any(|t| t == label), "{label}: {quality:?}");
+    }
+    assert!(!quality.iter().any(|t| t == "1.2"));
+    // The whole-number score is tabled, not charted.
+    assert!(!html.contains("chart-quality_rank"));
+    let rows = table_rows(&json, "quality");
+    assert_eq!(rows[0][0], "qualité");
+    assert_eq!(rows[0][1], 4);
+    assert!((rows[0][3].as_f64().unwrap() - (0.81 + 0.83 + 0.9 + 0.95) / 4.0).abs() < 1e-12);
+    assert_eq!(rows[0][6], 0);
+    assert_eq!(rows[1][0], "rank");
+}
+
+/// Renders the SSA report in headless Chromium and checks the screenshot shows charts: run
+/// with `cargo test --release --test report -- --ignored` where `/usr/bin/chromium` is
+/// installed (Debian's package `chromium`).
+#[test]
+#[ignore = "needs Chromium at /usr/bin/chromium"]
+fn report_renders_in_headless_chromium() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = tmp.path().join("ssa");
+    run_recipe("dataflows/ssa-flickr30k.toml", &dataset);
+    let out = tmp.path().join("report");
+    assert!(capflow(&[
+        "report",
+        dataset.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap()
+    ])
+    .status
+    .success());
+    let shot = tmp.path().join("report.png");
+    let status = Command::new("/usr/bin/chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            &format!("--user-data-dir={}", tmp.path().join("profile").display()),
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1100,3000",
+        ])
+        .arg(format!("file://{}", out.join("report.html").display()))
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    let image = image::open(&shot).unwrap().to_rgb8();
+    assert_eq!(image.dimensions(), (1100, 3000));
+    let pixels: Vec<[u8; 3]> = image.pixels().map(|p| p.0).collect();
+    let near = |p: &[u8; 3], c: [u8; 3]| p.iter().zip(c).all(|(a, b)| a.abs_diff(b) <= 8);
+    let count = |c: [u8; 3]| pixels.iter().filter(|p| near(p, c)).count();
+    let total = pixels.len();
+    // Not blank: a good part is ink, and both series' colours fill bars.
+    let white = count([255, 255, 255]);
+    assert!(white < total * 95 / 100, "{white} of {total} white");
+    assert!(count([31, 119, 180]) > 20_000, "blue bars");
+    assert!(count([255, 127, 14]) > 10_000, "orange bars");
+    // Dark text pixels (headings, labels, tables).
+    let dark = pixels.iter().filter(|p| p.iter().all(|&v| v < 100)).count();
+    assert!(dark > 5_000, "{dark} dark pixels");
 }

@@ -211,6 +211,81 @@ fn ssa_bytes_do_not_depend_on_workers() {
 }
 
 /// A spec like ssa-flickr30k.toml whose realizer is the deterministic test adapter.
+/// The manifest names why SSA's sentences were dropped: every sentence the quality filter did
+/// not pass is under one reason, the same for any number of workers, and the run summary prints
+/// the same reasons.
+#[test]
+fn the_manifest_counts_ssa_drops_by_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut seen = Vec::new();
+    for workers in [1, 3] {
+        let out = tmp.path().join(format!("w{workers}"));
+        let output = run(Path::new("dataflows/ssa-flickr30k.toml"), &out, workers);
+        assert!(output.status.success());
+        let manifest = read_manifest(&out).unwrap();
+        let ssa = &manifest.dropped["ssa"];
+        let stage = |name: &str| manifest.stages.iter().find(|s| s.name == name).unwrap();
+        let filter = stage("quality-filter");
+        assert_eq!(ssa.values().sum::<u64>(), filter.rejected, "{ssa:?}");
+        assert_eq!(filter.rows_in, filter.rows_out + filter.rejected);
+        assert!(
+            ssa.contains_key("quality score at or below the threshold"),
+            "{ssa:?}"
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        for (reason, n) in ssa {
+            assert!(
+                stderr.contains(&format!("{n} {reason}")),
+                "{reason}: {stderr}"
+            );
+        }
+        seen.push(ssa.clone());
+    }
+    assert_eq!(seen[0], seen[1]);
+}
+
+/// SSA on captions without AMRs writes only the original captions; the run says so, naming
+/// the cause, instead of ending quietly with no SSA sample.
+#[test]
+fn ssa_without_caption_amrs_warns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = tmp.path().join("no-amrs.toml");
+    let data = common::repo_root().join("examples/data/flickr30k_entities");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"no-amrs\"\n[[inputs]]\nformat = \"flickr30k-entities\"\npaths = [{:?}]\n\
+             [ssa]\nrules = \"flickr\"\ninclude_originals = true\n",
+            data.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let output = run(&spec, &out, 1);
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "warning: ssa: its first stage `amr-align` received nothing from the run's 20 images"
+        ) && stderr.contains("no caption AMRs"),
+        "{stderr}"
+    );
+    let manifest = read_manifest(&out).unwrap();
+    let align = manifest
+        .stages
+        .iter()
+        .find(|s| s.name == "amr-align")
+        .unwrap();
+    assert_eq!(align.rows_in, 0);
+    // With the AMRs, no warning.
+    let with = run(
+        Path::new("dataflows/ssa-flickr30k.toml"),
+        &tmp.path().join("with"),
+        1,
+    );
+    assert!(!String::from_utf8_lossy(&with.stderr).contains("warning: ssa"));
+}
+
 fn adapter_spec(dir: &Path, adapter_args: &[&str], timeout_secs: f64) -> Option<PathBuf> {
     let python = common::oracle_python()?;
     let root = common::repo_root();

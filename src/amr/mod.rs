@@ -5,6 +5,7 @@ pub mod align;
 pub mod dot;
 pub mod graph;
 pub mod merge;
+pub mod parse;
 pub mod penman;
 pub mod realize;
 pub mod sample;

@@ -182,8 +182,9 @@ impl Connecting {
                 format!("not all of {} connected", higher.join(", "))
             };
             crate::cli::out::diagnostic!(
-                "error: capflow process {process}: the cluster did not start its {phase} within {} s: {who}; stopping, nothing is committed",
-                CONNECT_TIMEOUT.as_secs()
+                "error: capflow process {process}: the cluster did not start its {phase} within {} s: {who}; stopping, {}",
+                CONNECT_TIMEOUT.as_secs(),
+                crate::export::abort::abandon()
             );
             std::process::exit(6);
         });
@@ -223,12 +224,14 @@ pub fn watch_peers(process: usize) {
         let peer = thread
             .strip_prefix("timely:recv-")
             .or_else(|| thread.strip_prefix("timely:send-"));
+        // Staging directories and the lock go first: exiting runs no destructor.
+        let outcome = crate::export::abort::abandon();
         match peer {
             Some(k) => crate::cli::out::diagnostic!(
-                "error: capflow process {process}: lost process {k} ({message}); stopping, nothing is committed"
+                "error: capflow process {process}: lost process {k} ({message}); stopping, {outcome}"
             ),
             None => crate::cli::out::diagnostic!(
-                "error: capflow process {process}: {message} (thread {thread}); stopping, nothing is committed"
+                "error: capflow process {process}: {message} (thread {thread}); stopping, {outcome}"
             ),
         }
         std::process::exit(6);

@@ -49,7 +49,9 @@ use super::buckets::{changelog as image_changes, chunks};
 use super::exchange::{to_owners, InFlight, TableBatch, TableBatcher};
 use super::models::{fit_methods_with, CorpusStats};
 use super::record::Staged;
-use super::runtime::{input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed};
+use super::runtime::{
+    input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed, SharedUnits,
+};
 use super::sink::{add_metrics, NamedSink, SinkWriters};
 use super::spill::{BucketPart, BucketSpill, ChangesWriter, PartRows};
 use super::stages::{Failure, SsaImage, StageMeter};
@@ -155,6 +157,7 @@ pub fn run_streaming(
     let chunk_images = spec.output.chunk_images;
     let local_workers = cluster.workers.max(1);
     let units = input_units(spec)?;
+    let shared = SharedUnits::list(&units, cluster)?;
     let scratch = writer.scratch_dir("spill")?;
     let runs_dir = writer.scratch_dir("changes")?;
     let out = writer.dir().to_path_buf();
@@ -186,6 +189,8 @@ pub fn run_streaming(
     }
     let sinks = sinks.to_vec();
     let started = Instant::now();
+    // A peer that dies before it connects would leave the others waiting for it forever.
+    let connecting = super::cluster::Connecting::start(cluster, "streaming run");
     let guards = timely::execute(config, move |worker| {
         let index = worker.index();
         let peers = worker.peers();
@@ -193,6 +198,9 @@ pub fn run_streaming(
         let fail = |err: Error| {
             let _ = messages.send(Message::Failed(err));
         };
+        // Spans per worker and phase: `RUST_LOG=capflow=info` logs each one's time as it closes.
+        let _worker_span = tracing::info_span!("worker", index).entered();
+        let read_span = tracing::info_span!("read").entered();
         let spill = Rc::new(RefCell::new(BucketSpill::new(
             spill_dir(&scratch, index),
             buckets,
@@ -245,7 +253,7 @@ pub fn run_streaming(
             stats: corpus_stats.clone(),
             numbering: CaptionNumbering::default(),
         };
-        if let Err(err) = read_units(&units, worker, input, &mut observer) {
+        if let Err(err) = read_units(&units, &shared, worker, input, &mut observer) {
             fail(err);
         }
         while !probe.done() {
@@ -298,11 +306,15 @@ pub fn run_streaming(
             worker.step();
         }
         let _ = messages.send(Message::ReadDone);
+        drop(read_span);
         // The models, fitted by the main thread once every worker has read its inputs.
+        let fitting = tracing::info_span!("await-models").entered();
         let FittedStages { contexts, names } = match models_in.recv() {
             Ok(Some(fitted)) => fitted,
             _ => return,
         };
+        drop(fitting);
+        let _stages_span = tracing::info_span!("stages").entered();
         // Stages: one dataflow for the run, a timestamp per part; parts never leave the worker.
         let stage_meters: Vec<StageMeter> =
             names.iter().map(|name| StageMeter::new(name)).collect();
@@ -355,6 +367,9 @@ pub fn run_streaming(
             let (bucket, after, through) = (part.bucket, part.after.clone(), part.through.clone());
             let ends_bucket = part.index + 1 == part.count;
             let (part_index, part_count, part_rows) = (part.index, part.count, part.rows);
+            let _part_span =
+                tracing::debug_span!("part", bucket, part = part_index + 1, of = part_count)
+                    .entered();
             let rows = match part.read() {
                 Ok(rows) => rows,
                 Err(err) => return fail(err),
@@ -423,11 +438,21 @@ pub fn run_streaming(
         while !stage_probe.done() {
             worker.step();
         }
-        let _ = messages.send(Message::Meters(
-            stage_meters.iter().map(StageMeter::snapshot).collect(),
-        ));
+        let meters: Vec<StageMetrics> = stage_meters.iter().map(StageMeter::snapshot).collect();
+        for stage in &meters {
+            tracing::info!(
+                stage = stage.name,
+                rows_in = stage.rows_in,
+                rows_out = stage.rows_out,
+                rejected = stage.rejected,
+                busy_ms = stage.elapsed_ms,
+                "stage totals"
+            );
+        }
+        let _ = messages.send(Message::Meters(meters));
     })
     .map_err(|e| Error::Config(format!("starting workers: {e}")))?;
+    drop(connecting);
 
     let mut run = StreamedRun::default();
     let failure = Failure::default();
@@ -461,6 +486,7 @@ pub fn run_streaming(
                 let contexts = match first_error {
                     Some(_) => None,
                     None => {
+                        let _fit = tracing::info_span!("fit").entered();
                         let fit = corpus.take().unwrap_or_default();
                         let stats = merged_stats(std::mem::take(&mut gathered));
                         match stats.and_then(|stats| {
@@ -689,6 +715,7 @@ fn spawn_writer(
     let handle = std::thread::Builder::new()
         .name(format!("capflow-writer-{index}"))
         .spawn(move || {
+            let _span = tracing::info_span!("writer", index).entered();
             let mut sinks = SinkWriters::open(&sinks, index)?;
             for part in received {
                 let images = part.outputs.len() as u64;
@@ -768,7 +795,8 @@ impl ReadObserver for SpillObserver<'_> {
     fn row(&mut self, keyed: &KeyedRow) -> Result<()> {
         let ssa = self.stats.as_mut().and_then(|stats| stats.ssa.as_mut());
         if let (Some(stats), Row::Caption(caption)) = (ssa, &keyed.row) {
-            self.numbering.add(stats, keyed.unit, &caption.text);
+            self.numbering
+                .add(stats, keyed.unit, keyed.ordinal, &caption.text);
         }
         Ok(())
     }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::augment::method::{self, Method};
 use crate::augment::ssa::{builtin_realizer, OriginalCaptions};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::export::StageMetrics;
 use crate::ingest::Row;
 
@@ -181,13 +181,13 @@ pub fn fit_methods_with(
     }
     if let (Some(config), Some(stats)) = (&spec.relatedness, relatedness) {
         let model = RelatednessModel::from_stats(stats, config)
-            .map_err(|e| Error::Config(format!("relatedness: fitting the model: {e}")))?;
+            .map_err(|e| e.context("relatedness: fitting the model"))?;
         methods.after_ssa.push(Arc::new(model));
         fitted += 1;
     }
     if let (Some(config), Some(stats)) = (&spec.cutswap, cutswap) {
         let model = cutswap_stats::from_stats(stats, config)
-            .map_err(|e| Error::Config(format!("cutswap: fitting the model: {e}")))?;
+            .map_err(|e| e.context("cutswap: fitting the model"))?;
         methods.after_ssa.push(Arc::new(model));
         fitted += 1;
     }

@@ -310,8 +310,11 @@ fn run_with_sinks(
     });
     let mut new_samples: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
     let mut new_rejected: BTreeMap<String, Vec<RejectedRow>> = BTreeMap::new();
+    let mut dropped = BTreeMap::new();
     if let Some(run) = augmented {
         print_augment_summary(spec, &run);
+        warn_idle_methods(spec, &run.stages);
+        dropped = drop_reasons(&run.dropped);
         stages.extend(run.stages.iter().cloned());
         for sample in run.samples {
             new_samples
@@ -403,6 +406,7 @@ fn run_with_sinks(
         changes: exported.changes,
         counts: collected.counts,
         stages,
+        dropped,
     };
     if !first {
         // Hand this part to process 0 and wait for its commit: this process succeeds only if
@@ -416,14 +420,16 @@ fn run_with_sinks(
     } else {
         vec![part_of_this]
     };
-    let committed = commit(
-        writer,
-        parts,
-        cluster.processes,
-        state.as_ref().map(|s| (s, header_now)),
-        &out,
-        &spec.name,
-    );
+    let committed = tracing::info_span!("commit").in_scope(|| {
+        commit(
+            writer,
+            parts,
+            cluster.processes,
+            state.as_ref().map(|s| (s, header_now)),
+            &out,
+            &spec.name,
+        )
+    });
     confirm_commit(cluster, &committed)?;
     committed.map(RunOutcome::Committed)
 }
@@ -515,6 +521,7 @@ fn run_streamed(
             &streamed.samples,
             &streamed.dropped,
         );
+        warn_idle_methods(spec, &streamed.stages);
     }
     let runs = streamed
         .runs
@@ -539,6 +546,7 @@ fn run_streamed(
         changes: Vec::new(),
         counts: streamed.counts,
         stages: streamed.stages,
+        dropped: drop_reasons(&streamed.dropped),
     };
     if process != 0 {
         // The part's runs stay in its scratch directory until process 0 has committed.
@@ -555,8 +563,11 @@ fn run_streamed(
     } else {
         vec![part]
     };
-    let committed = commit_streamed(&mut writer, &mut parts, out)
-        .and_then(|()| commit(writer, parts, cluster.processes, None, out, &spec.name));
+    let committed = {
+        let _commit = tracing::info_span!("commit").entered();
+        commit_streamed(&mut writer, &mut parts, out)
+            .and_then(|()| commit(writer, parts, cluster.processes, None, out, &spec.name))
+    };
     confirm_commit(cluster, &committed)?;
     committed.map(RunOutcome::Committed)
 }
@@ -667,6 +678,7 @@ fn commit(
     for stage in &merged.stages {
         writer.stage(stage.clone());
     }
+    writer.dropped("ssa", merged.dropped.clone());
     writer.adopt(merged.files)?;
     for (_, _, rejected) in merged.read_rejected {
         writer.reject(rejected)?;
@@ -730,6 +742,9 @@ struct Part {
     changes: Vec<(SampleRow, i8)>,
     counts: crate::ingest::IngestCounts,
     stages: Vec<StageMetrics>,
+    /// SSA's sentences dropped by this process's stages, by reason.
+    #[serde(default)]
+    dropped: BTreeMap<String, u64>,
 }
 
 impl Part {
@@ -752,6 +767,7 @@ impl Part {
             changes: Vec::new(),
             counts: Default::default(),
             stages: Vec::new(),
+            dropped: BTreeMap::new(),
         };
         let mut stages: Vec<StageMetrics> = Vec::new();
         for part in parts {
@@ -761,6 +777,9 @@ impl Part {
             merged.image_rejected.extend(part.image_rejected);
             merged.changes.extend(part.changes);
             merged.counts.add(part.counts);
+            for (reason, n) in part.dropped {
+                *merged.dropped.entry(reason).or_default() += n;
+            }
             for stage in part.stages {
                 match stages.iter_mut().find(|s| s.name == stage.name) {
                     Some(total) => {
@@ -781,6 +800,77 @@ impl Part {
             .sort_by(|a, b| a.0.image_id.cmp(&b.0.image_id));
         Ok(merged)
     }
+}
+
+/// Warns about every method of `spec` whose first stage received nothing in the whole run
+/// although images went through the stages (its count in the manifest is 0 in): a recipe whose
+/// inputs lack what the method reads would otherwise write a dataset without its samples and
+/// say nothing.
+fn warn_idle_methods(spec: &DataflowSpec, stages: &[StageMetrics]) {
+    let rows_in = |name: &str| {
+        stages
+            .iter()
+            .filter(|s| s.name == name)
+            .map(|s| s.rows_in)
+            .sum::<u64>()
+    };
+    let images: u64 = stages
+        .iter()
+        .filter(|s| s.name == "gather")
+        .map(|s| s.rows_out)
+        .sum();
+    if images == 0 {
+        return;
+    }
+    let methods = [
+        (
+            spec.ssa.is_some(),
+            "ssa",
+            "amr-align",
+            "the inputs hold no caption AMRs (the `amrs` table): add a `penman` input with the captions' AMRs (docs/ssa.md)",
+        ),
+        (
+            spec.clid.is_some(),
+            "clid",
+            "clid",
+            "none of the images has the input rows it reads (docs/clid.md)",
+        ),
+        (
+            spec.gbc.is_some(),
+            "gbc",
+            "gbc",
+            "none of the images has the input rows it reads (docs/gbc.md)",
+        ),
+        (
+            spec.relatedness.is_some(),
+            "relatedness",
+            "relatedness",
+            "none of the images has the input rows it reads (docs/relatedness.md)",
+        ),
+        (
+            spec.cutswap.is_some(),
+            "cutswap",
+            "cutswap",
+            "none of the images has the input rows it reads (docs/cutswap.md)",
+        ),
+    ];
+    for (configured, method, stage, cause) in methods {
+        if configured && rows_in(stage) == 0 {
+            crate::cli::out::diagnostic!(
+                "warning: {method}: its first stage `{stage}` received nothing from the run's {images} images, so the dataset has no {method} samples: {cause}"
+            );
+        }
+    }
+}
+
+/// SSA's drop reasons as the manifest names them (sentences dropped only: not the count of
+/// caption AMRs the built-in aligner aligned).
+fn drop_reasons(dropped: &BTreeMap<crate::augment::ssa::Drop, u64>) -> BTreeMap<String, u64> {
+    dropped
+        .iter()
+        .filter(|(reason, _)| reason.is_drop())
+        .map(|(reason, n)| (reason.as_str().to_string(), *n))
+        .collect()
 }
 
 /// The augment phase's summary lines: images/s, samples per method, SSA's drop reasons.

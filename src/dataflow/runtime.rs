@@ -1,12 +1,16 @@
 //! Builds and runs the timely dataflow of a spec.
 //!
 //! Execution model: every worker reads the input units assigned to it (unit `i` goes to worker
-//! `i % peers`), pushes each record into the dataflow tagged with its read position, and the
-//! dataflow exchanges records by image key. What leaves the dataflow is sent over a channel to
+//! `i % peers`), then joins the others on the units they all read together (a Flickr30k
+//! Entities directory, whose images are claimed in blocks: [`SharedUnit`]); it pushes each
+//! record into the dataflow tagged with its read position, and the dataflow exchanges records
+//! by image key. What leaves the dataflow is sent over a channel to
 //! the calling thread, which sorts by read position so that the result is the same for any
 //! number of workers.
 
+use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +26,7 @@ use super::state::bucket_of;
 use super::ClusterOptions;
 use crate::error::{Error, Result};
 pub use crate::export::StageMetrics;
+use crate::ingest::flickr30k::Listing;
 use crate::ingest::{read_input, Format, IngestCounts, RecordSink, Row};
 use crate::schema::{RejectedRow, TableKind};
 
@@ -53,6 +58,10 @@ impl RowFeed for RowInput {
 }
 
 /// A row with the position it was read at: input unit, then record ordinal within the unit.
+///
+/// The rows of the `i`-th image of a Flickr30k Entities directory (a [`SharedUnit`]) have
+/// ordinals `i << 32 | k`, `k` numbering the image's records: the order of the directory read
+/// whole, whichever worker reads which image.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KeyedRow {
     pub unit: u32,
@@ -175,67 +184,189 @@ pub(super) trait ReadObserver {
     fn unit_read(&mut self, outcome: Result<(IngestCounts, u64)>);
 }
 
-/// Reads this worker's share of `units` (unit `i` on worker `i % peers`) into `input`, numbering
-/// records by [`RecordNumbering`], and finishes the input.
+/// An input unit that every worker reads a share of: a Flickr30k Entities directory, listed
+/// once per process, whose images the process's workers claim in blocks of
+/// [`IMAGES_PER_CLAIM`] as they go, so that no worker waits while another still reads. Blocks
+/// go to the processes in turn. Which worker reads an image changes nothing downstream: its rows
+/// carry the image's position ([`KeyedRow`]), and what is gathered from them merges exactly.
+pub(super) struct SharedUnit {
+    listing: Listing,
+    /// The number of blocks this process's workers have claimed.
+    claimed: AtomicU64,
+    process: u64,
+    processes: u64,
+}
+
+/// Images a worker claims of a [`SharedUnit`] at a time.
+const IMAGES_PER_CLAIM: u64 = 16;
+
+impl SharedUnit {
+    /// The positions of the next block of images for this process.
+    fn claim(&self) -> Range<u64> {
+        let local = self.claimed.fetch_add(1, Ordering::Relaxed);
+        let block = local * self.processes + self.process;
+        block * IMAGES_PER_CLAIM..(block + 1) * IMAGES_PER_CLAIM
+    }
+}
+
+/// The [`SharedUnit`]s of a run, by unit index (`None` for the units one worker reads whole).
+pub(super) struct SharedUnits(Vec<Option<SharedUnit>>);
+
+impl SharedUnits {
+    /// Lists the units of `units` that are read together: Flickr30k Entities directories.
+    pub fn list(units: &[InputUnit], cluster: &ClusterOptions) -> Result<Arc<SharedUnits>> {
+        let shared = units
+            .iter()
+            .map(|unit| {
+                let together = unit.format == Format::Flickr30kEntities && unit.path.is_dir();
+                together
+                    .then(|| {
+                        Ok(SharedUnit {
+                            listing: Listing::of(&unit.path, false)?,
+                            claimed: AtomicU64::new(0),
+                            process: cluster.process as u64,
+                            processes: cluster.processes.max(1) as u64,
+                        })
+                    })
+                    .transpose()
+            })
+            .collect::<Result<_>>()?;
+        Ok(Arc::new(SharedUnits(shared)))
+    }
+
+    fn get(&self, unit: usize) -> Option<&SharedUnit> {
+        self.0.get(unit).and_then(Option::as_ref)
+    }
+}
+
+/// Reads this worker's share of `units` into `input`, numbering records by
+/// [`RecordNumbering`], and finishes the input: the units it reads whole (unit `i` on worker
+/// `i % peers`), then its share of every [`SharedUnit`].
 pub(super) fn read_units<F: RowFeed>(
     units: &[InputUnit],
+    shared: &SharedUnits,
     worker: &mut timely::worker::Worker,
     mut input: F,
     observer: &mut dyn ReadObserver,
 ) -> Result<()> {
     let (index, peers) = (worker.index(), worker.peers());
     for (i, unit) in units.iter().enumerate() {
-        if i % peers != index {
+        if shared.get(i).is_some() || i % peers != index {
             continue;
         }
-        let mut sink = DataflowSink {
-            input: &mut input,
-            worker: &mut *worker,
-            observer: &mut *observer,
-            unit: i as u32,
-            numbering: RecordNumbering::new(unit.tables.as_deref()),
-            rows: 0,
-            stepped: Instant::now(),
+        let mut read = DataflowSink::new(i, unit);
+        let outcome = read_input(
+            unit.format,
+            &unit.path,
+            &mut read.feeding(&mut input, worker, observer),
+        );
+        observer.unit_read(outcome.map(|()| (read.numbering.counts, read.rows)));
+    }
+    for (i, unit) in units.iter().enumerate() {
+        let Some(together) = shared.get(i) else {
+            continue;
         };
-        let outcome = read_input(unit.format, &unit.path, &mut sink);
-        let read = (sink.numbering.counts, sink.rows);
-        observer.unit_read(outcome.map(|()| read));
+        let mut read = DataflowSink::new(i, unit);
+        let outcome = read_share(together, &mut read, &mut input, worker, observer);
+        observer.unit_read(outcome.map(|()| (read.numbering.counts, read.rows)));
     }
     input.finish()
 }
 
-/// Feeds one unit's records into the dataflow input and shows them to the observer.
-struct DataflowSink<'a, F> {
-    input: &'a mut F,
-    worker: &'a mut timely::worker::Worker,
-    observer: &'a mut dyn ReadObserver,
+/// Reads the images of `unit` this worker claims, each numbered from its position.
+fn read_share<F: RowFeed>(
+    unit: &SharedUnit,
+    read: &mut DataflowSink,
+    input: &mut F,
+    worker: &mut timely::worker::Worker,
+    observer: &mut dyn ReadObserver,
+) -> Result<()> {
+    let mut claimed = unit.claim();
+    for (position, slot) in unit.listing.slots().enumerate() {
+        let position = position as u64;
+        while position >= claimed.end {
+            claimed = unit.claim();
+        }
+        if position < claimed.start {
+            continue;
+        }
+        read.base = position << 32;
+        read.numbering.ordinal = 0;
+        let image = unit.listing.image(slot);
+        unit.listing
+            .read_image(&image, &mut read.feeding(input, worker, observer))?;
+    }
+    Ok(())
+}
+
+/// Where a unit's records are: its numbering and how many rows it fed.
+struct DataflowSink<'a> {
     unit: u32,
+    /// Added to every ordinal: an image's position in a [`SharedUnit`], shifted.
+    base: u64,
     numbering: RecordNumbering<'a>,
     rows: u64,
     stepped: Instant,
 }
 
+impl<'a> DataflowSink<'a> {
+    fn new(index: usize, unit: &'a InputUnit) -> DataflowSink<'a> {
+        DataflowSink {
+            unit: index as u32,
+            base: 0,
+            numbering: RecordNumbering::new(unit.tables.as_deref()),
+            rows: 0,
+            stepped: Instant::now(),
+        }
+    }
+
+    /// The [`RecordSink`] that feeds this unit's records into `input` and shows them to
+    /// `observer`.
+    fn feeding<'s, F>(
+        &'s mut self,
+        input: &'s mut F,
+        worker: &'s mut timely::worker::Worker,
+        observer: &'s mut dyn ReadObserver,
+    ) -> Feeding<'s, 'a, F> {
+        Feeding {
+            read: self,
+            input,
+            worker,
+            observer,
+        }
+    }
+}
+
+/// Feeds one unit's records into the dataflow input and shows them to the observer.
+struct Feeding<'s, 'a, F> {
+    read: &'s mut DataflowSink<'a>,
+    input: &'s mut F,
+    worker: &'s mut timely::worker::Worker,
+    observer: &'s mut dyn ReadObserver,
+}
+
 /// How often a reader lets the dataflow run: the batches other workers send it wait for that.
 const STEP_EVERY: Duration = Duration::from_millis(2);
 
-impl<F: RowFeed> RecordSink for DataflowSink<'_, F> {
+impl<F: RowFeed> RecordSink for Feeding<'_, '_, F> {
     fn row(&mut self, row: Row) -> Result<()> {
-        let Some(ordinal) = self.numbering.row(&row) else {
+        let read = &mut *self.read;
+        let Some(ordinal) = read.numbering.row(&row) else {
             return Ok(());
         };
         let keyed = KeyedRow {
-            unit: self.unit,
-            ordinal,
+            unit: read.unit,
+            ordinal: read.base + ordinal,
             row,
         };
         self.observer.row(&keyed)?;
         self.input.feed(keyed)?;
-        self.rows += 1;
+        read.rows += 1;
         // Let the dataflow drain now and then, so that what this reader sends and what others
         // send it is spilled as it comes, and until the feed may go on.
-        if self.rows.is_multiple_of(64) && self.stepped.elapsed() >= STEP_EVERY {
+        if read.rows.is_multiple_of(64) && read.stepped.elapsed() >= STEP_EVERY {
             self.worker.step();
-            self.stepped = Instant::now();
+            read.stepped = Instant::now();
         }
         while self.input.held_back() {
             self.worker.step_or_park(Some(Duration::from_millis(1)));
@@ -244,12 +375,12 @@ impl<F: RowFeed> RecordSink for DataflowSink<'_, F> {
     }
 
     fn reject(&mut self, rejected: RejectedRow) -> Result<()> {
-        let ordinal = self.numbering.reject();
-        self.observer.rejected(self.unit, ordinal, rejected)
+        let ordinal = self.read.base + self.read.numbering.reject();
+        self.observer.rejected(self.read.unit, ordinal, rejected)
     }
 
     fn accepted(&mut self) -> Result<()> {
-        self.numbering.accepted();
+        self.read.numbering.accepted();
         Ok(())
     }
 }
@@ -293,6 +424,7 @@ pub fn run_collect_sharing(
     let share = share.filter(|_| cluster.processes > 1);
     let local_workers = cluster.workers;
     let units = input_units(spec)?;
+    let shared = SharedUnits::list(&units, cluster)?;
     let (sender, receiver) = crossbeam_channel::bounded::<WorkerMessage>(16 * 1024);
     let started = Instant::now();
     let connecting = super::cluster::Connecting::start(cluster, "read phase");
@@ -326,7 +458,8 @@ pub fn run_collect_sharing(
                 })
                 .probe_with(&probe);
         });
-        if let Err(err) = read_units(&units, worker, input, &mut ChannelObserver(&messages)) {
+        let observer = &mut ChannelObserver(&messages);
+        if let Err(err) = read_units(&units, &shared, worker, input, observer) {
             let _ = messages.send(WorkerMessage::Failed(err));
         }
         while !probe.done() {
@@ -437,6 +570,63 @@ mod tests {
                 (5, 4, 1)
             );
             assert_eq!(run.rejected.len(), 1);
+        }
+    }
+
+    /// A Flickr30k Entities directory is read by every worker together: each image once,
+    /// its rows numbered from its position, so the rows and counts are those of one worker.
+    #[test]
+    fn workers_share_a_flickr_directory_image_by_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/data/flickr30k_entities");
+        let path = dir.path().join("spec.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "name = \"t\"\n[[inputs]]\nformat = \"flickr30k-entities\"\npaths = [{:?}]\n",
+                data.display().to_string()
+            ),
+        )
+        .unwrap();
+        let spec = DataflowSpec::from_file(&path).unwrap();
+        let read = |workers| {
+            let cluster = ClusterOptions {
+                workers,
+                ..ClusterOptions::default()
+            };
+            run_collect(&spec, &cluster).unwrap()
+        };
+        let one = read(1);
+        let images: Vec<String> = std::fs::read_dir(data.join("Sentences"))
+            .unwrap()
+            .map(|e| {
+                e.unwrap()
+                    .path()
+                    .file_stem()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(images.len(), 20);
+        // Image i's rows: ordinals i << 32 | 0, 1, 2, ... in the order of the sorted ids.
+        let mut sorted = images.clone();
+        sorted.sort();
+        let mut next = std::collections::HashMap::new();
+        for row in &one.rows {
+            let position = sorted
+                .iter()
+                .position(|id| id == row.row.image_id())
+                .unwrap();
+            let k = next.entry(position).or_insert(0u64);
+            assert_eq!(row.ordinal, (position as u64) << 32 | *k, "{row:?}");
+            *k += 1;
+        }
+        for workers in [2, 3] {
+            let shared = read(workers);
+            assert_eq!(shared.rows, one.rows, "{workers} workers");
+            assert_eq!(shared.counts, one.counts, "{workers} workers");
         }
     }
 

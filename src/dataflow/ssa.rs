@@ -68,7 +68,7 @@ pub fn build_models(
     let mut numbering = CaptionNumbering::default();
     for row in rows {
         if let Row::Caption(caption) = &row.row {
-            numbering.add(&mut stats, row.unit, &caption.text);
+            numbering.add(&mut stats, row.unit, row.ordinal, &caption.text);
         }
     }
     build_models_from_stats(config, stats, amr_to_text, realizer)

@@ -188,14 +188,14 @@ pub(crate) fn changes_from_batch(batch: &RecordBatch, what: &str) -> Result<Vec<
 
 /// Reads a changelog file back as (sample, diff) pairs in file order.
 pub fn read_changelog(path: &Path) -> Result<Vec<(SampleRow, i8)>> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+    let input = crate::ingest::ParquetInput::open(path)?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(input.clone())
         .and_then(|b| b.build())
-        .map_err(|e| Error::parquet_input(path, e))?;
+        .map_err(|e| input.parquet_error(e))?;
     let what = path.display().to_string();
     let mut out = Vec::new();
     for batch in reader {
-        let batch = batch.map_err(|e| Error::arrow_input(path, "Parquet", e))?;
+        let batch = batch.map_err(|e| input.arrow_error(e))?;
         out.extend(changes_from_batch(&batch, &what)?);
     }
     Ok(out)

@@ -113,11 +113,14 @@ impl DatasetLock {
             }
         }
         match DatasetLock::acquire_file(dir) {
-            Ok((path, file)) => Ok(DatasetLock {
-                path,
-                held,
-                _file: file,
-            }),
+            Ok((path, file)) => {
+                super::abort::hold_lock(&path);
+                Ok(DatasetLock {
+                    path,
+                    held,
+                    _file: file,
+                })
+            }
             Err(e) => {
                 release_in_process(&held);
                 Err(e)
@@ -199,6 +202,7 @@ impl Drop for DatasetLock {
     fn drop(&mut self) {
         // Removed while still locked; the lock goes with the file handle right after.
         let _ = fs::remove_file(&self.path);
+        super::abort::release_lock(&self.path);
         release_in_process(&self.held);
     }
 }

@@ -84,6 +84,11 @@ pub struct Manifest {
     /// Input records read, accepted and rejected over the whole run.
     pub counts: IngestCounts,
     pub stages: Vec<StageMetrics>,
+    /// What the method stages computed in this version and did not keep, by method and reason
+    /// (`{"ssa": {"quality score at or below the threshold": 13, ...}}`); absent when nothing
+    /// was dropped.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dropped: BTreeMap<String, BTreeMap<String, u64>>,
     /// Keyed by table name.
     pub tables: BTreeMap<String, TableSummary>,
     pub files: Vec<FileEntry>,

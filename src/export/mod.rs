@@ -19,6 +19,7 @@
 //! [`read_table`] and [`validate`]. [`DatasetSink`] adapts the writer to the readers'
 //! [`RecordSink`](crate::ingest::RecordSink).
 
+pub(crate) mod abort;
 mod card;
 pub(crate) mod changelog;
 pub(crate) mod fsutil;

@@ -1,7 +1,6 @@
 //! Reading a committed table back as RecordBatches, shard by shard.
 
 use std::collections::VecDeque;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use arrow::array::RecordBatch;
@@ -10,6 +9,7 @@ use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchR
 use super::manifest::read_manifest;
 use super::validate::safe_relative_path;
 use crate::error::{Error, Result};
+use crate::ingest::ParquetInput;
 use crate::schema::{schema_fingerprint, TableKind};
 
 /// Rows per batch handed out by [`TableReader`].
@@ -20,7 +20,7 @@ const READ_BATCH_ROWS: usize = 8192;
 pub struct TableReader {
     table: TableKind,
     files: VecDeque<PathBuf>,
-    current: Option<(PathBuf, ParquetRecordBatchReader)>,
+    current: Option<(ParquetInput, ParquetRecordBatchReader)>,
 }
 
 /// Reads every split of `table` in the dataset at `dir`, as listed by its manifest.
@@ -79,9 +79,9 @@ impl TableReader {
         let Some(path) = self.files.pop_front() else {
             return Ok(false);
         };
-        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-            .map_err(|e| Error::parquet_input(&path, e))?;
+        let input = ParquetInput::open(&path)?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(input.clone())
+            .map_err(|e| input.parquet_error(e))?;
         let expected = schema_fingerprint(&self.table.schema());
         let found = schema_fingerprint(builder.schema());
         if found != expected {
@@ -97,8 +97,8 @@ impl TableReader {
         let reader = builder
             .with_batch_size(READ_BATCH_ROWS)
             .build()
-            .map_err(|e| Error::parquet_input(&path, e))?;
-        self.current = Some((path, reader));
+            .map_err(|e| input.parquet_error(e))?;
+        self.current = Some((input, reader));
         Ok(true)
     }
 }
@@ -108,18 +108,18 @@ impl Iterator for TableReader {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some((path, reader)) = self.current.as_mut() {
+            if let Some((input, reader)) = self.current.as_mut() {
                 match reader.next() {
                     Some(Ok(batch)) => {
                         // Batches carry the code's schema (without the file's metadata) so
                         // that they concatenate with freshly built ones.
                         return Some(
                             RecordBatch::try_new(self.table.schema(), batch.columns().to_vec())
-                                .map_err(|e| Error::arrow_input(&*path, "Parquet", e)),
+                                .map_err(|e| input.arrow_error(e)),
                         );
                     }
                     Some(Err(e)) => {
-                        let error = Error::arrow_input(&*path, "Parquet", e);
+                        let error = input.arrow_error(e);
                         self.current = None;
                         self.files.clear();
                         return Some(Err(error));
@@ -145,13 +145,13 @@ pub fn read_file_rows<R: crate::schema::TableRow>(
     file: &super::FileEntry,
 ) -> Result<Vec<R>> {
     let path = dataset_file_path(dir, file)?;
-    let handle = File::open(&path).map_err(|e| Error::io(&path, e))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(handle)
+    let input = ParquetInput::open(&path)?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(input.clone())
         .and_then(|b| b.with_batch_size(READ_BATCH_ROWS).build())
-        .map_err(|e| Error::parquet_input(&path, e))?;
+        .map_err(|e| input.parquet_error(e))?;
     let mut rows = Vec::new();
     for batch in reader {
-        let batch = batch.map_err(|e| Error::arrow_input(&path, "Parquet", e))?;
+        let batch = batch.map_err(|e| input.arrow_error(e))?;
         rows.extend(crate::schema::batch_to_rows::<R>(&batch)?);
     }
     Ok(rows)

@@ -11,7 +11,7 @@ use super::fsutil::sha256_file;
 use super::manifest::{read_manifest, Manifest};
 use super::writer::is_shard_file_name;
 use super::{CARD_FILE, DATA_DIR, KV_SCHEMA_FINGERPRINT, KV_TABLE, REJECTED_FILE};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::schema::{schema_fingerprint, TableKind};
 
 /// One way a dataset differs from its manifest or from the code's schemas.
@@ -63,6 +63,11 @@ pub enum Problem {
     CountsMismatch {
         reason: String,
     },
+    /// `rejected.parquet` is missing or is not the manifest's ledger (a commit was interrupted
+    /// between the two): whoever reads it would read another version's rejections.
+    LedgerAlias {
+        reason: String,
+    },
 }
 
 impl fmt::Display for Problem {
@@ -110,6 +115,11 @@ impl fmt::Display for Problem {
                 write!(f, "table {table}: {reason}")
             }
             Problem::CountsMismatch { reason } => write!(f, "counts: {reason}"),
+            Problem::LedgerAlias { reason } => write!(
+                f,
+                "{REJECTED_FILE}: {reason} (an interrupted commit); rerun the command that wrote \
+                 the dataset, whose writer repairs it"
+            ),
         }
     }
 }
@@ -125,7 +135,7 @@ pub struct ValidationReport {
     /// Anything here makes the dataset invalid.
     pub problems: Vec<Problem>,
     /// Leftovers that do not make the dataset wrong: unreferenced shards of an interrupted
-    /// commit, a stale `rejected.parquet` or `README.md`. The next write clears them.
+    /// commit, a stale `README.md`. The next write clears them.
     pub warnings: Vec<String>,
 }
 
@@ -346,15 +356,16 @@ fn check_leftovers(dir: &Path, manifest: &Manifest, report: &mut ValidationRepor
     }
     if let Some(ledger) = manifest.table_files(TableKind::Rejected).next() {
         let alias = dir.join(REJECTED_FILE);
-        match sha256_file(&alias) {
-            Ok((sha, _)) if sha == ledger.sha256 => {}
-            Ok(_) => report.warnings.push(format!(
-                "{REJECTED_FILE} differs from the ledger {} (interrupted commit)",
-                ledger.path
-            )),
-            Err(_) => report
-                .warnings
-                .push(format!("{REJECTED_FILE} is missing (interrupted commit)")),
+        let reason = match sha256_file(&alias) {
+            Ok((sha, _)) if sha == ledger.sha256 => None,
+            Ok(_) => Some(format!("differs from the ledger {}", ledger.path)),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Some("is missing".to_string())
+            }
+            Err(e) => Some(format!("cannot be read ({e})")),
+        };
+        if let Some(reason) = reason {
+            report.problems.push(Problem::LedgerAlias { reason });
         }
     }
     match fs::read_to_string(dir.join(CARD_FILE)) {

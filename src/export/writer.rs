@@ -6,15 +6,19 @@
 //! 1. every shard is written and fsynced in `DIR/.capflow-tmp-<pid>-<random>/`;
 //! 2. shards move into `DIR/data/` under content-derived names, which no file of the current
 //!    version can have unless it holds the same bytes, so the current manifest stays valid;
-//! 3. the new manifest is written and fsynced in the staging directory, renamed over
+//! 3. `DIR/rejected.parquet`, a hard link to the new ledger shard, is renamed into place;
+//! 4. the new manifest is written and fsynced in the staging directory, renamed over
 //!    `DIR/manifest.json`, and `DIR` is fsynced;
-//! 4. the derived files follow: `DIR/rejected.parquet` (a hard link to the ledger shard) and
-//!    `DIR/README.md`;
-//! 5. shards no manifest names any more, and the staging directory, are removed.
+//! 5. the dataset card `DIR/README.md` follows;
+//! 6. shards no manifest names any more, and the staging directory, are removed.
 //!
-//! A crash before step 3 leaves the old dataset (or none) plus unreferenced files that the next
-//! writer removes; a crash after it leaves the new dataset with, at worst, a stale card or
-//! ledger alias that `validate` reports as warnings and the next writer replaces.
+//! A crash before step 4 leaves the old dataset (or none) plus unreferenced files; a crash
+//! after it leaves the new dataset with, at worst, a stale card that `validate` reports as a
+//! warning. A crash between steps 3 and 4 of a version whose ledger differs from the previous
+//! one's leaves the previous manifest beside the new ledger alias, which `validate` reports as a
+//! problem. The next writer, once it holds the lock, repairs both: it removes the staging
+//! directories and unreferenced shards of interrupted runs (a full disk frees up before the
+//! retry writes anything) and puts the manifest's ledger back under `rejected.parquet`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -107,6 +111,7 @@ pub struct DatasetWriter {
     split_tables: HashMap<String, TableKind>,
     rejected: Vec<RejectedRow>,
     stages: Vec<StageMetrics>,
+    dropped: BTreeMap<String, BTreeMap<String, u64>>,
     description: Option<String>,
     previous: Option<(Manifest, String)>,
     // Declared last: the lock is released after the staging directory is gone.
@@ -121,6 +126,7 @@ fn create_staging(dir: &Path, prefix: &str) -> Result<PathBuf> {
         fsutil::random_token()
     ));
     fs::create_dir(&staging).map_err(|e| Error::io(&staging, e))?;
+    super::abort::hold_staging(&staging);
     Ok(staging)
 }
 
@@ -158,7 +164,12 @@ impl DatasetWriter {
         check_is_dataset_dir(dir)?;
         fsutil::remove_stale_staging(dir)?;
         let previous = read_previous(dir)?;
+        super::abort::watch_dataset(dir, previous.as_ref().map_or(0, |(m, _)| m.version));
+        remove_unreferenced_shards(dir, previous.as_ref().map(|(m, _)| m), true)?;
         let staging = create_staging(dir, TMP_PREFIX)?;
+        if let Some((manifest, _)) = &previous {
+            repair_ledger_alias(dir, &staging, manifest)?;
+        }
         Ok(DatasetWriter::assemble(
             dir,
             staging,
@@ -201,6 +212,7 @@ impl DatasetWriter {
             split_tables,
             rejected: Vec::new(),
             stages: Vec::new(),
+            dropped: BTreeMap::new(),
             description: None,
             previous,
             lock,
@@ -218,6 +230,7 @@ impl DatasetWriter {
     pub fn part(dir: &Path, config_hash: &str, process: usize) -> Result<DatasetWriter> {
         fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let previous = read_previous(dir)?;
+        super::abort::watch_dataset(dir, previous.as_ref().map_or(0, |(m, _)| m.version));
         let staging = create_staging(dir, &format!("{}p{process}-", fsutil::PART_PREFIX))?;
         Ok(DatasetWriter::assemble(
             dir,
@@ -247,6 +260,7 @@ impl DatasetWriter {
         let mut files = self.publish_shards(&shards)?;
         files.append(&mut self.carried);
         fs::remove_dir_all(&self.staging).map_err(|e| Error::io(&self.staging, e))?;
+        super::abort::release_staging(&self.staging);
         Ok(files)
     }
 
@@ -543,6 +557,13 @@ impl DatasetWriter {
         self.stages.push(metrics);
     }
 
+    /// Records what method `method`'s stages dropped, by reason, for the manifest.
+    pub fn dropped(&mut self, method: &str, reasons: BTreeMap<String, u64>) {
+        if !reasons.is_empty() {
+            self.dropped.insert(method.to_string(), reasons);
+        }
+    }
+
     /// Publishes everything written as the dataset's next version and returns its manifest.
     ///
     /// `counts` are the run's input records; `read == accepted + rejected` must hold and
@@ -592,6 +613,7 @@ impl DatasetWriter {
             manifest.changelog = Some(publish_changelog(&self.dir, manifest.version, staged)?);
         }
         let manifest_text = manifest.to_json()?;
+        link_ledger_alias(&self.dir, &self.staging, &manifest)?;
         if self.retain_versions {
             let versions = self.dir.join(VERSIONS_DIR);
             fs::create_dir_all(&versions).map_err(|e| Error::io(&versions, e))?;
@@ -612,9 +634,10 @@ impl DatasetWriter {
             started.elapsed().as_millis()
         );
 
-        self.refresh_derived_files(&manifest)?;
-        remove_unreferenced_shards(&self.dir, &manifest, self.retain_versions)?;
+        self.refresh_card(&manifest)?;
+        remove_unreferenced_shards(&self.dir, Some(&manifest), self.retain_versions)?;
         fs::remove_dir_all(&self.staging).map_err(|e| Error::io(&self.staging, e))?;
+        super::abort::release_staging(&self.staging);
         Ok(manifest)
     }
 
@@ -679,6 +702,7 @@ impl DatasetWriter {
             config_hash: self.settings.config_hash.clone(),
             created_at: fsutil::utc_now_rfc3339(),
             counts,
+            dropped: self.dropped.clone(),
             stages: self.stages.clone(),
             tables,
             files,
@@ -687,21 +711,8 @@ impl DatasetWriter {
         }
     }
 
-    /// Replaces `rejected.parquet` and `README.md`, which are derived from the manifest.
-    fn refresh_derived_files(&self, manifest: &Manifest) -> Result<()> {
-        if let Some(ledger) = manifest.table_files(TableKind::Rejected).next() {
-            let source = self.dir.join(&ledger.path);
-            let staged = self.staging.join(REJECTED_FILE);
-            // A hard link costs no space and shares the ledger's bytes; file systems without
-            // hard links get a copy.
-            if fs::hard_link(&source, &staged).is_err() {
-                fs::copy(&source, &staged).map_err(|e| Error::io(&staged, e))?;
-                fs::File::open(&staged)
-                    .and_then(|f| f.sync_all())
-                    .map_err(|e| Error::io(&staged, e))?;
-            }
-            fsutil::rename(&staged, &self.dir.join(REJECTED_FILE))?;
-        }
+    /// Replaces `README.md`, which is derived from the manifest.
+    fn refresh_card(&self, manifest: &Manifest) -> Result<()> {
         let staged_card = self.staging.join(CARD_FILE);
         fsutil::write_synced(
             &staged_card,
@@ -712,6 +723,52 @@ impl DatasetWriter {
     }
 }
 
+/// Puts the ledger shard of `manifest` under `DIR/rejected.parquet`, through `staging`.
+fn link_ledger_alias(dir: &Path, staging: &Path, manifest: &Manifest) -> Result<()> {
+    let Some(ledger) = manifest.table_files(TableKind::Rejected).next() else {
+        return Ok(());
+    };
+    let source = dir.join(&ledger.path);
+    let staged = staging.join(REJECTED_FILE);
+    // A hard link costs no space and shares the ledger's bytes; file systems without hard
+    // links get a copy.
+    if fs::hard_link(&source, &staged).is_err() {
+        fs::copy(&source, &staged).map_err(|e| Error::io(&staged, e))?;
+        fs::File::open(&staged)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| Error::io(&staged, e))?;
+    }
+    fsutil::rename(&staged, &dir.join(REJECTED_FILE))?;
+    fsutil::sync_dir(dir)
+}
+
+/// Completes a commit interrupted after its manifest's rename, or repairs a damaged alias:
+/// when `DIR/rejected.parquet` is not the committed ledger (stale, missing), the ledger shard,
+/// once its bytes are checked against the manifest, is put back under that name.
+fn repair_ledger_alias(dir: &Path, staging: &Path, manifest: &Manifest) -> Result<()> {
+    let Some(ledger) = manifest.table_files(TableKind::Rejected).next() else {
+        return Ok(());
+    };
+    let current = |path: &Path| {
+        fsutil::sha256_file(path)
+            .is_ok_and(|(sha, len)| sha == ledger.sha256 && len == ledger.bytes)
+    };
+    let alias = dir.join(REJECTED_FILE);
+    if current(&alias) {
+        return Ok(());
+    }
+    // A damaged ledger shard is left for `validate` to report; it is never linked.
+    let source = super::validate::safe_relative_path(&ledger.path).map(|p| dir.join(p));
+    if !source.as_deref().is_some_and(current) {
+        return Ok(());
+    }
+    tracing::info!(
+        "{}: repairing {REJECTED_FILE}, left stale by an interrupted commit",
+        dir.display()
+    );
+    link_ledger_alias(dir, staging, manifest)
+}
+
 impl Drop for DatasetWriter {
     fn drop(&mut self) {
         // After a commit the staging directory is already gone; otherwise this run is
@@ -719,6 +776,7 @@ impl Drop for DatasetWriter {
         if self.staging.exists() {
             let _ = fs::remove_dir_all(&self.staging);
         }
+        super::abort::release_staging(&self.staging);
         self.lock.take();
     }
 }
@@ -880,20 +938,24 @@ fn read_previous(dir: &Path) -> Result<Option<(Manifest, String)>> {
     Ok(Some((manifest, sha)))
 }
 
-/// Removes shards in `data/` that the committed manifest does not name: the previous version's
-/// and those of runs that crashed between moving shards and committing.
+/// Removes shards in `data/` that the committed manifest (`None`: there is none yet) does not
+/// name: the previous version's and those of runs that crashed or failed (a full disk) between
+/// moving shards and committing.
 ///
-/// With `retain_versions`, shards named by any manifest under `versions/` stay too.
+/// With `retain_versions`, shards named by any earlier version's manifest under `versions/`
+/// stay too.
 fn remove_unreferenced_shards(
     dir: &Path,
-    manifest: &Manifest,
+    manifest: Option<&Manifest>,
     retain_versions: bool,
 ) -> Result<()> {
     let data = dir.join(DATA_DIR);
-    let mut referenced: std::collections::HashSet<String> =
-        manifest.files.iter().map(|f| f.path.clone()).collect();
+    let mut referenced: std::collections::HashSet<String> = manifest
+        .iter()
+        .flat_map(|m| m.files.iter().map(|f| f.path.clone()))
+        .collect();
     if retain_versions {
-        for version in 1..manifest.version {
+        for version in 1..manifest.map_or(1, |m| m.version) {
             let path = version_manifest_path(dir, version);
             match fs::read(&path) {
                 Ok(text) => {

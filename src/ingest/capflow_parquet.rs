@@ -11,7 +11,6 @@
 //! The `rejected` table is the ledger of an earlier run, not input data: a dataset directory's
 //! ledger is skipped, and naming a ledger file on its own is a usage error.
 
-use std::fs::File;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -19,7 +18,7 @@ use arrow::array::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::ledger::{Locator, Source};
-use super::{RecordSink, Row};
+use super::{ParquetInput, RecordSink, Row};
 use crate::error::{Error, Result};
 use crate::schema::{batch_to_rows, TableKind, TableRow};
 
@@ -128,7 +127,7 @@ fn dataset_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// The table a file holds, from its metadata or its schema.
-fn table_of(builder: &ParquetRecordBatchReaderBuilder<File>) -> Option<TableKind> {
+fn table_of(builder: &ParquetRecordBatchReaderBuilder<ParquetInput>) -> Option<TableKind> {
     let named = builder
         .metadata()
         .file_metadata()
@@ -152,12 +151,12 @@ fn table_of(builder: &ParquetRecordBatchReaderBuilder<File>) -> Option<TableKind
 
 /// Reads one Parquet file; returns its table (`Rejected` files are skipped).
 fn read_file(path: &Path, sink: &mut dyn RecordSink) -> Result<Option<TableKind>> {
-    let file = super::open_input(path)?;
+    let input = ParquetInput::open(path)?;
     // The Parquet decoder is third-party code fed untrusted bytes; a panic in it must not take
     // the run down, so it becomes an error naming the file.
     let decoded = catch_unwind(AssertUnwindSafe(|| -> Result<Option<TableKind>> {
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-            .map_err(|e| Error::parquet_input(path, e))?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(input.clone())
+            .map_err(|e| input.parquet_error(e))?;
         let Some(kind) = table_of(&builder) else {
             return Err(Error::invalid(
                 format!("capflow table {}", path.display()),
@@ -173,11 +172,11 @@ fn read_file(path: &Path, sink: &mut dyn RecordSink) -> Result<Option<TableKind>
         let reader = builder
             .with_batch_size(BATCH_ROWS)
             .build()
-            .map_err(|e| Error::parquet_input(path, e))?;
+            .map_err(|e| input.parquet_error(e))?;
         let source = Source::new(FORMAT, path);
         let mut first_row = 0usize;
         for batch in reader {
-            let batch = batch.map_err(|e| Error::arrow_input(path, "Parquet", e))?;
+            let batch = batch.map_err(|e| input.arrow_error(e))?;
             emit_batch(kind, &batch, first_row, &source, sink)?;
             first_row += batch.num_rows();
         }
@@ -263,6 +262,7 @@ mod tests {
     use crate::ingest::VecSink;
     use crate::schema::{rows_to_batch, CaptionRow};
     use parquet::arrow::ArrowWriter;
+    use std::fs::File;
 
     fn caption(i: i32) -> CaptionRow {
         CaptionRow {

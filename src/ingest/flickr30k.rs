@@ -508,6 +508,13 @@ pub struct ListedImage {
     pub annotation: Option<ListedFile>,
 }
 
+/// Where an image's files are in a [`Listing`] of a directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageSlot {
+    sentence: Option<usize>,
+    annotation: Option<usize>,
+}
+
 /// The images of a Flickr30k Entities dataset root, sentence directory or single file, in the
 /// order [`read`] reads them (by id), with the split lists' assignment of images to splits.
 ///
@@ -560,30 +567,47 @@ impl Listing {
 
     /// The images, by id: the sentence and annotation files with the same stem together.
     pub fn images(&self) -> impl Iterator<Item = ListedImage> + '_ {
+        let listed = self.slots().map(|slot| self.image(slot));
+        self.only.iter().cloned().chain(listed)
+    }
+
+    /// The images of a listed directory, by id, as the positions of their files in the sentence
+    /// and annotation listings ([`image`](Self::image) makes one): cheaper than
+    /// [`images`](Self::images) where most images are skipped. None for a single file.
+    pub fn slots(&self) -> impl Iterator<Item = ImageSlot> + '_ {
         let (mut s, mut a) = (0, 0);
         let (sentences, annotations) = (&self.sentences, &self.annotations);
-        let listed = std::iter::from_fn(move || {
+        std::iter::from_fn(move || {
             let order = match (s < sentences.len(), a < annotations.len()) {
                 (false, false) => return None,
                 (true, false) => std::cmp::Ordering::Less,
                 (false, true) => std::cmp::Ordering::Greater,
                 (true, true) => sentences.stem(s).cmp(&annotations.stem(a)),
             };
-            let sentence = order.is_le().then(|| ListedFile::of(sentences, s));
-            let annotation = order.is_ge().then(|| ListedFile::of(annotations, a));
-            let id = match order.is_le() {
-                true => sentences.stem(s).into_owned(),
-                false => annotations.stem(a).into_owned(),
+            let slot = ImageSlot {
+                sentence: order.is_le().then_some(s),
+                annotation: order.is_ge().then_some(a),
             };
-            s += usize::from(sentence.is_some());
-            a += usize::from(annotation.is_some());
-            Some(ListedImage {
-                id,
-                sentence,
-                annotation,
-            })
-        });
-        self.only.iter().cloned().chain(listed)
+            s += usize::from(slot.sentence.is_some());
+            a += usize::from(slot.annotation.is_some());
+            Some(slot)
+        })
+    }
+
+    /// The image at `slot` of [`slots`](Self::slots).
+    pub fn image(&self, slot: ImageSlot) -> ListedImage {
+        let id = match (slot.sentence, slot.annotation) {
+            (Some(s), _) => self.sentences.stem(s).into_owned(),
+            (None, Some(a)) => self.annotations.stem(a).into_owned(),
+            (None, None) => String::new(),
+        };
+        ListedImage {
+            id,
+            sentence: slot.sentence.map(|s| ListedFile::of(&self.sentences, s)),
+            annotation: slot
+                .annotation
+                .map(|a| ListedFile::of(&self.annotations, a)),
+        }
     }
 
     /// The split the lists give an image (`unknown` when none does).

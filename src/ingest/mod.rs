@@ -224,8 +224,11 @@ pub mod json_stream;
 pub mod ledger;
 pub mod lines;
 pub mod listing;
+mod parquet_input;
 pub mod penman;
 pub mod visual_genome;
+
+pub use parquet_input::ParquetInput;
 
 use std::path::Path;
 

@@ -1,42 +1,54 @@
-//! Grouped bar charts drawn into an RGB buffer and encoded as PNG.
+//! Grouped bar charts drawn as SVG with [`plotters`].
 //!
-//! One chart is a list of categories (the x axis) and one or more series of values, drawn side
-//! by side in each category. The y axis starts at 0 and ends at a round number at or above the
-//! largest value. Labels use the built-in 5×7 font ([`super::font`]) at twice its size.
+//! One chart is a list of categories and one or more series of values, drawn side by side in
+//! each category. Every category is labelled: under its bars (turned upright when the labels do
+//! not fit side by side) or, for a [`Orientation::Horizontal`] chart, to the left of them. The
+//! value axis starts at 0 and ends at a round number at or above the largest value. Text is
+//! SVG `<text>` in the browser's sans-serif font, so any Unicode shows and nothing is rasterised
+//! here.
 
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Serialize;
 
-use super::font::{glyph, text_width, ADVANCE, GLYPH_HEIGHT, GLYPH_WIDTH};
 use crate::error::{Error, Result};
 
-/// Width and height of every chart image in pixels.
+/// Width of every chart in pixels (the SVG's `viewBox`; the page scales it down to fit).
 pub const CHART_WIDTH: u32 = 960;
-pub const CHART_HEIGHT: u32 = 420;
+/// Height of a vertical chart; a horizontal one grows with its number of bars.
+pub const CHART_HEIGHT: u32 = 440;
 
-/// Text is drawn at this many image pixels per font pixel.
-const TEXT_SCALE: usize = 2;
-const PLOT_LEFT: usize = 100;
-const PLOT_RIGHT: usize = CHART_WIDTH as usize - 20;
-const PLOT_TOP: usize = 64;
-const PLOT_BOTTOM: usize = CHART_HEIGHT as usize - 64;
+/// Ticks on the value axis: it ends at `Y_TICKS` round steps.
 const Y_TICKS: usize = 5;
+const FONT: &str = "sans-serif";
+const TITLE_SIZE: f64 = 22.0;
+const LABEL_SIZE: f64 = 16.0;
+/// Rough width of a character of the label font, for sizing label areas (SVG text is laid out
+/// by the browser).
+const CHAR_WIDTH: f64 = 0.62 * LABEL_SIZE / 1.24;
+/// Height of one bar of a horizontal chart and the gap around a category's group.
+const BAR_THICKNESS: u32 = 12;
+const GROUP_GAP: u32 = 10;
 
-/// An RGB colour.
-pub type Rgb = [u8; 3];
-
-const WHITE: Rgb = [255, 255, 255];
-const INK: Rgb = [40, 40, 40];
-const GRID: Rgb = [225, 225, 225];
+const INK: RGBColor = RGBColor(40, 40, 40);
+const MARKER: RGBColor = RGBColor(200, 30, 30);
 
 /// Series colours in order: blue for the first (originals), orange for the second (augmented).
-pub const PALETTE: [Rgb; 6] = [
-    [31, 119, 180],
-    [255, 127, 14],
-    [44, 160, 44],
-    [214, 39, 40],
-    [148, 103, 189],
-    [140, 86, 75],
+pub const PALETTE: [(u8, u8, u8); 6] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
 ];
+
+fn colour(series: usize) -> RGBColor {
+    let (r, g, b) = PALETTE[series % PALETTE.len()];
+    RGBColor(r, g, b)
+}
 
 /// One series of a bar chart: one value per category.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -45,29 +57,71 @@ pub struct Series {
     pub values: Vec<f64>,
 }
 
-/// A grouped bar chart, written as `<id>.png`.
+/// Which way the bars grow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Orientation {
+    /// Categories along the x axis, bars growing up.
+    #[default]
+    Vertical,
+    /// Categories down the y axis, first on top, bars growing right: for many or long labels.
+    Horizontal,
+}
+
+/// A line across the bars at a place on the category axis, such as a threshold between bins.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Marker {
+    /// In category widths from the start of the axis: 0 is the first category's left edge,
+    /// 2.5 the middle of the third.
+    pub position: f64,
+    pub label: String,
+}
+
+/// A grouped bar chart, shown inline in the HTML as SVG.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BarChart {
-    /// File stem of the image: ASCII letters, digits, `-` and `_`.
+    /// Element id in the HTML: ASCII letters, digits, `-` and `_`.
     pub id: String,
     pub title: String,
+    /// Names the categories.
     pub x_label: String,
+    /// Names the values.
     pub y_label: String,
     pub categories: Vec<String>,
     pub series: Vec<Series>,
-}
-
-/// A pixel rectangle `[x0, x1) × [y0, y1)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rect {
-    pub x0: usize,
-    pub y0: usize,
-    pub x1: usize,
-    pub y1: usize,
+    pub orientation: Orientation,
+    pub markers: Vec<Marker>,
 }
 
 impl BarChart {
-    /// Checks what would make the chart undrawable or its file name unsafe.
+    /// A vertical chart without markers.
+    pub fn new(
+        id: impl Into<String>,
+        title: impl Into<String>,
+        x_label: impl Into<String>,
+        y_label: impl Into<String>,
+        categories: Vec<String>,
+        series: Vec<Series>,
+    ) -> BarChart {
+        BarChart {
+            id: id.into(),
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            categories,
+            series,
+            orientation: Orientation::Vertical,
+            markers: Vec::new(),
+        }
+    }
+
+    /// The same chart with the categories down the side.
+    pub fn horizontal(mut self) -> BarChart {
+        self.orientation = Orientation::Horizontal;
+        self
+    }
+
+    /// Checks what would make the chart undrawable or its id unsafe.
     pub fn validate(&self) -> Result<()> {
         let what = || format!("chart {:?}", self.id);
         if self.id.is_empty()
@@ -78,7 +132,7 @@ impl BarChart {
         {
             return Err(Error::invalid(
                 what(),
-                "a chart id is a file stem of ASCII letters, digits, `-` and `_`",
+                "a chart id is made of ASCII letters, digits, `-` and `_`",
             ));
         }
         if let Some(series) = self
@@ -109,11 +163,24 @@ impl BarChart {
                 ),
             ));
         }
+        if let Some(marker) = self.markers.iter().find(|m| {
+            !m.position.is_finite() || m.position < 0.0 || m.position > self.categories.len() as f64
+        }) {
+            return Err(Error::invalid(
+                what(),
+                format!(
+                    "marker {:?} at {} is off the {} categories",
+                    marker.label,
+                    marker.position,
+                    self.categories.len()
+                ),
+            ));
+        }
         Ok(())
     }
 
-    /// The top of the y axis: the smallest multiple of a round tick step (1, 2 or 5 × 10^k)
-    /// that reaches the largest value in [`Y_TICKS`] steps; 1 for an empty or all-zero chart.
+    /// The end of the value axis: the smallest multiple of a round tick step (1, 2 or 5 ×
+    /// 10^k) that reaches the largest value in 5 steps; 1 for an empty or all-zero chart.
     pub fn y_max(&self) -> f64 {
         let largest = self
             .series
@@ -123,152 +190,214 @@ impl BarChart {
         y_step(largest) * Y_TICKS as f64
     }
 
-    /// The plot area: the rectangle bars grow in, from its bottom edge.
-    pub fn plot_area(&self) -> Rect {
-        Rect {
-            x0: PLOT_LEFT,
-            y0: PLOT_TOP,
-            x1: PLOT_RIGHT,
-            y1: PLOT_BOTTOM,
-        }
-    }
-
-    /// Where the bar of `series` in `category` is drawn; zero-height for a zero value.
-    pub fn bar(&self, category: usize, series: usize) -> Rect {
-        let plot = self.plot_area();
-        let slot = (plot.x1 - plot.x0) as f64 / self.categories.len().max(1) as f64;
-        let group = slot * 0.8;
-        let width = group / self.series.len().max(1) as f64;
-        let left = plot.x0 as f64 + slot * category as f64 + (slot - group) / 2.0;
-        let x0 = (left + width * series as f64).round() as usize;
-        let x1 = ((left + width * (series + 1) as f64).round() as usize).max(x0 + 1);
-        let value = self.series[series].values[category];
-        let height = (value / self.y_max() * (plot.y1 - plot.y0) as f64).round() as usize;
-        Rect {
-            x0,
-            y0: plot.y1 - height.min(plot.y1 - plot.y0),
-            x1,
-            y1: plot.y1,
-        }
-    }
-
-    /// The chart as RGB pixels, row by row.
-    pub fn render(&self) -> Result<Canvas> {
-        self.validate()?;
-        let mut canvas = Canvas::new(CHART_WIDTH as usize, CHART_HEIGHT as usize);
-        let plot = self.plot_area();
-        canvas.text(PLOT_LEFT, 12, &self.title, INK);
-        self.draw_legend(&mut canvas);
-        // Grid lines and y tick labels.
+    /// The value axis' tick labels, from 0 to [`BarChart::y_max`].
+    pub fn y_ticks(&self) -> Vec<String> {
         let step = self.y_max() / Y_TICKS as f64;
-        for tick in 0..=Y_TICKS {
-            let y = plot.y1 - (tick * (plot.y1 - plot.y0)) / Y_TICKS;
-            canvas.fill(
-                Rect {
-                    x0: plot.x0,
-                    y0: y,
-                    x1: plot.x1,
-                    y1: y + 1,
-                },
-                GRID,
-            );
-            let label = tick_label(step * tick as f64, step);
-            let width = text_width(&label) * TEXT_SCALE;
-            let x = plot.x0.saturating_sub(width + 8);
-            canvas.text(
-                x,
-                y.saturating_sub(GLYPH_HEIGHT * TEXT_SCALE / 2),
-                &label,
-                INK,
-            );
-        }
-        canvas.text(8, PLOT_TOP - 26, &self.y_label, INK);
-        for (s, _) in self.series.iter().enumerate() {
-            for c in 0..self.categories.len() {
-                canvas.fill(self.bar(c, s), PALETTE[s % PALETTE.len()]);
+        (0..=Y_TICKS)
+            .map(|i| tick_label(step * i as f64, step))
+            .collect()
+    }
+
+    /// Width and height of the drawing in pixels.
+    pub fn size(&self) -> (u32, u32) {
+        match self.orientation {
+            Orientation::Vertical => (CHART_WIDTH, CHART_HEIGHT),
+            Orientation::Horizontal => {
+                let group = BAR_THICKNESS * self.series.len().max(1) as u32 + GROUP_GAP;
+                let legend = if self.series.len() > 1 { 30 } else { 0 };
+                let height = 120 + legend + group * self.categories.len().max(1) as u32;
+                (CHART_WIDTH, height.max(200))
             }
         }
-        // Axes over the bars' feet.
-        canvas.fill(
-            Rect {
-                x0: plot.x0,
-                y0: plot.y1,
-                x1: plot.x1,
-                y1: plot.y1 + 2,
-            },
-            INK,
-        );
-        canvas.fill(
-            Rect {
-                x0: plot.x0 - 2,
-                y0: plot.y0,
-                x1: plot.x0,
-                y1: plot.y1 + 2,
-            },
-            INK,
-        );
-        self.draw_category_labels(&mut canvas);
-        let x_label_width = text_width(&self.x_label) * TEXT_SCALE;
-        let x = plot.x0 + ((plot.x1 - plot.x0).saturating_sub(x_label_width)) / 2;
-        canvas.text(x, plot.y1 + 36, &self.x_label, INK);
-        Ok(canvas)
     }
 
-    /// Category labels centred under their slots; when they do not fit side by side, only
-    /// every k-th is drawn, counted back from the last (whose label is often the open-ended
-    /// one, such as `40+`).
-    fn draw_category_labels(&self, canvas: &mut Canvas) {
-        let plot = self.plot_area();
-        let n = self.categories.len().max(1);
-        let slot = (plot.x1 - plot.x0) as f64 / n as f64;
+    /// The chart as an SVG document (`<svg ...>...</svg>`, no XML declaration, so that it
+    /// can stand in an HTML page as it is).
+    pub fn to_svg(&self) -> Result<String> {
+        self.validate()?;
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, self.size()).into_drawing_area();
+            self.draw(&root)
+                .map_err(|e| Error::invalid(format!("chart {:?}", self.id), e.to_string()))?;
+            root.present()
+                .map_err(|e| Error::invalid(format!("chart {:?}", self.id), e.to_string()))?;
+        }
+        Ok(svg)
+    }
+
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+    ) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        root.fill(&WHITE)?;
+        let label = (FONT, LABEL_SIZE).into_font().color(&INK);
+        let title = (FONT, TITLE_SIZE).into_font().color(&INK);
+        root.draw(&Text::new(
+            self.title.clone(),
+            (20, 12),
+            title.pos(Pos::new(HPos::Left, VPos::Top)),
+        ))?;
+        let legend_height = self.draw_legend(root, &label)?;
+        let n = self.categories.len().max(1) as f64;
+        let y_max = self.y_max();
+        let step = y_max / Y_TICKS as f64;
         let widest = self
             .categories
             .iter()
-            .map(|c| text_width(c) * TEXT_SCALE)
-            .max()
-            .unwrap_or(0) as f64
-            + 8.0;
-        let stride = ((widest / slot).ceil() as usize).max(1);
-        for (c, label) in self.categories.iter().enumerate() {
-            if !(n - 1 - c).is_multiple_of(stride) {
-                continue;
+            .map(|c| text_width(c))
+            .fold(0.0, f64::max);
+        let formatter = |v: &f64| tick_label(*v, step);
+        let top = 48 + legend_height;
+        match self.orientation {
+            Orientation::Vertical => {
+                let slot = (CHART_WIDTH as f64 - 120.0) / n;
+                let upright = widest + 6.0 > slot;
+                let label_area = if upright { widest + 16.0 } else { 24.0 };
+                let mut chart = ChartBuilder::on(root)
+                    .margin_top(top)
+                    .margin_right(24)
+                    .margin_left(8)
+                    .margin_bottom(8)
+                    .x_label_area_size(label_area as u32 + 28)
+                    .y_label_area_size(80)
+                    .build_cartesian_2d(0f64..n, 0f64..y_max)?;
+                chart
+                    .configure_mesh()
+                    .disable_x_mesh()
+                    .max_light_lines(0)
+                    .x_labels(0)
+                    .y_labels(Y_TICKS + 1)
+                    .y_label_formatter(&formatter)
+                    .label_style(label.clone())
+                    .axis_desc_style(label.clone())
+                    .x_desc(self.x_label.as_str())
+                    .y_desc(self.y_label.as_str())
+                    .draw()?;
+                self.draw_bars(&mut chart, false)?;
+                for (i, name) in self.categories.iter().enumerate() {
+                    let (x, y) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+                    let style = if upright {
+                        label
+                            .clone()
+                            .transform(FontTransform::Rotate270)
+                            .pos(Pos::new(HPos::Right, VPos::Center))
+                    } else {
+                        label.clone().pos(Pos::new(HPos::Center, VPos::Top))
+                    };
+                    root.draw(&Text::new(name.clone(), (x, y + 6), style))?;
+                }
+                for (i, marker) in self.markers.iter().enumerate() {
+                    let (x, y0) = chart.backend_coord(&(marker.position, y_max));
+                    let (_, y1) = chart.backend_coord(&(marker.position, 0.0));
+                    root.draw(&PathElement::new(
+                        vec![(x, y0 - 4), (x, y1)],
+                        MARKER.stroke_width(2),
+                    ))?;
+                    let right = marker.position > n * 0.85;
+                    let anchor = if right { HPos::Right } else { HPos::Left };
+                    let dx = if right { -6 } else { 6 };
+                    // Labels of several markers step down so that near ones do not overlap.
+                    root.draw(&Text::new(
+                        marker.label.clone(),
+                        (x + dx, y0 + 20 * i as i32),
+                        label
+                            .clone()
+                            .color(&MARKER)
+                            .pos(Pos::new(anchor, VPos::Top)),
+                    ))?;
+                }
             }
-            let centre = plot.x0 as f64 + slot * (c as f64 + 0.5);
-            let width = (text_width(label) * TEXT_SCALE) as f64;
-            let x = (centre - width / 2.0).max(0.0).round() as usize;
-            canvas.text(x, plot.y1 + 10, label, INK);
+            Orientation::Horizontal => {
+                let mut chart = ChartBuilder::on(root)
+                    .margin_top(top)
+                    .margin_right(24)
+                    .margin_left(8)
+                    .margin_bottom(8)
+                    .x_label_area_size(56)
+                    .y_label_area_size(widest as u32 + 20)
+                    .build_cartesian_2d(0f64..y_max, 0f64..n)?;
+                chart
+                    .configure_mesh()
+                    .disable_y_mesh()
+                    .max_light_lines(0)
+                    .y_labels(0)
+                    .x_labels(Y_TICKS + 1)
+                    .x_label_formatter(&formatter)
+                    .label_style(label.clone())
+                    .axis_desc_style(label.clone())
+                    .x_desc(self.y_label.as_str())
+                    .draw()?;
+                self.draw_bars(&mut chart, true)?;
+                for (i, name) in self.categories.iter().enumerate() {
+                    let (x, y) = chart.backend_coord(&(0.0, n - i as f64 - 0.5));
+                    root.draw(&Text::new(
+                        name.clone(),
+                        (x - 8, y),
+                        label.clone().pos(Pos::new(HPos::Right, VPos::Center)),
+                    ))?;
+                }
+            }
         }
+        Ok(())
     }
 
-    fn draw_legend(&self, canvas: &mut Canvas) {
-        let swatch = GLYPH_HEIGHT * TEXT_SCALE;
-        let widths: usize = self
-            .series
-            .iter()
-            .map(|s| swatch + 6 + text_width(&s.name) * TEXT_SCALE + 20)
-            .sum();
-        let mut x = PLOT_RIGHT.saturating_sub(widths);
-        let y = 38;
-        for (i, series) in self.series.iter().enumerate() {
-            canvas.fill(
-                Rect {
-                    x0: x,
-                    y0: y,
-                    x1: x + swatch,
-                    y1: y + swatch,
-                },
-                PALETTE[i % PALETTE.len()],
-            );
-            x += swatch + 6;
-            canvas.text(x, y, &series.name, INK);
-            x += text_width(&series.name) * TEXT_SCALE + 20;
+    /// Bars of every series; `horizontal` swaps the axes, category `i` counted from the top.
+    fn draw_bars<DB: DrawingBackend>(
+        &self,
+        chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+        horizontal: bool,
+    ) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        let n = self.categories.len() as f64;
+        let group = 0.8;
+        let width = group / self.series.len().max(1) as f64;
+        for (s, series) in self.series.iter().enumerate() {
+            let fill = colour(s).filled();
+            chart.draw_series(series.values.iter().enumerate().map(|(c, &value)| {
+                let start = c as f64 + (1.0 - group) / 2.0 + width * s as f64;
+                let corners = if horizontal {
+                    [(0.0, n - start - width), (value, n - start)]
+                } else {
+                    [(start, 0.0), (start + width, value)]
+                };
+                Rectangle::new(corners, fill)
+            }))?;
         }
+        Ok(())
     }
 
-    /// The chart as PNG bytes.
-    pub fn to_png(&self) -> Result<Vec<u8>> {
-        self.render()?.to_png()
+    /// A swatch and name per series under the title when there are several; returns the
+    /// height it took.
+    fn draw_legend<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        label: &TextStyle<'_>,
+    ) -> std::result::Result<u32, DrawingAreaErrorKind<DB::ErrorType>> {
+        if self.series.len() < 2 {
+            return Ok(0);
+        }
+        let y = 48;
+        let mut x = 100.0;
+        for (s, series) in self.series.iter().enumerate() {
+            let x0 = x as i32;
+            root.draw(&Rectangle::new(
+                [(x0, y), (x0 + 14, y + 14)],
+                colour(s).filled(),
+            ))?;
+            root.draw(&Text::new(
+                series.name.clone(),
+                (x0 + 20, y + 7),
+                label.clone().pos(Pos::new(HPos::Left, VPos::Center)),
+            ))?;
+            x += 20.0 + text_width(&series.name) + 28.0;
+        }
+        Ok(30)
     }
+}
+
+/// Estimated width of `text` in the label font, in pixels.
+fn text_width(text: &str) -> f64 {
+    text.chars().count() as f64 * CHAR_WIDTH
 }
 
 /// The round tick step (1, 2 or 5 × 10^k) that reaches `largest` in [`Y_TICKS`] steps.
@@ -309,107 +438,19 @@ fn trim(value: f64) -> String {
     text.strip_suffix(".0").unwrap_or(&text).to_string()
 }
 
-/// An RGB image being drawn.
-#[derive(Clone, Debug)]
-pub struct Canvas {
-    width: usize,
-    height: usize,
-    pixels: Vec<u8>,
-}
-
-impl Canvas {
-    pub fn new(width: usize, height: usize) -> Canvas {
-        let mut pixels = Vec::with_capacity(width * height * 3);
-        for _ in 0..width * height {
-            pixels.extend_from_slice(&WHITE);
-        }
-        Canvas {
-            width,
-            height,
-            pixels,
-        }
-    }
-
-    pub fn width(&self) -> usize {
-        self.width
-    }
-
-    pub fn height(&self) -> usize {
-        self.height
-    }
-
-    /// The colour at (x, y); `None` outside the image.
-    pub fn pixel(&self, x: usize, y: usize) -> Option<Rgb> {
-        if x >= self.width || y >= self.height {
-            return None;
-        }
-        let at = (y * self.width + x) * 3;
-        Some([self.pixels[at], self.pixels[at + 1], self.pixels[at + 2]])
-    }
-
-    /// Fills `rect`, clipped to the image.
-    pub fn fill(&mut self, rect: Rect, colour: Rgb) {
-        for y in rect.y0..rect.y1.min(self.height) {
-            for x in rect.x0..rect.x1.min(self.width) {
-                let at = (y * self.width + x) * 3;
-                self.pixels[at..at + 3].copy_from_slice(&colour);
-            }
-        }
-    }
-
-    /// Draws `text` with its top-left corner at (x, y), clipped to the image.
-    pub fn text(&mut self, x: usize, y: usize, text: &str, colour: Rgb) {
-        for (i, c) in text.chars().enumerate() {
-            let origin = x + i * ADVANCE * TEXT_SCALE;
-            for (row, bits) in glyph(c).iter().enumerate() {
-                for column in 0..GLYPH_WIDTH {
-                    if bits & (1 << (GLYPH_WIDTH - 1 - column)) != 0 {
-                        let px = origin + column * TEXT_SCALE;
-                        let py = y + row * TEXT_SCALE;
-                        self.fill(
-                            Rect {
-                                x0: px,
-                                y0: py,
-                                x1: px + TEXT_SCALE,
-                                y1: py + TEXT_SCALE,
-                            },
-                            colour,
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    /// The image as an 8-bit RGB PNG.
-    pub fn to_png(&self) -> Result<Vec<u8>> {
-        let png_error = |e: png::EncodingError| Error::invalid("PNG chart", e.to_string());
-        let mut bytes = Vec::new();
-        {
-            let mut encoder = png::Encoder::new(&mut bytes, self.width as u32, self.height as u32);
-            encoder.set_color(png::ColorType::Rgb);
-            encoder.set_depth(png::BitDepth::Eight);
-            let mut writer = encoder.write_header().map_err(png_error)?;
-            writer.write_image_data(&self.pixels).map_err(png_error)?;
-            writer.finish().map_err(png_error)?;
-        }
-        Ok(bytes)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn chart(values: Vec<Vec<f64>>) -> BarChart {
         let categories = (0..values[0].len()).map(|i| format!("c{i}")).collect();
-        BarChart {
-            id: "test".into(),
-            title: "test".into(),
-            x_label: "x".into(),
-            y_label: "y".into(),
+        BarChart::new(
+            "test",
+            "test",
+            "x",
+            "y",
             categories,
-            series: values
+            values
                 .into_iter()
                 .enumerate()
                 .map(|(i, values)| Series {
@@ -417,7 +458,7 @@ mod tests {
                     values,
                 })
                 .collect(),
-        }
+        )
     }
 
     #[test]
@@ -428,6 +469,10 @@ mod tests {
         assert_eq!(chart(vec![vec![0.3]]).y_max(), 0.5);
         assert_eq!(chart(vec![vec![1234.0]]).y_max(), 2500.0);
         assert_eq!(chart(vec![vec![0.0]]).y_max(), 1.0);
+        assert_eq!(
+            chart(vec![vec![37.0]]).y_ticks(),
+            ["0", "10", "20", "30", "40", "50"]
+        );
         assert_eq!(tick_label(0.3, 0.1), "0.3");
         assert_eq!(tick_label(40.0, 10.0), "40");
         assert_eq!(tick_label(1500.0, 500.0), "1500");
@@ -435,57 +480,99 @@ mod tests {
         assert_eq!(tick_label(2_000_000.0, 1_000_000.0), "2M");
     }
 
-    #[test]
-    fn bars_are_drawn_in_proportion_to_their_values() {
-        // Measure bar heights on the rendered pixels: values 40 and 10 on an axis to 50.
-        let chart = chart(vec![vec![40.0, 10.0], vec![0.0, 25.0]]);
-        let canvas = chart.render().unwrap();
-        let plot = chart.plot_area();
-        let height = |x: usize, colour: Rgb| {
-            (plot.y0..plot.y1)
-                .filter(|&y| canvas.pixel(x, y) == Some(colour))
-                .count() as f64
-        };
-        let full = (plot.y1 - plot.y0) as f64;
-        let centre = |r: Rect| (r.x0 + r.x1) / 2;
-        let blue = PALETTE[0];
-        let orange = PALETTE[1];
-        assert!((height(centre(chart.bar(0, 0)), blue) - full * 0.8).abs() <= 1.0);
-        assert!((height(centre(chart.bar(1, 0)), blue) - full * 0.2).abs() <= 1.0);
-        assert!((height(centre(chart.bar(1, 1)), orange) - full * 0.5).abs() <= 1.0);
-        assert_eq!(height(centre(chart.bar(0, 1)), orange), 0.0);
-        // Bars of one category sit side by side, series in order.
-        assert!(chart.bar(0, 0).x1 <= chart.bar(0, 1).x0);
-        assert!(chart.bar(0, 1).x1 <= chart.bar(1, 0).x0);
+    /// The `<text>` elements of an SVG, their content unescaped.
+    fn texts(svg: &str) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|t| {
+                let body = &t[t.find('>')? + 1..t.find("</text>")?];
+                Some(
+                    body.trim()
+                        .replace("&lt;", "<")
+                        .replace("&gt;", ">")
+                        .replace("&quot;", "\"")
+                        .replace("&#39;", "'")
+                        .replace("&apos;", "'")
+                        .replace("&amp;", "&"),
+                )
+            })
+            .collect()
     }
 
     #[test]
-    fn png_round_trips() {
-        let chart = chart(vec![vec![3.0, 1.0, 2.0]]);
-        let bytes = chart.to_png().unwrap();
-        let decoder = png::Decoder::new(std::io::Cursor::new(bytes));
-        let mut reader = decoder.read_info().unwrap();
-        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-        let info = reader.next_frame(&mut buf).unwrap();
-        assert_eq!((info.width, info.height), (CHART_WIDTH, CHART_HEIGHT));
-        assert_eq!(info.color_type, png::ColorType::Rgb);
-        let canvas = chart.render().unwrap();
-        let bar = chart.bar(0, 0);
-        let (x, y) = ((bar.x0 + bar.x1) / 2, bar.y1 - 1);
-        let at = (y * CHART_WIDTH as usize + x) * 3;
-        assert_eq!(buf[at..at + 3], canvas.pixel(x, y).unwrap());
-        assert_eq!(canvas.pixel(x, y), Some(PALETTE[0]));
+    fn every_label_is_svg_text() {
+        let mut chart = chart(vec![vec![40.0, 10.0, 3.0], vec![0.0, 25.0, 1.0]]);
+        chart.title = "Längen & <Wörter> 字".into();
+        chart.categories = vec!["é".into(), "a long category name".into(), "c".into()];
+        chart.markers.push(Marker {
+            position: 1.5,
+            label: "threshold 0.7".into(),
+        });
+        let svg = chart.to_svg().unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..40]);
+        let texts = texts(&svg);
+        for expected in [
+            "Längen & <Wörter> 字",
+            "é",
+            "a long category name",
+            "c",
+            "s0",
+            "s1",
+            "x",
+            "y",
+            "threshold 0.7",
+            "0",
+            "50",
+        ] {
+            assert!(texts.iter().any(|t| t == expected), "{expected}: {texts:?}");
+        }
+        // The axis does not run past its round end.
+        assert!(!texts.iter().any(|t| t == "60"), "{texts:?}");
+        let horizontal = chart.clone().horizontal();
+        let mut horizontal = horizontal;
+        horizontal.markers.clear();
+        let texts_h = super::tests::texts(&horizontal.to_svg().unwrap());
+        for expected in ["é", "a long category name", "c", "50"] {
+            assert!(texts_h.iter().any(|t| t == expected), "{expected}");
+        }
+    }
+
+    #[test]
+    fn bars_are_drawn_in_proportion_to_their_values() {
+        // Values 40 and 10 on an axis to 50: the first bar is four times the second.
+        let chart = chart(vec![vec![40.0, 10.0]]);
+        let svg = chart.to_svg().unwrap();
+        let blue = "fill=\"#1F77B4\"";
+        let heights: Vec<f64> = svg
+            .split("<rect")
+            .filter(|r| r.contains(blue))
+            .filter_map(|r| {
+                let attr = |name: &str| -> Option<f64> {
+                    let at = r.find(&format!(" {name}=\""))? + name.len() + 3;
+                    r[at..].split('"').next()?.parse().ok()
+                };
+                attr("height")
+            })
+            .collect();
+        assert_eq!(heights.len(), 2, "{svg}");
+        assert!((heights[0] / heights[1] - 4.0).abs() < 0.1, "{heights:?}");
     }
 
     #[test]
     fn undrawable_charts_are_errors() {
         let mut bad = chart(vec![vec![1.0, 2.0]]);
         bad.series[0].values.pop();
-        assert!(bad.render().is_err());
+        assert!(bad.to_svg().is_err());
         let mut bad = chart(vec![vec![1.0]]);
         bad.id = "../x".into();
-        assert!(bad.to_png().is_err());
+        assert!(bad.to_svg().is_err());
         let bad = chart(vec![vec![f64::NAN]]);
-        assert!(bad.render().is_err());
+        assert!(bad.to_svg().is_err());
+        let mut bad = chart(vec![vec![1.0]]);
+        bad.markers.push(Marker {
+            position: 2.0,
+            label: "off".into(),
+        });
+        assert!(bad.to_svg().is_err());
     }
 }

@@ -93,20 +93,16 @@ impl ReportSection for ClidLengthSection {
         }
     }
 
-    fn render(&self, context: &ReportContext<'_>) -> Result<Section> {
+    fn render(&self, context: &ReportContext<'_>) -> Result<Option<Section>> {
+        if self.clid.total == 0 {
+            return Ok(None);
+        }
         let mut section = Section {
             id: "clid".into(),
             title: "CLID caption lengths".into(),
             summary: Vec::new(),
             blocks: Vec::new(),
         };
-        if self.clid.total == 0 {
-            section.summary.push("no CLID samples".into());
-            section.blocks.push(Block::Text {
-                text: "The dataset has no CLID samples.".into(),
-            });
-            return Ok(section);
-        }
         let mut trusted = LengthProfile::new();
         if context.manifest.table_rows(TableKind::Captions) > 0 {
             for batch in read_table(context.dir, TableKind::Captions)? {
@@ -140,20 +136,26 @@ impl ReportSection for ClidLengthSection {
             ],
             rows: profiles.iter().map(|(n, p)| row(n, p)).collect(),
         }));
-        section.blocks.push(Block::Chart(BarChart {
-            id: "clid_length".into(),
-            title: "Caption length, share of each set".into(),
-            x_label: "words".into(),
-            y_label: "% of captions".into(),
-            categories: clid_bin_names(),
-            series: profiles
+        // Up to the longest caption's level.
+        let shown = profiles
+            .iter()
+            .filter_map(|(_, p)| p.counts.iter().rposition(|&n| n > 0))
+            .max()
+            .map_or(0, |last| last + 1);
+        section.blocks.push(Block::Chart(BarChart::new(
+            "clid_length",
+            "Caption length, share of each set",
+            "words",
+            "% of captions",
+            clid_bin_names()[..shown].to_vec(),
+            profiles
                 .iter()
                 .map(|(name, p)| Series {
                     name: name.to_string(),
-                    values: p.shares(),
+                    values: p.shares()[..shown].to_vec(),
                 })
                 .collect(),
-        }));
+        )));
         section.summary = profiles
             .iter()
             .map(|(name, p)| {
@@ -165,7 +167,7 @@ impl ReportSection for ClidLengthSection {
                 )
             })
             .collect();
-        Ok(section)
+        Ok(Some(section))
     }
 }
 
@@ -187,7 +189,7 @@ fn spread(stats: &[GbcStatistics], f: Measure) -> (f64, u64, u64) {
 }
 
 impl ReportSection for GbcGraphsSection {
-    fn render(&self, context: &ReportContext<'_>) -> Result<Section> {
+    fn render(&self, context: &ReportContext<'_>) -> Result<Option<Section>> {
         let mut section = Section {
             id: "gbc".into(),
             title: "GBC graphs".into(),
@@ -203,11 +205,7 @@ impl ReportSection for GbcGraphsSection {
             }
         }
         if stats.is_empty() {
-            section.summary.push("no GBC graphs".into());
-            section.blocks.push(Block::Text {
-                text: "The dataset has no GBC graphs.".into(),
-            });
-            return Ok(section);
+            return Ok(None);
         }
         let measures: [(&str, Measure); 5] = [
             ("vertices", |s| s.vertices),
@@ -239,17 +237,17 @@ impl ReportSection for GbcGraphsSection {
                 })
                 .collect(),
         }));
-        section.blocks.push(Block::Chart(BarChart {
-            id: "gbc_graphs".into(),
-            title: "GBC graphs: mean per graph".into(),
-            x_label: "statistic".into(),
-            y_label: "mean per graph".into(),
-            categories: spreads.iter().map(|(n, _)| n.to_string()).collect(),
-            series: vec![Series {
+        section.blocks.push(Block::Chart(BarChart::new(
+            "gbc_graphs",
+            "GBC graphs: mean per graph",
+            "statistic",
+            "mean per graph",
+            spreads.iter().map(|(n, _)| n.to_string()).collect(),
+            vec![Series {
                 name: "mean".into(),
                 values: spreads.iter().map(|(_, (mean, _, _))| *mean).collect(),
             }],
-        }));
+        )));
         let means: Vec<String> = spreads
             .iter()
             .map(|(name, (mean, _, _))| format!("{name} {mean:.2}"))
@@ -259,7 +257,7 @@ impl ReportSection for GbcGraphsSection {
             stats.len(),
             means.join(", ")
         ));
-        Ok(section)
+        Ok(Some(section))
     }
 }
 

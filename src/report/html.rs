@@ -1,18 +1,19 @@
-//! The HTML page of a report: one file with inline styles, charts referenced as PNG files
-//! beside it.
+//! The HTML page of a report: one self-contained file with inline styles and the charts as
+//! inline SVG.
 
 use std::fmt::Write as _;
 
 use super::{Block, Cell, Report, Table};
-use crate::report::chart::{CHART_HEIGHT, CHART_WIDTH};
+use crate::error::Result;
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1000px;\
 color:#222}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ccc}\
 table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:2px 8px}\
-td.n{text-align:right;font-variant-numeric:tabular-nums}img{max-width:100%;height:auto}\
-nav a{margin-right:1em}";
+td.n{text-align:right;font-variant-numeric:tabular-nums}figure{margin:1em 0}\
+figure svg{max-width:100%;height:auto;display:block}nav a{margin-right:1em}";
 
-pub fn render(report: &Report) -> String {
+/// The page; fails only when a chart cannot be drawn.
+pub fn render(report: &Report) -> Result<String> {
     let mut out = String::new();
     let title = escape(&report.title);
     let _ = write!(
@@ -45,10 +46,9 @@ pub fn render(report: &Report) -> String {
                 Block::Chart(chart) => {
                     let _ = writeln!(
                         out,
-                        "<p><img src=\"{}.png\" width=\"{CHART_WIDTH}\" height=\"{CHART_HEIGHT}\" \
-                         alt=\"{}\"></p>",
+                        "<figure id=\"chart-{}\">\n{}</figure>",
                         escape(&chart.id),
-                        escape(&chart.title)
+                        chart.to_svg()?
                     );
                 }
             }
@@ -56,7 +56,7 @@ pub fn render(report: &Report) -> String {
         out.push_str("</section>\n");
     }
     out.push_str("</body>\n</html>\n");
-    out
+    Ok(out)
 }
 
 fn table_html(out: &mut String, table: &Table) {
@@ -118,7 +118,7 @@ mod tests {
                 })],
             }],
         };
-        let html = render(&report);
+        let html = render(&report).unwrap();
         assert!(html.contains("<h1>r &lt;1&gt;</h1>"));
         assert!(html.contains("<h2>S&amp;P</h2>"));
         assert!(html.contains("<td>&lt;x&gt;</td><td class=\"n\">12.3%</td>"));

@@ -1,27 +1,31 @@
-//! Run reports: what a capflow dataset holds, as HTML with PNG charts, JSON and a text summary.
+//! Run reports: what a capflow dataset holds, as one self-contained HTML page with SVG charts,
+//! JSON and a text summary.
 //!
 //! A [`Report`] is a list of [`Section`]s, each made of text, tables and bar charts. The
 //! sections of a dataset report come from [`ReportSection`]s: the report reads the dataset's
-//! samples once and shows every row to every section, then asks each for its content.
-//! [`default_sections`] lists the built-in ones (stages, methods, coverage, caption length,
-//! length level, diversity); a method adds its own statistics by adding a section to that list.
+//! samples once and shows every row to every section, then asks each for its content; a section
+//! with nothing to show for the dataset (no CLID samples, no GBC graphs, no quality scores) is
+//! left out. [`default_sections`] lists the built-in ones (stages, drops, methods, coverage,
+//! caption length, length level, quality scores, diversity, CLID, GBC); a method adds its own
+//! statistics by adding a section to that list.
 //!
 //! ```no_run
-//! use capflow::report::{dataset_report, default_sections};
+//! use capflow::report::{dataset_report, default_sections, ReportOptions};
 //! # fn main() -> capflow::Result<()> {
 //! let dir = std::path::Path::new("out/sample");
-//! let report = dataset_report(dir, default_sections())?;
+//! let report = dataset_report(dir, default_sections(&ReportOptions::default()))?;
 //! let written = report.write(&dir.join("report"))?;
 //! print!("{}", report.summary());
 //! # Ok(()) }
 //! ```
 
 pub mod chart;
-pub mod font;
 pub mod graphs;
 mod html;
+pub mod quality;
 pub mod sections;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -30,8 +34,16 @@ use crate::error::{Error, Result};
 use crate::export::{read_manifest, read_table, Manifest};
 use crate::schema::{batch_to_rows, SampleRow, TableKind};
 
-pub use chart::{BarChart, Series, CHART_HEIGHT, CHART_WIDTH};
+pub use chart::{BarChart, Marker, Orientation, Series, CHART_HEIGHT, CHART_WIDTH};
 pub use sections::default_sections;
+
+/// What a report needs besides the dataset.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReportOptions {
+    /// Thresholds to mark on the quality-score charts, by score name (the dataset does not
+    /// record them: they come from the run's spec or the command line).
+    pub thresholds: BTreeMap<String, Vec<f64>>,
+}
 
 /// The HTML file a report is written to.
 pub const HTML_FILE: &str = "report.html";
@@ -114,9 +126,10 @@ pub struct ReportContext<'a> {
 ///
 /// # Required and provided methods
 ///
-/// `render` is required. `observe` defaults to ignoring rows, for sections built from the
-/// manifest alone (stage metrics) or from other tables, which `render` can read through
-/// [`ReportContext::dir`].
+/// `render` is required; it returns `None` when the dataset holds nothing the section shows,
+/// and the section is left out of the report. `observe` defaults to ignoring rows, for sections
+/// built from the manifest alone (stage metrics) or from other tables, which `render` can read
+/// through [`ReportContext::dir`].
 ///
 /// # Errors
 ///
@@ -127,8 +140,8 @@ pub trait ReportSection {
     /// Sees one sample row.
     fn observe(&mut self, _sample: &SampleRow) {}
 
-    /// The section's content.
-    fn render(&self, context: &ReportContext<'_>) -> Result<Section>;
+    /// The section's content; `None` leaves the section out.
+    fn render(&self, context: &ReportContext<'_>) -> Result<Option<Section>>;
 }
 
 /// Builds the report of the dataset in `dir` from `sections`.
@@ -148,30 +161,34 @@ pub fn dataset_report(dir: &Path, mut sections: Vec<Box<dyn ReportSection>>) -> 
         dir,
         manifest: &manifest,
     };
-    let sections = sections
-        .iter()
-        .map(|s| s.render(&context))
-        .collect::<Result<Vec<Section>>>()?;
+    let mut rendered = Vec::new();
+    for section in &sections {
+        rendered.extend(section.render(&context)?);
+    }
     Ok(Report {
         title: format!("capflow report: {}", dir.display()),
-        sections,
+        sections: rendered,
     })
 }
 
 impl Report {
-    /// Writes `report.html`, `report.json` and one PNG per chart into `out` (created when
-    /// missing) and returns the paths written. Every chart is drawn before anything is
-    /// written, so an undrawable chart leaves no partial report behind.
+    /// Writes `report.html` (self-contained, the charts inline), `report.json` and each chart
+    /// as `<id>.svg` into `out` (created when missing) and returns the paths written. Every
+    /// chart is drawn before anything is written, so an undrawable chart leaves no partial
+    /// report behind.
     pub fn write(&self, out: &Path) -> Result<Vec<PathBuf>> {
         self.check_ids()?;
         let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
         for chart in self.charts() {
-            files.push((out.join(format!("{}.png", chart.id)), chart.to_png()?));
+            files.push((
+                out.join(format!("{}.svg", chart.id)),
+                chart.to_svg()?.into_bytes(),
+            ));
         }
         let json = serde_json::to_string_pretty(self)
             .map_err(|e| Error::invalid("report JSON", e.to_string()))?;
         files.push((out.join(JSON_FILE), json.into_bytes()));
-        files.push((out.join(HTML_FILE), html::render(self).into_bytes()));
+        files.push((out.join(HTML_FILE), html::render(self)?.into_bytes()));
         std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
         for (path, bytes) in &files {
             std::fs::write(path, bytes).map_err(|e| Error::io(path, e))?;
@@ -210,7 +227,7 @@ impl Report {
         out
     }
 
-    /// Chart ids name files and section ids name anchors: both must be unique.
+    /// Chart ids name files and elements, section ids name anchors: both must be unique.
     fn check_ids(&self) -> Result<()> {
         let mut charts = std::collections::HashSet::new();
         for chart in self.charts() {

@@ -6,10 +6,12 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::chart::{BarChart, Series};
-use super::{Block, Cell, ReportContext, ReportSection, Section, Table};
+use super::quality::QualitySection;
+use super::{Block, Cell, ReportContext, ReportOptions, ReportSection, Section, Table};
 use crate::error::Result;
+use crate::export::read_table;
 use crate::metrics::Tokenizer;
-use crate::schema::{SampleRow, TableKind};
+use crate::schema::{batch_to_rows, RejectedRow, SampleRow, TableKind};
 use crate::select::mix::{coverage_bin, is_original, DEFAULT_COVERAGE_BINS, ORIGINAL_METHOD};
 
 /// Names of the two sample sets, in the order of their chart series.
@@ -19,17 +21,22 @@ pub const SET_NAMES: [&str; 2] = ["original", "augmented"];
 /// share the last bin (`40+`, SSA's level L5).
 pub const LENGTH_BINS_UP_TO: usize = 39;
 
-/// The built-in sections, in report order: dataset, stages, methods, coverage, caption length,
-/// length level, diversity, CLID caption lengths, GBC graphs (the last two say so in one line
-/// when the dataset has no CLID samples or GBC graphs).
-pub fn default_sections() -> Vec<Box<dyn ReportSection>> {
+/// Reasons of rejected input records charted one by one; the rest are counted together.
+pub const REASONS_CHARTED: usize = 12;
+
+/// The built-in sections, in report order: dataset, stages, drops, methods, coverage, caption
+/// length, length level, quality scores, diversity, CLID caption lengths, GBC graphs. Each but
+/// the dataset's is left out when the dataset holds nothing it shows.
+pub fn default_sections(options: &ReportOptions) -> Vec<Box<dyn ReportSection>> {
     vec![
         Box::new(DatasetSection),
         Box::new(StagesSection),
+        Box::new(DropsSection),
         Box::new(MethodsSection::default()),
         Box::new(SetHistogram::coverage(DEFAULT_COVERAGE_BINS)),
         Box::new(SetHistogram::caption_length()),
         Box::new(SetHistogram::length_level()),
+        Box::new(QualitySection::new(options.thresholds.clone())),
         Box::new(DiversitySection::default()),
         Box::new(super::graphs::ClidLengthSection::default()),
         Box::new(super::graphs::GbcGraphsSection),
@@ -56,7 +63,7 @@ fn text(text: impl Into<String>) -> Block {
 pub struct DatasetSection;
 
 impl ReportSection for DatasetSection {
-    fn render(&self, context: &ReportContext<'_>) -> Result<Section> {
+    fn render(&self, context: &ReportContext<'_>) -> Result<Option<Section>> {
         let m = context.manifest;
         let c = m.counts;
         let property = |name: &str, value: Cell| vec![Cell::Text(name.into()), value];
@@ -98,7 +105,11 @@ impl ReportSection for DatasetSection {
                 })
                 .collect(),
         };
-        Ok(Section {
+        let mut blocks = vec![Block::Table(properties), Block::Table(tables)];
+        if m.table_rows(TableKind::Samples) == 0 {
+            blocks.push(text("The dataset has no samples."));
+        }
+        Ok(Some(Section {
             id: "dataset".into(),
             title: "Dataset".into(),
             summary: vec![format!(
@@ -110,8 +121,8 @@ impl ReportSection for DatasetSection {
                 c.accepted,
                 c.rejected
             )],
-            blocks: vec![Block::Table(properties), Block::Table(tables)],
-        })
+            blocks,
+        }))
     }
 }
 
@@ -119,20 +130,17 @@ impl ReportSection for DatasetSection {
 pub struct StagesSection;
 
 impl ReportSection for StagesSection {
-    fn render(&self, context: &ReportContext<'_>) -> Result<Section> {
+    fn render(&self, context: &ReportContext<'_>) -> Result<Option<Section>> {
         let stages = &context.manifest.stages;
+        if stages.is_empty() {
+            return Ok(None);
+        }
         let mut section = Section {
             id: "stages".into(),
             title: "Stages".into(),
             summary: Vec::new(),
             blocks: Vec::new(),
         };
-        if stages.is_empty() {
-            section
-                .blocks
-                .push(text("The manifest records no stage metrics."));
-            return Ok(section);
-        }
         let table = Table {
             columns: vec![
                 "stage".into(),
@@ -158,18 +166,19 @@ impl ReportSection for StagesSection {
             name: name.into(),
             values: stages.iter().map(|s| value(s) as f64).collect(),
         };
-        let chart = BarChart {
-            id: "stages".into(),
-            title: "Rows per stage".into(),
-            x_label: "stage".into(),
-            y_label: "rows".into(),
-            categories: stages.iter().map(|s| s.name.clone()).collect(),
-            series: vec![
+        let chart = BarChart::new(
+            "stages",
+            "Rows per stage",
+            "stage",
+            "rows",
+            stages.iter().map(|s| s.name.clone()).collect(),
+            vec![
                 series("in", |s| s.rows_in),
                 series("out", |s| s.rows_out),
                 series("rejected", |s| s.rejected),
             ],
-        };
+        )
+        .horizontal();
         section.summary = stages
             .iter()
             .map(|s| {
@@ -179,9 +188,201 @@ impl ReportSection for StagesSection {
                 )
             })
             .collect();
-        section.blocks = vec![Block::Table(table), Block::Chart(chart)];
-        Ok(section)
+        section.blocks = vec![Block::Chart(chart), Block::Table(table)];
+        Ok(Some(section))
     }
+}
+
+/// What the run dropped: rows rejected per stage and what each method dropped per reason (from
+/// the manifest), and input records rejected per reason (from the `rejected` table). Left out
+/// when nothing was dropped.
+pub struct DropsSection;
+
+impl ReportSection for DropsSection {
+    fn render(&self, context: &ReportContext<'_>) -> Result<Option<Section>> {
+        let m = context.manifest;
+        let stages: Vec<&crate::export::StageMetrics> =
+            m.stages.iter().filter(|s| s.rejected > 0).collect();
+        let mut reasons: BTreeMap<(String, String), u64> = BTreeMap::new();
+        if m.table_rows(TableKind::Rejected) > 0 {
+            for batch in read_table(context.dir, TableKind::Rejected)? {
+                for row in batch_to_rows::<RejectedRow>(&batch?)? {
+                    *reasons.entry((row.format, row.reason)).or_default() += 1;
+                }
+            }
+        }
+        if stages.is_empty() && m.dropped.is_empty() && reasons.is_empty() && m.counts.rejected == 0
+        {
+            return Ok(None);
+        }
+        let mut section = Section {
+            id: "drops".into(),
+            title: "Drops".into(),
+            summary: Vec::new(),
+            blocks: Vec::new(),
+        };
+        if !stages.is_empty() {
+            section.blocks.push(Block::Chart(
+                BarChart::new(
+                    "drops_per_stage",
+                    "Rows dropped per stage",
+                    "stage",
+                    "rows dropped",
+                    stages.iter().map(|s| s.name.clone()).collect(),
+                    vec![Series {
+                        name: "dropped".into(),
+                        values: stages.iter().map(|s| s.rejected as f64).collect(),
+                    }],
+                )
+                .horizontal(),
+            ));
+            section.blocks.push(Block::Table(Table {
+                columns: vec![
+                    "stage".into(),
+                    "rows in".into(),
+                    "dropped".into(),
+                    "share".into(),
+                ],
+                rows: stages
+                    .iter()
+                    .map(|s| {
+                        vec![
+                            Cell::Text(s.name.clone()),
+                            Cell::Count(s.rows_in),
+                            Cell::Count(s.rejected),
+                            Cell::Percent(percent(s.rejected, s.rows_in)),
+                        ]
+                    })
+                    .collect(),
+            }));
+            section.summary.push(
+                stages
+                    .iter()
+                    .map(|s| format!("{} dropped {} of {}", s.name, s.rejected, s.rows_in))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+        }
+        if !m.dropped.is_empty() {
+            // Per method, its reasons from the most frequent.
+            let mut categories = Vec::new();
+            let mut values = Vec::new();
+            let mut rows = Vec::new();
+            for (method, by_reason) in &m.dropped {
+                let mut ranked: Vec<(&String, &u64)> = by_reason.iter().collect();
+                ranked.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+                for (reason, n) in &ranked {
+                    categories.push(format!("{method}: {}", shorten(reason, 70)));
+                    values.push(**n as f64);
+                    rows.push(vec![
+                        Cell::Text(method.clone()),
+                        Cell::Text((*reason).clone()),
+                        Cell::Count(**n),
+                    ]);
+                }
+                section.summary.push(format!(
+                    "{method} dropped {}: {}",
+                    by_reason.values().sum::<u64>(),
+                    ranked
+                        .iter()
+                        .map(|(reason, n)| format!("{n} {reason}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            section.blocks.push(Block::Chart(
+                BarChart::new(
+                    "drop_reasons",
+                    "What the methods dropped, by reason",
+                    "method: reason",
+                    "dropped",
+                    categories,
+                    vec![Series {
+                        name: "dropped".into(),
+                        values,
+                    }],
+                )
+                .horizontal(),
+            ));
+            section.blocks.push(Block::Table(Table {
+                columns: vec!["method".into(), "reason".into(), "dropped".into()],
+                rows,
+            }));
+        } else if !stages.is_empty() {
+            section.blocks.push(text(
+                "The manifest does not say why the stages dropped these rows (it names the \
+                 reasons of runs that record them, such as SSA's).",
+            ));
+        }
+        if m.counts.rejected > 0 || !reasons.is_empty() {
+            // Most frequent first, then by format and reason.
+            let mut ranked: Vec<((String, String), u64)> = reasons.into_iter().collect();
+            ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            let recorded: u64 = ranked.iter().map(|(_, n)| n).sum();
+            let mut categories = Vec::new();
+            let mut values = Vec::new();
+            for ((format, reason), n) in ranked.iter().take(REASONS_CHARTED) {
+                categories.push(format!("{format}: {}", shorten(reason, 70)));
+                values.push(*n as f64);
+            }
+            let rest: u64 = ranked.iter().skip(REASONS_CHARTED).map(|(_, n)| n).sum();
+            if rest > 0 {
+                categories.push(format!("{} other reasons", ranked.len() - REASONS_CHARTED));
+                values.push(rest as f64);
+            }
+            if !categories.is_empty() {
+                section.blocks.push(Block::Chart(
+                    BarChart::new(
+                        "rejected_reasons",
+                        "Input records rejected, by reason",
+                        "reader: reason",
+                        "records",
+                        categories,
+                        vec![Series {
+                            name: "records".into(),
+                            values,
+                        }],
+                    )
+                    .horizontal(),
+                ));
+            }
+            section.blocks.push(Block::Table(Table {
+                columns: vec!["reader".into(), "reason".into(), "records".into()],
+                rows: ranked
+                    .iter()
+                    .map(|((format, reason), n)| {
+                        vec![
+                            Cell::Text(format.clone()),
+                            Cell::Text(reason.clone()),
+                            Cell::Count(*n),
+                        ]
+                    })
+                    .collect(),
+            }));
+            if recorded < m.counts.rejected {
+                section.blocks.push(text(format!(
+                    "{} input records were rejected; the `rejected` table gives the reason of {}.",
+                    m.counts.rejected, recorded
+                )));
+            }
+            section.summary.push(format!(
+                "{} input records rejected ({} reasons recorded)",
+                m.counts.rejected.max(recorded),
+                ranked.len()
+            ));
+        }
+        Ok(Some(section))
+    }
+}
+
+/// `text` cut to at most `max` characters, with `…` when cut.
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut short: String = text.chars().take(max - 1).collect();
+    short.push('…');
+    short
 }
 
 /// Samples per method (and per split).
@@ -199,7 +400,10 @@ impl ReportSection for MethodsSection {
             .or_default() += 1;
     }
 
-    fn render(&self, _context: &ReportContext<'_>) -> Result<Section> {
+    fn render(&self, _context: &ReportContext<'_>) -> Result<Option<Section>> {
+        if self.counts.is_empty() {
+            return Ok(None);
+        }
         let mut per_method: BTreeMap<&str, u64> = BTreeMap::new();
         let mut splits: Vec<&str> = Vec::new();
         for ((method, split), n) in &self.counts {
@@ -230,36 +434,27 @@ impl ReportSection for MethodsSection {
                 row
             })
             .collect();
-        let mut blocks = vec![Block::Table(Table { columns, rows })];
-        if methods.is_empty() {
-            blocks = vec![text("The dataset has no samples.")];
-        } else {
-            blocks.push(Block::Chart(BarChart {
-                id: "methods".into(),
-                title: "Samples per method".into(),
-                x_label: "method".into(),
-                y_label: "samples".into(),
-                categories: methods.iter().map(|(m, _)| m.to_string()).collect(),
-                series: vec![Series {
-                    name: "samples".into(),
-                    values: methods.iter().map(|(_, n)| *n as f64).collect(),
-                }],
-            }));
-        }
+        let chart = BarChart::new(
+            "methods",
+            "Samples per method",
+            "method",
+            "samples",
+            methods.iter().map(|(m, _)| m.to_string()).collect(),
+            vec![Series {
+                name: "samples".into(),
+                values: methods.iter().map(|(_, n)| *n as f64).collect(),
+            }],
+        );
         let listed: Vec<String> = methods
             .iter()
             .map(|(m, n)| format!("{m} {n} ({:.1}%)", percent(*n, total)))
             .collect();
-        Ok(Section {
+        Ok(Some(Section {
             id: "methods".into(),
             title: "Methods".into(),
-            summary: vec![if listed.is_empty() {
-                "no samples".into()
-            } else {
-                listed.join(", ")
-            }],
-            blocks,
-        })
+            summary: vec![listed.join(", ")],
+            blocks: vec![Block::Chart(chart), Block::Table(Table { columns, rows })],
+        }))
     }
 }
 
@@ -275,6 +470,8 @@ pub struct SetHistogram {
     /// What the mean in the summary is of.
     value_name: &'static str,
     categories: Vec<String>,
+    /// Show only the bins from the first to the last one with samples.
+    fit: bool,
     bin: Binner,
     /// Per set: samples per bin.
     counts: [Vec<u64>; 2],
@@ -290,6 +487,7 @@ impl SetHistogram {
         x_label: &'static str,
         value_name: &'static str,
         categories: Vec<String>,
+        fit: bool,
         bin: Binner,
     ) -> SetHistogram {
         let n = categories.len();
@@ -299,6 +497,7 @@ impl SetHistogram {
             x_label,
             value_name,
             categories,
+            fit,
             bin,
             counts: [vec![0; n], vec![0; n]],
             sums: [0.0; 2],
@@ -324,6 +523,7 @@ impl SetHistogram {
             "coverage %",
             "coverage",
             categories,
+            false,
             Box::new(move |s| {
                 s.coverage
                     .is_finite()
@@ -333,7 +533,7 @@ impl SetHistogram {
     }
 
     /// Caption length in words (the sample's `word_count`): one bin per length 1 to 39, one
-    /// for 40 and more (paper Fig. 11).
+    /// for 40 and more (paper Fig. 11), shown from the shortest to the longest caption.
     pub fn caption_length() -> SetHistogram {
         let mut categories: Vec<String> = (1..=LENGTH_BINS_UP_TO).map(|n| n.to_string()).collect();
         categories.push(format!("{}+", LENGTH_BINS_UP_TO + 1));
@@ -343,6 +543,7 @@ impl SetHistogram {
             "words",
             "words",
             categories,
+            true,
             Box::new(|s| {
                 let words = usize::try_from(s.word_count).ok().filter(|&w| w > 0)?;
                 Some((words.min(LENGTH_BINS_UP_TO + 1) - 1, words as f64))
@@ -358,6 +559,7 @@ impl SetHistogram {
             "level",
             "level",
             (1..=5).map(|l| format!("L{l}")).collect(),
+            false,
             Box::new(|s| {
                 (1..=5)
                     .contains(&s.length_level)
@@ -369,6 +571,20 @@ impl SetHistogram {
     /// Samples per bin of the original (0) or augmented (1) set.
     pub fn counts(&self, set: usize) -> &[u64] {
         &self.counts[set]
+    }
+
+    /// The bins shown: all of them, or when fitted, the first to the last with samples of
+    /// either set (empty when no sample has a value).
+    pub fn shown_bins(&self) -> std::ops::Range<usize> {
+        if !self.fit {
+            return 0..self.categories.len();
+        }
+        let used = |bin: &usize| self.counts.iter().any(|c| c[*bin] > 0);
+        let n = self.categories.len();
+        match ((0..n).find(used), (0..n).rev().find(used)) {
+            (Some(first), Some(last)) => first..last + 1,
+            _ => 0..0,
+        }
     }
 
     fn binned(&self, set: usize) -> u64 {
@@ -388,42 +604,47 @@ impl ReportSection for SetHistogram {
         }
     }
 
-    fn render(&self, _context: &ReportContext<'_>) -> Result<Section> {
+    fn render(&self, _context: &ReportContext<'_>) -> Result<Option<Section>> {
         let totals = [self.binned(0), self.binned(1)];
-        let mut columns = vec![self.x_label.to_string()];
-        for name in SET_NAMES {
-            columns.push(name.into());
-            columns.push(format!("{name} %"));
+        if totals == [0, 0] && self.unbinned == [0, 0] {
+            return Ok(None);
         }
-        let rows = self
-            .categories
-            .iter()
-            .enumerate()
+        let shown = self.shown_bins();
+        // Only the sets with samples get a series and columns.
+        let sets: Vec<usize> = (0..2).filter(|&set| totals[set] > 0).collect();
+        let mut columns = vec![self.x_label.to_string()];
+        for &set in &sets {
+            columns.push(SET_NAMES[set].into());
+            columns.push(format!("{} %", SET_NAMES[set]));
+        }
+        let rows = shown
+            .clone()
+            .map(|bin| (bin, &self.categories[bin]))
             .map(|(bin, label)| {
                 let mut row = vec![Cell::Text(label.clone())];
-                for (counts, total) in self.counts.iter().zip(totals) {
-                    row.push(Cell::Count(counts[bin]));
-                    row.push(Cell::Percent(percent(counts[bin], total)));
+                for &set in &sets {
+                    row.push(Cell::Count(self.counts[set][bin]));
+                    row.push(Cell::Percent(percent(self.counts[set][bin], totals[set])));
                 }
                 row
             })
             .collect();
-        let chart = BarChart {
-            id: self.id.into(),
-            title: self.title.into(),
-            x_label: self.x_label.into(),
-            y_label: "% of set".into(),
-            categories: self.categories.clone(),
-            series: (0..2)
-                .map(|set| Series {
+        let chart = BarChart::new(
+            self.id,
+            self.title,
+            self.x_label,
+            "% of set",
+            self.categories[shown.clone()].to_vec(),
+            sets.iter()
+                .map(|&set| Series {
                     name: SET_NAMES[set].into(),
-                    values: self.counts[set]
+                    values: self.counts[set][shown.clone()]
                         .iter()
                         .map(|&n| percent(n, totals[set]))
                         .collect(),
                 })
                 .collect(),
-        };
+        );
         let summary: Vec<String> = (0..2)
             .map(|set| match totals[set] {
                 0 => format!("{}: no samples", SET_NAMES[set]),
@@ -435,7 +656,11 @@ impl ReportSection for SetHistogram {
                 ),
             })
             .collect();
-        let mut blocks = vec![Block::Chart(chart), Block::Table(Table { columns, rows })];
+        let mut blocks = Vec::new();
+        if !shown.is_empty() {
+            blocks.push(Block::Chart(chart));
+            blocks.push(Block::Table(Table { columns, rows }));
+        }
         blocks.push(text(format!(
             "Shares are of each set's samples with a {}. {}",
             self.value_name,
@@ -449,12 +674,12 @@ impl ReportSection for SetHistogram {
                 )));
             }
         }
-        Ok(Section {
+        Ok(Some(Section {
             id: self.id.into(),
             title: self.title.into(),
             summary,
             blocks,
-        })
+        }))
     }
 }
 
@@ -511,7 +736,11 @@ impl ReportSection for DiversitySection {
         self.sets[set_of(sample)].add(&words);
     }
 
-    fn render(&self, _context: &ReportContext<'_>) -> Result<Section> {
+    fn render(&self, _context: &ReportContext<'_>) -> Result<Option<Section>> {
+        if self.sets.iter().all(|s| s.captions == 0) {
+            return Ok(None);
+        }
+        let sets: Vec<usize> = (0..2).filter(|&set| self.sets[set].captions > 0).collect();
         let table = Table {
             columns: vec![
                 "set".into(),
@@ -522,8 +751,9 @@ impl ReportSection for DiversitySection {
                 "D-1".into(),
                 "D-2".into(),
             ],
-            rows: (0..2)
-                .map(|set| {
+            rows: sets
+                .iter()
+                .map(|&set| {
                     let s = &self.sets[set];
                     vec![
                         Cell::Text(SET_NAMES[set].into()),
@@ -537,11 +767,12 @@ impl ReportSection for DiversitySection {
                 })
                 .collect(),
         };
-        Ok(Section {
+        Ok(Some(Section {
             id: "diversity".into(),
             title: "Diversity (D-1, D-2)".into(),
-            summary: (0..2)
-                .map(|set| {
+            summary: sets
+                .iter()
+                .map(|&set| {
                     let s = &self.sets[set];
                     format!(
                         "{}: D-1 {:.4}, D-2 {:.4} ({} captions, {} words)",
@@ -561,7 +792,7 @@ impl ReportSection for DiversitySection {
                      `whitespace` tokenizer of `capflow eval captions`).",
                 ),
             ],
-        })
+        }))
     }
 }
 

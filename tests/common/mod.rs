@@ -93,3 +93,31 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// strace, for the tests that inject delays and faults into system calls; CI installs it
+/// (`.ci/run`), and requires it like the oracles.
+pub fn strace() -> Option<&'static str> {
+    let found = std::process::Command::new("strace")
+        .arg("-V")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found && std::env::var_os("CAPFLOW_REQUIRE_ORACLES").is_some() {
+        panic!("strace is required (CAPFLOW_REQUIRE_ORACLES is set) but not installed");
+    }
+    found.then_some("strace")
+}
+
+/// A command running the capflow binary, after `prefix` (a program such as strace and its
+/// options) when it is not empty.
+pub fn capflow_after(prefix: &[&str]) -> std::process::Command {
+    match prefix.split_first() {
+        Some((program, rest)) => {
+            let mut command = std::process::Command::new(program);
+            command.args(rest).arg(capflow_bin());
+            command
+        }
+        None => std::process::Command::new(capflow_bin()),
+    }
+}

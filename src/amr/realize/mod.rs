@@ -19,6 +19,7 @@
 mod grammar;
 mod tree;
 mod words;
+pub(crate) use words::NUMBER_WORDS;
 
 #[cfg(test)]
 mod tests;

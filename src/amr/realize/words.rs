@@ -298,32 +298,34 @@ pub(super) fn plural_determiner(word: &str) -> bool {
     )
 }
 
+/// The English number words from zero to twenty, by value.
+pub(crate) const NUMBER_WORDS: [&str; 21] = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+];
+
 /// English number words for small cardinals; larger numbers stay digits.
 pub(super) fn number_word(n: u64) -> Option<&'static str> {
-    const WORDS: [&str; 21] = [
-        "zero",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "eleven",
-        "twelve",
-        "thirteen",
-        "fourteen",
-        "fifteen",
-        "sixteen",
-        "seventeen",
-        "eighteen",
-        "nineteen",
-        "twenty",
-    ];
-    WORDS.get(usize::try_from(n).ok()?).copied()
+    NUMBER_WORDS.get(usize::try_from(n).ok()?).copied()
 }
 
 /// Grammatical gender of a person noun, for possessive pronouns.

@@ -27,21 +27,28 @@ use crate::select::quality::{BuiltinQualityScorer, QualityConfig, QualityStats};
 use crate::text::ppmi::{PpmiConfig, PpmiStats, VectorPairs};
 use crate::text::tokenize::tokenize;
 
-/// Numbers captions within their input unit as [`SsaCorpusStats::add_caption`] takes them, for
-/// captions that come unit after unit in read order (as one reader reads them).
+/// Numbers captions as [`SsaCorpusStats::add_caption`] takes them, for captions that come in
+/// read order with their record ordinals ([`KeyedRow`](crate::dataflow::runtime::KeyedRow)):
+/// the non-empty captions of each input unit from 0, or, in a unit whose rows carry an image's
+/// position `i` in their ordinals' high half (`i << 32 | k`, a Flickr30k Entities directory),
+/// the non-empty captions of each image from `i << 32`. A caption's number then does not depend
+/// on which worker read which image.
 #[derive(Debug, Default)]
 pub struct CaptionNumbering {
-    unit: Option<u32>,
-    /// The number of the unit's next non-empty caption.
+    /// The unit and the high half of the ordinals of the captions numbered last.
+    at: Option<(u32, u64)>,
+    /// The number of the next non-empty caption.
     next: u64,
 }
 
 impl CaptionNumbering {
-    /// Adds `text`, a caption of input unit `unit`, to `stats` under its number.
-    pub fn add(&mut self, stats: &mut SsaCorpusStats, unit: u32, text: &str) {
-        if self.unit != Some(unit) {
-            self.unit = Some(unit);
-            self.next = 0;
+    /// Adds `text`, a caption of input unit `unit` read as record `ordinal`, to `stats` under
+    /// its number.
+    pub fn add(&mut self, stats: &mut SsaCorpusStats, unit: u32, ordinal: u64, text: &str) {
+        let image = ordinal >> 32;
+        if self.at != Some((unit, image)) {
+            self.at = Some((unit, image));
+            self.next = image << 32;
         }
         if stats.add_caption(unit, self.next, text) {
             self.next += 1;
@@ -78,10 +85,12 @@ impl SsaCorpusStats {
     /// Adds one caption's text, tokenized with [`tokenize`] as the models see it.
     ///
     /// `unit` is the caption's input unit (its number in the run's inputs) and
-    /// `index_in_unit` numbers the non-empty captions of the unit from 0 in read order; the
-    /// index decides whether the caption is held out of the quality scorer's calibration
-    /// model ([`QualityConfig::holds_out`]), and both name the caption in the scorer's sample
-    /// of held-out captions. Returns whether the caption was
+    /// `index_in_unit` its number in the unit ([`CaptionNumbering`]): the non-empty captions of
+    /// the unit from 0 in read order, or `i << 32 | k` for the `k`-th non-empty caption of the
+    /// `i`-th image of a unit read image by image. The index decides whether the caption is held
+    /// out of the quality scorer's calibration model ([`QualityConfig::holds_out`] of
+    /// `i + k`, which is the index itself in a unit numbered from 0), and both name the caption
+    /// in the scorer's sample of held-out captions. Returns whether the caption was
     /// non-empty, that is whether it took the number: the caller advances its count when it
     /// returns true. A caption is empty when its text is only whitespace
     /// (`text.trim().is_empty()`); it then counts for nothing (the quality scorer skips it, and
@@ -91,11 +100,14 @@ impl SsaCorpusStats {
         if tokens.is_empty() {
             return false;
         }
+        let (image, k) = (index_in_unit >> 32, index_in_unit & u64::from(u32::MAX));
         let every = self.calibration_every as u64;
-        // `QualityConfig::holds_out`'s rule (a zero `calibration_every` fails at fit).
-        let held_out = every != 0 && index_in_unit % every == every - 1;
-        // Unit 0 numbers its captions as `BuiltinQualityScorer::train` numbers a whole corpus.
-        let occurrence = (u64::from(unit) << 32) | (index_in_unit & u64::from(u32::MAX));
+        // `QualityConfig::holds_out`'s rule (a zero `calibration_every` fails at fit): of each
+        // `every` consecutive captions of an image, one, a different one in the next image.
+        let held_out = every != 0 && (image + k) % every == every - 1;
+        // Unit 0 numbers its captions as `BuiltinQualityScorer::train` numbers a whole corpus;
+        // an image's position spreads over all 64 bits, so that no two captions share a name.
+        let occurrence = ((u64::from(unit) << 32) | k) ^ image.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         self.quality.add_caption(held_out, occurrence, &tokens);
         self.vectors.add_sentence(&tokens);
         true

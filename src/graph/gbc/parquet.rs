@@ -33,15 +33,15 @@ pub fn read_parquet_records(
     path: &Path,
     mut on_record: impl FnMut(usize, std::result::Result<Value, String>) -> Result<()>,
 ) -> Result<()> {
-    let file = crate::ingest::open_input(path)?;
+    let input = crate::ingest::ParquetInput::open(path)?;
     let mut reader = decoder_guard(path, || {
-        ParquetRecordBatchReaderBuilder::try_new(file)
+        ParquetRecordBatchReaderBuilder::try_new(input.clone())
             .and_then(|builder| builder.with_batch_size(BATCH_ROWS).build())
     })?
-    .map_err(|e| Error::parquet_input(path, e))?;
+    .map_err(|e| input.parquet_error(e))?;
     let mut row_index = 0;
     while let Some(batch) = decoder_guard(path, || reader.next())? {
-        let batch = batch.map_err(|e| Error::arrow_input(path, "Parquet", e))?;
+        let batch = batch.map_err(|e| input.arrow_error(e))?;
         for record in record_batch_to_records(&batch) {
             on_record(row_index, record)?;
             row_index += 1;

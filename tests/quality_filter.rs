@@ -6,7 +6,8 @@
 //!
 //! The corruptions here are written for this test and differ from the scorer's training
 //! corruptions (`select::quality::corrupt`: shuffles, dropped and doubled words, agreement
-//! errors, role swaps, function-word openings, verb forms in noun slots): words replaced by
+//! errors, role swaps, function-word openings, verb forms in noun slots, words inserted from
+//! another caption, a word moved two or more words away): words replaced by
 //! random vocabulary words, two captions spliced after a determiner, determiners and
 //! prepositions exchanged for each other, adjacent words transposed, and every determiner and
 //! preposition left out.
@@ -316,17 +317,29 @@ fn scorer_separates_real_captions_from_unseen_kinds_of_corruption() {
     }
     println!("  bias {bias:+.3}");
     // Floors just below what the scorer reaches (docs/quality.md). The goal for the share of
-    // broken captions dropped is 0.90; the scorer reaches 0.85.
-    assert!(auc >= 0.955, "ROC-AUC {auc}");
+    // broken captions dropped is 0.90; the scorer reaches 0.876.
+    assert!(auc >= 0.96, "ROC-AUC {auc}");
     assert!(real_kept >= 0.91, "real kept {real_kept}");
-    assert!(broken_dropped >= 0.84, "broken dropped {broken_dropped}");
+    assert!(broken_dropped >= 0.865, "broken dropped {broken_dropped}");
 }
 
 /// Sentences the scorer of a plain language model let through on the embedded Flickr30k data.
-/// "Running has a tree ." and the shuffled "A kick boy ball ." still score above the threshold
-/// when the scorer is fitted on those 100 captions alone (docs/quality.md); their scores are
-/// printed.
-const QUOTED: [&str; 2] = ["Two dogs with a dog are happy .", "And eat a lunch ."];
+/// The shuffled "A kick boy ball ." still scores above the threshold when the scorer is fitted on
+/// those 100 captions alone (docs/quality.md); its score is printed. None of the five is among
+/// the recipes' SSA samples.
+const QUOTED: [&str; 3] = [
+    "Two dogs with a dog are happy .",
+    "And eat a lunch .",
+    "Running has a tree .",
+];
+const MISSED: &str = "A kick boy ball .";
+const ISSUE_QUOTED: [&str; 5] = [
+    QUOTED[0],
+    QUOTED[1],
+    QUOTED[2],
+    MISSED,
+    "A grass kicks a ball .",
+];
 
 #[test]
 fn quoted_broken_sentences_score_below_the_threshold() {
@@ -342,12 +355,10 @@ fn quoted_broken_sentences_score_below_the_threshold() {
         println!("{score:.3}  {sentence}");
         assert!(score <= THRESHOLD, "{sentence:?} scores {score}");
     }
-    for missed in ["Running has a tree .", "A kick boy ball ."] {
-        println!(
-            "{:.3}  {missed}  (known miss)",
-            scorer.score(&tokenize(missed))
-        );
-    }
+    println!(
+        "{:.3}  {MISSED}  (known miss)",
+        scorer.score(&tokenize(MISSED))
+    );
 }
 
 fn ssa_sentences(spec: &str, out: &Path) -> Vec<String> {
@@ -380,12 +391,11 @@ fn ssa_recipes_keep_fluent_sentences_and_drop_the_quoted_ones() {
     ] {
         let sentences = ssa_sentences(spec, &tmp.path().join(spec.replace('/', "_")));
         println!("{spec}: {} SSA samples", sentences.len());
-        for quoted in QUOTED {
-            assert!(
-                !sentences.iter().any(|s| s.eq_ignore_ascii_case(quoted)),
-                "{spec} keeps {quoted:?}"
-            );
-        }
+        let kept: Vec<&str> = ISSUE_QUOTED
+            .into_iter()
+            .filter(|quoted| sentences.iter().any(|s| s.eq_ignore_ascii_case(quoted)))
+            .collect();
+        assert!(kept.is_empty(), "{spec} keeps {kept:?}");
         assert!(
             sentences.len() >= floor,
             "{spec}: only {} SSA samples",

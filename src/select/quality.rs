@@ -390,7 +390,7 @@ const FOLDS: u64 = 5;
 
 /// How many corruptions of each sample caption the classifier is trained on; each weighs
 /// `1 / CORRUPTIONS_PER_CAPTION`, so real and corrupted captions weigh the same in all.
-const CORRUPTIONS_PER_CAPTION: usize = 3;
+const CORRUPTIONS_PER_CAPTION: usize = 4;
 
 /// The share of the run's own captions (each scored by models that did not see it) that
 /// scores at or below [`DEFAULT_THRESHOLD`]: the calibration's anchor.
@@ -408,10 +408,11 @@ const CLASS_ORDER: usize = 4;
 ///
 /// A logistic regression tells the run's captions from automatically corrupted versions of
 /// them ([`corrupt`]: shuffled, words dropped or doubled, number disagreement, swapped roles,
-/// fragments opened by a function word, verb forms in noun slots) from [`features`] that
-/// generalise beyond those corruptions: statistics of each token's probability under a
-/// Kneser-Ney word model trained on the captions and under a model of their word classes, and
-/// well-formedness checks, every weight in its feature's direction. The score is
+/// fragments opened by a function word, verb forms in noun slots, stray words put in, words
+/// moved out of place) from [`features`] that generalise beyond those corruptions: statistics
+/// of each token's probability under a Kneser-Ney word model trained on the captions and under
+/// a model of their word classes, and well-formedness checks, every weight in its feature's
+/// direction. The score is
 /// `σ(log-odds − z + logit 0.7)`, where the log-odds are the classifier's (real and corrupted
 /// captions weighing the same) and `z` is the 5th percentile of the run's own captions'
 /// log-odds, each scored by models that did not see it: a score above 0.7 says the caption is
@@ -632,7 +633,7 @@ fn canonical_sample(held_out: &HeldOut, counts: &NgramCounts) -> Vec<SampleCapti
 /// made by a random stream seeded by its priority; another sample caption, drawn from the
 /// same stream, lends words. Fewer when the caption is too short for them.
 fn corruptions(caption: &SampleCaption, sample: &[SampleCaption]) -> Vec<Vec<String>> {
-    let mut rng = ChaCha8Rng::seed_from_u64(caption.priority ^ 0x636f_7272_7570_74);
+    let mut rng = ChaCha8Rng::seed_from_u64(caption.priority ^ 0x0063_6f72_7275_7074);
     let mut kinds = TRAINING_CORRUPTIONS;
     kinds.shuffle(&mut rng);
     let donor = &sample[rng.gen_range(0..sample.len())].words;

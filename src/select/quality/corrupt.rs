@@ -3,7 +3,8 @@
 //!
 //! Each corruption breaks a caption the way a generator or a bad parse breaks text: word order
 //! ([`Corruption::Shuffle`]), missing or doubled words, number agreement, swapped roles,
-//! a fragment that starts with a function word, a noun slot filled with a verb form. All are
+//! a fragment that starts with a function word, a noun slot filled with a verb form, a stray
+//! word put in, a word moved out of place. All are
 //! seeded by the caller's random stream, so the same caption with the same seed gives the same
 //! corruption on every machine.
 
@@ -34,10 +35,15 @@ pub enum Corruption {
     FunctionWordStart,
     /// A noun replaced by a verb form taken from another caption ("running has a tree").
     NounVerb,
+    /// A word of another caption put in at a random word boundary ("a man in rides a bike").
+    Insert,
+    /// One word moved to a word boundary at least two words away ("a man rides on a bike the
+    /// street").
+    Move,
 }
 
 /// Every corruption the scorer is trained on, in a fixed order.
-pub const TRAINING_CORRUPTIONS: [Corruption; 7] = [
+pub const TRAINING_CORRUPTIONS: [Corruption; 9] = [
     Corruption::Shuffle,
     Corruption::Drop,
     Corruption::Repeat,
@@ -45,6 +51,8 @@ pub const TRAINING_CORRUPTIONS: [Corruption; 7] = [
     Corruption::RoleSwap,
     Corruption::FunctionWordStart,
     Corruption::NounVerb,
+    Corruption::Insert,
+    Corruption::Move,
 ];
 
 const OPENERS: &[&str] = &["and", "but", "or", "with", "of", "to", "while", "as"];
@@ -80,6 +88,8 @@ pub fn corrupt(
         Corruption::RoleSwap => swap_roles(tokens, &words, rng),
         Corruption::FunctionWordStart => function_word_start(tokens, &words, rng),
         Corruption::NounVerb => noun_to_verb(tokens, &words, donor, rng),
+        Corruption::Insert => insert(tokens, &words, donor, rng),
+        Corruption::Move => move_word(tokens, &words, rng),
     }?;
     (corrupted != tokens && !corrupted.is_empty()).then_some(corrupted)
 }
@@ -255,6 +265,47 @@ fn noun_to_verb(
     Some(out)
 }
 
+fn insert(
+    tokens: &[String],
+    words: &[usize],
+    donor: &[String],
+    rng: &mut ChaCha8Rng,
+) -> Option<Vec<String>> {
+    let donor_words: Vec<&String> = donor.iter().filter(|t| !is_punctuation(t)).collect();
+    let word = (*donor_words.choose(rng)?).clone();
+    // Before a word, or after the last one.
+    let at = match rng.gen_range(0..=words.len()) {
+        k if k == words.len() => words[k - 1] + 1,
+        k => words[k],
+    };
+    // Next to the same word it would only double it (Repeat's part).
+    if tokens.get(at) == Some(&word) || (at > 0 && tokens[at - 1] == word) {
+        return None;
+    }
+    let mut out = tokens.to_vec();
+    out.insert(at, word);
+    Some(out)
+}
+
+fn move_word(tokens: &[String], words: &[usize], rng: &mut ChaCha8Rng) -> Option<Vec<String>> {
+    let from = rng.gen_range(0..words.len());
+    // Word boundaries k (before the k-th word, or after the last) at least two words away.
+    let targets: Vec<usize> = (0..=words.len())
+        .filter(|&k| k + 1 < from || k > from + 2)
+        .collect();
+    let to = *targets.choose(rng)?;
+    let mut out = tokens.to_vec();
+    let word = out.remove(words[from]);
+    let at = if to == words.len() {
+        words[to - 1] + 1
+    } else {
+        words[to]
+    };
+    // Removing the word shifted every later position left by one.
+    out.insert(if at > words[from] { at - 1 } else { at }, word);
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,6 +335,20 @@ mod tests {
                 }
                 Corruption::FunctionWordStart => assert!(OPENERS.contains(&out[0].as_str())),
                 Corruption::NounVerb => assert!(out.iter().any(|t| t == "running")),
+                Corruption::Move => {
+                    let (mut a, mut b) = (out.clone(), caption.clone());
+                    a.sort();
+                    b.sort();
+                    assert_eq!(a, b);
+                }
+                Corruption::Insert => {
+                    // The caption with one word of the donor put in.
+                    assert!((0..out.len()).any(|i| {
+                        let mut rest = out.clone();
+                        let word = rest.remove(i);
+                        rest == caption && donor.contains(&word)
+                    }));
+                }
             }
         }
         assert_eq!(

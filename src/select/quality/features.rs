@@ -14,7 +14,7 @@ use crate::text::lm::NgramLm;
 use crate::text::tokenize::is_punctuation;
 
 /// The number of features.
-pub const FEATURES: usize = 18;
+pub const FEATURES: usize = 20;
 
 /// The features' names, in vector order (for the calibration's documentation and debugging).
 pub const FEATURE_NAMES: [&str; FEATURES] = [
@@ -36,6 +36,8 @@ pub const FEATURE_NAMES: [&str; FEATURES] = [
     "unbalanced",
     "agreement errors",
     "repeated nouns",
+    "joint min gain",
+    "verb-form subject",
 ];
 
 /// The direction each feature points in: +1 when a higher value is evidence of a real caption
@@ -43,7 +45,7 @@ pub const FEATURE_NAMES: [&str; FEATURES] = [
 /// surprising tokens). The classifier gives no feature a weight against its direction.
 pub const FEATURE_SIGNS: [f64; FEATURES] = [
     1.0, -1.0, -1.0, -1.0, 1.0, 1.0, 1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0, -1.0, -1.0, -1.0, -1.0,
-    -1.0,
+    -1.0, 1.0, -1.0,
 ];
 
 /// A caption's features, in [`FEATURE_NAMES`] order.
@@ -356,7 +358,20 @@ pub fn features(models: &FeatureModels, tokens: &[String]) -> Features {
         flag(!super::balanced(&words)),
         agreement_errors(&classes, &words).min(3) as f64,
         repeated_nouns(&classes, &words).min(3) as f64,
+        two_lowest(&joint).0,
+        flag(verb_form_subject(&classes)),
     ]
+}
+
+/// Whether the caption opens with a bare `-ing` or `-ed` form followed by a verb or an
+/// auxiliary ("running has a tree", "parked is a car"): a verb form standing as the subject,
+/// which a caption's subject, a noun phrase, hardly ever is. An `-s` form after it counts as a
+/// verb, which it usually is there; a plural noun ("running dogs play") trips the check too,
+/// and the classifier weighs the check as evidence, not as a verdict.
+fn verb_form_subject(classes: &[String]) -> bool {
+    let mut words = classes.iter().filter(|c| !is_punctuation(c));
+    matches!(words.next().map(String::as_str), Some(ING_CLASS | ED_CLASS))
+        && words.next().is_some_and(|next| verb_like(next))
 }
 
 /// Determiner–noun number disagreements: a singular determiner before an `-s` form ("a
@@ -490,5 +505,18 @@ mod tests {
         assert_eq!(count("a dog with a ball ."), 0);
         assert_eq!(count("a dog chases another dog ."), 0);
         assert_eq!(count("a tennis player on a tennis court ."), 0);
+    }
+
+    #[test]
+    fn a_verb_form_subject_is_flagged() {
+        let flagged = |s: &str| {
+            let tokens: Vec<String> = s.split(' ').map(String::from).collect();
+            verb_form_subject(&class_sequence(&tokens))
+        };
+        assert!(flagged("running has a tree ."));
+        assert!(flagged("sitting is a dog ."));
+        assert!(flagged("running rides a bike ."));
+        assert!(!flagged("a man running has a hat ."));
+        assert!(!flagged("smiling woman holds a cup ."));
     }
 }

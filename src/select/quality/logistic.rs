@@ -222,9 +222,11 @@ fn derivatives(
     }
     // A small ridge on the bias too, so a single-class sample still has a solution.
     hessian[0][0] += 1e-9;
-    for a in 0..=FEATURES {
-        for b in a + 1..=FEATURES {
-            hessian[a][b] = hessian[b][a];
+    // The upper triangle mirrors the lower one: row b's first b entries go to column b.
+    for b in 1..=FEATURES {
+        let (upper, lower) = hessian.split_at_mut(b);
+        for (a, row) in upper.iter_mut().enumerate() {
+            row[b] = lower[0][a];
         }
     }
     (gradient, hessian)

@@ -134,7 +134,11 @@ impl QualityConfig {
     /// them for [`QualityStats::add_caption`] with this. With one input unit that is exactly
     /// `train`'s rule over the captions in read order; with several, the held-out captions are
     /// chosen per unit while `train` numbers all captions together, so the two can hold out
-    /// different captions and fit (slightly) different calibrations.
+    /// different captions and fit (slightly) different calibrations. A unit read image by
+    /// image (a Flickr30k Entities directory) numbers the captions of each image instead and
+    /// holds out caption `k` of image `i` when `(i + k) % calibration_every ==
+    /// calibration_every - 1` ([`crate::augment::ssa::CaptionNumbering`]); with the default
+    /// `calibration_every` of 1 every rule holds out every caption.
     pub fn holds_out(&self, index: u64) -> bool {
         let every = self.calibration_every as u64;
         every != 0 && index % every == every - 1

@@ -150,7 +150,7 @@ impl Error {
         }
     }
 
-    fn corrupt(
+    pub fn corrupt(
         path: impl AsRef<Path>,
         format: &'static str,
         source: impl std::error::Error + Send + Sync + 'static,
@@ -175,6 +175,28 @@ impl Error {
             stage: stage.into(),
             image: image.into(),
             source: Box::new(source),
+        }
+    }
+
+    /// This error, from the external model `adapter` asked about `what` (`the 12 captions of
+    /// images a to b`), as an adapter error that names the batch: an adapter's own error keeps
+    /// its batch and gets `what` added, any other becomes its reason.
+    pub fn on_batch(self, adapter: &str, what: &str) -> Self {
+        match self {
+            Error::Adapter {
+                adapter,
+                batch,
+                reason,
+            } => Error::Adapter {
+                adapter,
+                batch: format!("{batch} ({what})"),
+                reason,
+            },
+            other => Error::Adapter {
+                adapter: adapter.to_string(),
+                batch: what.to_string(),
+                reason: other.to_string(),
+            },
         }
     }
 

@@ -78,7 +78,11 @@ fn nms_keeps_what_torchvision_keeps_in_its_order() {
 #[test]
 fn gbc_selection_matches_ml_gbc_steps_run_with_torchvision() {
     let data = expectations();
+    // The oracle runs ml-gbc's `DetectionAction` settings: score 0.35 (the paper and the
+    // default say 0.05) and the entity-crop area limit 0.8.
+    assert_eq!(DetectionFilter::default().score_threshold, Some(0.05));
     let filter = DetectionFilter {
+        score_threshold: Some(0.35),
         max_rel_area: Some(0.8),
         ..DetectionFilter::default()
     };

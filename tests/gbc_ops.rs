@@ -17,6 +17,8 @@ use capflow::graph::gbc_filter::{filter_graph, mentions, GbcFilterConfig};
 use capflow::ingest::{gbc, Row, VecSink};
 use capflow::schema::{GbcBbox, GbcDesc, GbcEdge, GbcGraphRow, GbcVertex};
 use proptest::prelude::*;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
 const FIXTURES: [&str; 4] = [
     "gbc/wiki__wiki_gbc_graphs.jsonl",
@@ -190,7 +192,7 @@ fn check_filtered(original: &GbcGraphRow, filtered: &GbcGraphRow) {
 /// or original caption that passes the caption filter, and no short caption below `short-image`.
 fn image_survives(row: &GbcGraphRow, config: &GbcFilterConfig) -> bool {
     let image = row.vertices.iter().find(|v| v.label == "image").unwrap();
-    let short_floor = config.min_scores.get("short-image");
+    let short_floor = config.min_clip_scores.get("short-image");
     let sunk = image
         .descs
         .iter()
@@ -198,7 +200,7 @@ fn image_survives(row: &GbcGraphRow, config: &GbcFilterConfig) -> bool {
     !sunk
         && image.descs.iter().any(|d| {
             matches!(d.label.as_str(), "short" | "detail" | "original")
-                && config.keeps_caption(d, "image")
+                && config.keeps_caption(d, "image", &mut ChaCha8Rng::seed_from_u64(0))
         })
 }
 
@@ -214,7 +216,7 @@ fn filtering_the_fixtures_keeps_edge_texts_alive() {
     let configs = [
         GbcFilterConfig::default(),
         GbcFilterConfig {
-            min_scores: thresholds(&[
+            min_clip_scores: thresholds(&[
                 ("short-composition", 0.2),
                 ("detail-entity", 0.22),
                 ("relation", 0.25),
@@ -227,7 +229,7 @@ fn filtering_the_fixtures_keeps_edge_texts_alive() {
             ..GbcFilterConfig::default()
         },
         GbcFilterConfig {
-            min_scores: thresholds(&[("short-image", 0.29), ("detail", 0.3)]),
+            min_clip_scores: thresholds(&[("short-image", 0.29), ("detail", 0.3)]),
             ..GbcFilterConfig::default()
         },
     ];
@@ -264,7 +266,7 @@ fn subgraphs_of_the_fixtures_respect_their_limits() {
             (Some(8), Some(2), TraversalOrder::Random),
         ] {
             let options = SubgraphOptions {
-                max_vertices,
+                max_n_vertices: max_vertices,
                 max_depth,
                 mode,
                 ..SubgraphOptions::default()
@@ -435,16 +437,16 @@ proptest! {
         bag_of_words in any::<bool>(),
     ) {
         let row = build(&spec);
-        let mut min_scores = BTreeMap::new();
+        let mut min_clip_scores = BTreeMap::new();
         if let Some(t) = short_image {
-            min_scores.insert("short-image".to_string(), t);
+            min_clip_scores.insert("short-image".to_string(), t);
         }
         if let Some(t) = detail {
-            min_scores.insert("detail".to_string(), t);
+            min_clip_scores.insert("detail".to_string(), t);
         }
         let config = GbcFilterConfig {
-            min_scores,
-            score_models: vec!["openai-l-patch14-336".into()],
+            min_clip_scores,
+            clip_names: vec!["openai-l-patch14-336".into()],
             add_bag_of_words: bag_of_words,
             ..GbcFilterConfig::default()
         };

@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use capflow::augment::gbc::{samples, GbcSampleConfig};
+use capflow::augment::gbc::{samples, ConcatSetting, GbcSampleConfig};
 use capflow::augment::ImageAnnotations;
 use capflow::ingest::{gbc, Row, VecSink};
 use capflow::schema::BoxXyxy;
@@ -156,7 +156,7 @@ fn concat_sample_joins_every_caption() {
     let path = common::repo_root().join("examples/data/gbc/sample_gbc.jsonl");
     let image = image_of(&path, 0);
     let config = GbcSampleConfig {
-        concat: true,
+        concat: ConcatSetting::On(true),
         ..GbcSampleConfig::default()
     };
     let rows = samples(&image, &config, 1);

@@ -234,3 +234,195 @@ fn cutswap_recipe_keeps_originals_first_and_changes_every_swapped_caption() {
         seen_swap.len()
     );
 }
+
+#[test]
+fn gbc_filtered_recipe_filters_cuts_and_concatenates_as_ml_gbc() {
+    let (_tmp, samples) = run_both("gbc-filtered");
+    assert_eq!(methods(&samples), BTreeSet::from(["gbc"]));
+    let graphs: Vec<Value> =
+        std::fs::read_to_string(common::repo_root().join("examples/data/gbc/sample_gbc.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let caption = |g: usize, id: &str, k: usize| -> String {
+        let v = graphs[g]["vertices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["vertex_id"] == id)
+            .unwrap();
+        v["descs"][k]["text"].as_str().unwrap().to_string()
+    };
+    // Without detail captions every entity goes (none has a child left to keep it); filtering
+    // adds bag-of-words captions where the image's short caption or a relation's caption misses
+    // an edge text ("dogs, trees"; "people"). The first three vertices in BFS order are the
+    // image and its first two children; concat walks them depth-first.
+    let image = |g: usize| caption(g, "", 1);
+    let expected_vertex_samples = [
+        caption(0, "[dog|frisbee]", 0),
+        caption(0, "[dog|man]", 0),
+        caption(1, "dogs", 0),
+        caption(1, "[dogs|trees]", 0),
+        caption(2, "people", 0),
+        caption(2, "[blanket|people]", 0),
+        caption(3, "men", 0),
+        caption(3, "[boat|men]", 0),
+    ];
+    let expected_concat = [
+        [
+            image(0),
+            caption(0, "[dog|frisbee]", 0),
+            caption(0, "[dog|man]", 0),
+        ]
+        .join(" | "),
+        [
+            image(1),
+            "dogs, trees".into(),
+            caption(1, "dogs", 0),
+            caption(1, "[dogs|trees]", 0),
+        ]
+        .join(" | "),
+        [
+            image(2),
+            "people".into(),
+            caption(2, "people", 0),
+            caption(2, "[blanket|people]", 0),
+            "people".into(),
+        ]
+        .join(" | "),
+        [image(3), caption(3, "men", 0), caption(3, "[boat|men]", 0)].join(" | "),
+    ];
+    let (concat, vertex): (Vec<&SampleRow>, Vec<&SampleRow>) = samples
+        .iter()
+        .partition(|s| s.sample_id.ends_with(":concat"));
+    let mut got: Vec<&str> = vertex.iter().map(|s| s.text.as_str()).collect();
+    let mut expected: Vec<&str> = expected_vertex_samples.iter().map(String::as_str).collect();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+    let mut got: Vec<&str> = concat.iter().map(|s| s.text.as_str()).collect();
+    got.sort();
+    let mut expected: Vec<&str> = expected_concat.iter().map(String::as_str).collect();
+    expected.sort();
+    assert_eq!(got, expected);
+    assert!(concat
+        .iter()
+        .all(|s| s.provenance.subgraph.as_deref() == Some("dfs")));
+}
+
+/// Control boxes of the relatedness samples of a run of `relatedness.toml` with `extra` appended
+/// (input paths made absolute).
+fn relatedness_boxes(extra: &str) -> Vec<[f64; 4]> {
+    let tmp = tempfile::tempdir().unwrap();
+    let recipe = std::fs::read_to_string(common::repo_root().join("dataflows/relatedness.toml"))
+        .unwrap()
+        .replace(
+            "\"../examples",
+            &format!("\"{}/examples", common::repo_root().display()),
+        );
+    let spec = tmp.path().join("relatedness.toml");
+    std::fs::write(&spec, format!("{recipe}\n{extra}\n")).unwrap();
+    let out = tmp.path().join("out");
+    let run = Command::new(common::capflow_bin())
+        .arg("run")
+        .arg(&spec)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    rows::<SampleRow>(&out, TableKind::Samples)
+        .iter()
+        .flat_map(|s| s.control_boxes.iter().map(|b| [b.x1, b.y1, b.x2, b.y2]))
+        .collect()
+}
+
+#[test]
+fn detections_table_post_processes_what_relatedness_reads() {
+    let area = |b: &[f64; 4]| (b[2] - b[0]) * (b[3] - b[1]);
+    let plain = relatedness_boxes("");
+    assert!(
+        plain.iter().any(|b| area(b) <= 20000.0),
+        "the test needs a context box of at most 20000 px"
+    );
+    // Only the area filter: every other step set to pass everything.
+    let filtered = relatedness_boxes(
+        "[detections]\nscore_threshold = 0.0\nmin_abs_area = 20000\nnms_single = 1.0\n\
+         nms_multiple = 1.0\ncontained = \"keep\"\nhigh_conf_tolerance = 1.0\ntop_k = 1000",
+    );
+    assert!(!filtered.is_empty());
+    for b in &filtered {
+        assert!(area(b) > 20000.0, "{b:?} is below min_abs_area");
+    }
+}
+
+#[test]
+fn documented_detections_table_is_the_papers_and_runs() {
+    let doc = std::fs::read_to_string(common::repo_root().join("docs/gbc.md")).unwrap();
+    let block = doc
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .find(|b| b.starts_with("[detections]"))
+        .expect("docs/gbc.md has a [detections] example");
+    // The GBC paper, App. B.2: confidence 0.05, at most six boxes, regions above 5000 px, NMS
+    // 0.05 for [single] and 0.2 for [multiple].
+    let table: toml::Value = toml::from_str(block).unwrap();
+    let d = &table["detections"];
+    assert_eq!(d["score_threshold"].as_float(), Some(0.05));
+    assert_eq!(d["top_k"].as_integer(), Some(6));
+    assert_eq!(d["min_abs_area"].as_float(), Some(5000.0));
+    assert_eq!(d["nms_single"].as_float(), Some(0.05));
+    assert_eq!(d["nms_multiple"].as_float(), Some(0.2));
+    let parsed: capflow::augment::detections::DetectionFilter = d.clone().try_into().unwrap();
+    assert_eq!(
+        parsed,
+        capflow::augment::detections::DetectionFilter::default()
+    );
+    assert!(!relatedness_boxes(block).is_empty());
+}
+
+#[test]
+fn bad_detections_and_gbc_tables_are_refused_with_the_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let recipe = std::fs::read_to_string(common::repo_root().join("dataflows/gbc.toml"))
+        .unwrap()
+        .replace(
+            "\"../examples",
+            &format!("\"{}/examples", common::repo_root().display()),
+        );
+    for (extra, key) in [
+        ("[detections]\nnms_single = 2.0", "nms_single"),
+        ("[detections]\nscore_treshold = 0.1", "score_treshold"),
+        (
+            "[gbc.subgraph]\nmode = \"random\"\nroot_id = \"man\"",
+            "root_id",
+        ),
+        (
+            "[gbc.filter]\nrandom_filtering_probs = { detail = -1.0 }",
+            "detail",
+        ),
+        (
+            "[gbc.filter]\nmin_clip_score = { detail = 0.2 }",
+            "min_clip_score",
+        ),
+    ] {
+        let spec = tmp.path().join("bad.toml");
+        std::fs::write(&spec, format!("{recipe}\n{extra}\n")).unwrap();
+        let run = Command::new(common::capflow_bin())
+            .arg("run")
+            .arg(&spec)
+            .arg("--out")
+            .arg(tmp.path().join("out"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{extra}: {stderr}");
+        assert!(stderr.contains(key), "{extra}: {stderr}");
+    }
+}

@@ -896,3 +896,100 @@ fn stats_of_other_settings_do_not_merge_or_fit() {
     let error = RelatednessModel::from_stats(stats, &missing).unwrap_err();
     assert_eq!(error.exit_code(), 4, "{error}");
 }
+
+/// `[models.embedder]` replaces the SIF encoder: the relatedness recipe with the deterministic
+/// stand-in as its sentence encoder. Each soft label is recomputed here from the request the
+/// stand-in logged (vector `[characters, count of 'a', index in the request]`): the cosine
+/// between the context's vector and the caption's.
+#[test]
+fn an_external_embedder_gives_the_relatedness_soft_labels() {
+    let Some(python) = common::oracle_python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = common::repo_root();
+    let log = tmp.path().join("embedded.log");
+    let recipe = std::fs::read_to_string(root.join("dataflows/relatedness.toml")).unwrap();
+    let command = [
+        python.display().to_string(),
+        root.join("tests/adapters/deterministic.py")
+            .display()
+            .to_string(),
+        "embedder".into(),
+        "--log".into(),
+        log.display().to_string(),
+    ];
+    let quoted: Vec<String> = command.iter().map(|c| format!("{c:?}")).collect();
+    // The recipe's inputs are relative to `dataflows/`.
+    let recipe = recipe.replace("\"../examples/", &format!("\"{}/examples/", root.display()));
+    let spec = tmp.path().join("relatedness-embedder.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "{recipe}\n[models.embedder]\ncommand = [{}]\nmax_restarts = 0\n",
+            quoted.join(", ")
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let output = Command::new(common::capflow_bin())
+        .current_dir(&root)
+        .arg("run")
+        .arg(&spec)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let requests: Vec<Vec<String>> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            l.split_once('\t')
+                .unwrap()
+                .1
+                .split(" | ")
+                .map(str::to_string)
+                .collect()
+        })
+        .collect();
+    let vector = |text: &str, index: usize| -> [f64; 3] {
+        [
+            text.chars().count() as f64,
+            text.matches('a').count() as f64,
+            index as f64,
+        ]
+    };
+    let cosine = |a: [f64; 3], b: [f64; 3]| -> f64 {
+        let dot: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        let norm = |v: [f64; 3]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        dot / (norm(a) * norm(b))
+    };
+    let samples: Vec<capflow::schema::SampleRow> =
+        capflow::export::read_table(&out, capflow::schema::TableKind::Samples)
+            .unwrap()
+            .flat_map(|b| capflow::schema::batch_to_rows(&b.unwrap()).unwrap())
+            .filter(|s: &capflow::schema::SampleRow| s.method == "relatedness")
+            .collect();
+    assert!(samples.len() >= 50, "{} samples", samples.len());
+    for sample in &samples {
+        let context = sample.control_labels.join(" ");
+        let request = requests
+            .iter()
+            .find(|r| r[0] == context && r[1..].contains(&sample.text))
+            .unwrap_or_else(|| panic!("no request for {context:?} / {:?}", sample.text));
+        let index = 1 + request[1..].iter().position(|t| *t == sample.text).unwrap();
+        let expected = cosine(vector(&context, 0), vector(&sample.text, index));
+        let soft = sample
+            .quality
+            .iter()
+            .find(|q| q.name == "relatedness")
+            .unwrap()
+            .value;
+        assert!((soft - expected).abs() < 1e-6, "{soft} vs {expected}");
+    }
+}

@@ -565,7 +565,8 @@ fn ssa_report_labels_every_stage_fits_the_length_axis_and_shows_only_what_it_hol
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dataset.join("manifest.json")).unwrap()).unwrap();
     let stages = manifest["stages"].as_array().unwrap();
-    assert_eq!(stages.len(), 13);
+    // read, plan, models, gather, originals, the seven SSA stages, mix, export.
+    assert_eq!(stages.len(), 14);
     let texts = svg_texts(inline_svg(&html, "stages"));
     for stage in stages {
         let name = stage["name"].as_str().unwrap();

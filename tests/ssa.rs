@@ -244,8 +244,9 @@ fn the_manifest_counts_ssa_drops_by_reason() {
     assert_eq!(seen[0], seen[1]);
 }
 
-/// SSA on captions without AMRs writes only the original captions; the run says so, naming
-/// the cause, instead of ending quietly with no SSA sample.
+/// SSA on captions without AMRs, told not to parse them, writes only the original captions;
+/// the run says so, naming the cause, and every image gets a ledger record, instead of ending
+/// quietly with no SSA sample.
 #[test]
 fn ssa_without_caption_amrs_warns() {
     let tmp = tempfile::tempdir().unwrap();
@@ -255,7 +256,7 @@ fn ssa_without_caption_amrs_warns() {
         &spec,
         format!(
             "name = \"no-amrs\"\n[[inputs]]\nformat = \"flickr30k-entities\"\npaths = [{:?}]\n\
-             [ssa]\nrules = \"flickr\"\ninclude_originals = true\n",
+             [ssa]\nrules = \"flickr\"\ninclude_originals = true\nparse_captions = \"never\"\n",
             data.display().to_string()
         ),
     )
@@ -267,7 +268,8 @@ fn ssa_without_caption_amrs_warns() {
     assert!(
         stderr.contains(
             "warning: ssa: its first stage `amr-align` received nothing from the run's 20 images"
-        ) && stderr.contains("no caption AMRs"),
+        ) && stderr.contains("no caption AMRs")
+            && stderr.contains("parse_captions = \"never\""),
         "{stderr}"
     );
     let manifest = read_manifest(&out).unwrap();
@@ -277,6 +279,16 @@ fn ssa_without_caption_amrs_warns() {
         .find(|s| s.name == "amr-align")
         .unwrap();
     assert_eq!(align.rows_in, 0);
+    // Each of the 20 images, with its 5 captions and no AMR, is in the ledger.
+    let ledger: Vec<capflow::schema::RejectedRow> = rows(&out, TableKind::Rejected);
+    let no_amr: Vec<_> = ledger
+        .iter()
+        .filter(|r| r.reason.contains("captions have no AMR"))
+        .collect();
+    assert_eq!(no_amr.len(), 20, "{ledger:?}");
+    assert!(no_amr
+        .iter()
+        .all(|r| r.reason.contains("the image's 5 captions")));
     // With the AMRs, no warning.
     let with = run(
         Path::new("dataflows/ssa-flickr30k.toml"),
@@ -751,7 +763,9 @@ impl capflow::select::quality::QualityScorer for Perfect {
 fn quality_filter_drops_subgraphs_without_control_boxes() {
     use capflow::amr::align::ModifierLexicon;
     use capflow::amr::sample::{EventSubgraph, EventVariant};
-    use capflow::augment::ssa::{builtin_realizer, filter_sentences, Drop, SsaConfig, SsaModels};
+    use capflow::augment::ssa::{
+        builtin_realizer, filter_sentences, CaptionParser, Drop, SsaConfig, SsaModels,
+    };
     use capflow::augment::ImageAnnotations;
 
     let mut image = ImageAnnotations::new("1");
@@ -783,6 +797,8 @@ fn quality_filter_drops_subgraphs_without_control_boxes() {
         quality: std::sync::Arc::new(Perfect),
         frames: None,
         realizer: builtin_realizer(),
+        parser: CaptionParser::Builtin,
+        external_quality: None,
     };
     let filtered = filter_sentences(&image, &events, &texts, &SsaConfig::default(), &models);
     let kept: Vec<usize> = filtered.kept.iter().map(|(i, _)| *i).collect();

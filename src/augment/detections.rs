@@ -29,12 +29,15 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use crate::schema::{BoxXyxy, DetectionRow};
+use super::method::Method;
+use super::ImageAnnotations;
+use crate::error::Result;
+use crate::schema::{BoxXyxy, DetectionRow, SampleRow};
 
 /// What to do with boxes nested in one another after NMS (ml-gbc's `remove_inside`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ContainedBoxes {
     /// Drop a box that contains another box (ml-gbc `remove_inside=False`, its default for
@@ -47,7 +50,7 @@ pub enum ContainedBoxes {
 }
 
 /// Whether a label names one object or several; GBC uses different NMS thresholds for each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Multiplicity {
     Single,
@@ -55,7 +58,7 @@ pub enum Multiplicity {
 }
 
 /// How [`postprocess`] decides the [`Multiplicity`] of a detection label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MultiplicityRule {
     /// Plural-looking labels (`dogs`, `people`) are "multiple", others "single".
@@ -68,12 +71,12 @@ pub enum MultiplicityRule {
 
 /// Detection post-processing settings, read from a recipe's `[detections]` table.
 ///
-/// Defaults are GBC's production settings (METHODS.md §5): score > 0.35, area > 5000 px, NMS
-/// 0.05 for single and 0.2 for multiple objects, boxes containing another box dropped, boxes
-/// within 0.05 of the best confidence for single objects, top 6. ml-gbc's library default for the
-/// score threshold is 0.05; `max_rel_area` is unset except for detections made inside an entity
-/// crop, where GBC uses 0.8.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+/// Defaults are the GBC paper's (App. B.2) and ml-gbc's library defaults: confidence > 0.05,
+/// area > 5000 px, NMS 0.05 for single and 0.2 for multiple objects, boxes containing another
+/// box dropped, boxes within 0.05 of the best confidence for single objects, top 6.
+/// `max_rel_area` is unset: GBC uses 0.8 only for detections made inside an entity crop.
+/// (METHODS.md quotes 0.35 as GBC's production threshold; set `score_threshold = 0.35` for it.)
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DetectionFilter {
     pub score_threshold: Option<f64>,
@@ -90,7 +93,7 @@ pub struct DetectionFilter {
 impl Default for DetectionFilter {
     fn default() -> Self {
         DetectionFilter {
-            score_threshold: Some(0.35),
+            score_threshold: Some(0.05),
             min_abs_area: Some(5000.0),
             max_rel_area: None,
             nms_single: Some(0.05),
@@ -292,6 +295,69 @@ pub fn postprocess(
     out
 }
 
+impl DetectionFilter {
+    /// The image with its detections post-processed ([`postprocess`], with the image row's size
+    /// for `max_rel_area`); every other row as it was.
+    pub fn apply(&self, image: &ImageAnnotations) -> ImageAnnotations {
+        let detections = postprocess(&image.detections, image.size(), self);
+        ImageAnnotations {
+            detections,
+            ..image.clone()
+        }
+    }
+
+    /// Checks the thresholds: scores and IoUs in [0, 1], areas not negative, `top_k` above 0.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let unit = [
+            ("score_threshold", self.score_threshold),
+            ("nms_single", self.nms_single),
+            ("nms_multiple", self.nms_multiple),
+            ("high_conf_tolerance", self.high_conf_tolerance),
+        ];
+        for (name, value) in unit {
+            if let Some(v) = value.filter(|v| !(0.0..=1.0).contains(v)) {
+                return Err(format!("[detections] {name} = {v} must be in [0, 1]"));
+            }
+        }
+        if let Some(v) = self.min_abs_area.filter(|v| v.is_nan() || *v < 0.0) {
+            return Err(format!(
+                "[detections] min_abs_area = {v} must not be negative"
+            ));
+        }
+        if let Some(v) = self.max_rel_area.filter(|v| v.is_nan() || *v <= 0.0) {
+            return Err(format!("[detections] max_rel_area = {v} must be positive"));
+        }
+        if self.top_k == Some(0) {
+            return Err("[detections] top_k = 0 keeps no box; leave it out for no limit".into());
+        }
+        Ok(())
+    }
+}
+
+/// A method that sees each image's detections post-processed by a [`DetectionFilter`] (a
+/// recipe's `[detections]` table): its stage, rows and samples are the inner method's.
+pub struct WithDetectionFilter {
+    pub filter: DetectionFilter,
+    pub method: std::sync::Arc<dyn Method>,
+}
+
+impl Method for WithDetectionFilter {
+    fn stage(&self) -> &str {
+        self.method.stage()
+    }
+
+    fn rows_in(&self, image: &ImageAnnotations) -> usize {
+        self.method.rows_in(image)
+    }
+
+    fn samples(&self, image: &ImageAnnotations, seed: u64) -> Result<Vec<SampleRow>> {
+        if image.detections.is_empty() {
+            return self.method.samples(image, seed);
+        }
+        self.method.samples(&self.filter.apply(image), seed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,7 +391,7 @@ mod tests {
             scored(0.0, 0.0, 100.0, 51.0, 0.36), // area 5100: kept
         ];
         let filter = DetectionFilter {
-            score_threshold: Some(0.35),
+            score_threshold: Some(0.05),
             min_abs_area: Some(5000.0),
             ..no_filters()
         };

@@ -25,19 +25,29 @@
 //! assert_eq!(rows[0].coverage, 12.5);
 //! ```
 
-use serde::Deserialize;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
 
 use super::clid::PARAGRAPH_LEVELS;
 use super::control::{coverage_percent, word_count};
 use super::ImageAnnotations;
-use crate::graph::gbc_edit::{bfs_order_and_depths, caption_concat, TraversalOrder};
+use crate::amr::sample::predicate_rng;
+use crate::graph::gbc_edit::{
+    caption_concat, order, subgraph, ConcatOptions, SubgraphOptions, TraversalOrder,
+};
+use crate::graph::gbc_filter::{filter_graph, GbcFilterConfig};
 use crate::schema::{BoxXyxy, GbcBbox, GbcGraphRow, GbcVertex, Provenance, SampleRow};
 
 /// The `method` of GBC samples.
 pub const METHOD: &str = "gbc";
 
 /// GBC sample settings, read from a recipe's `[gbc]` table.
-#[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
+///
+/// Each graph is first filtered (`[gbc.filter]`, ml-gbc's `GbcClipFilter` options and defaults;
+/// a graph whose image vertex goes gives no samples), then cut to a subgraph
+/// (`[gbc.subgraph]`, `GbcGraphFull.get_subgraph`'s options), each only when its table is
+/// given; the samples come from what is left.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GbcSampleConfig {
     /// Vertex labels whose captions become samples.
@@ -45,9 +55,16 @@ pub struct GbcSampleConfig {
     /// Caption labels left out: template (`hardcode`) and word-list (`bagofwords`) captions
     /// (ml-gbc's own filter leaves out `hardcode` by default).
     pub exclude_caption_labels: Vec<String>,
-    /// Also one GBC-concat sample per graph: every caption in breadth-first order, with the
-    /// boxes of every entity.
-    pub concat: bool,
+    /// Also one GBC-concat sample per graph, with the boxes of every entity: `true` joins every
+    /// caption in breadth-first order by a space; a `[gbc.concat]` table sets
+    /// `GbcGraphFull.get_caption_concat`'s `separator`, `mode` and `remove_repeated_suffix`.
+    pub concat: ConcatSetting,
+    /// Caption filtering before the samples are taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<GbcFilterConfig>,
+    /// Subgraph extraction after filtering.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subgraph: Option<SubgraphOptions>,
 }
 
 impl Default for GbcSampleConfig {
@@ -55,8 +72,91 @@ impl Default for GbcSampleConfig {
         GbcSampleConfig {
             vertex_labels: vec!["entity".into(), "composition".into(), "relation".into()],
             exclude_caption_labels: vec!["hardcode".into(), "bagofwords".into()],
-            concat: false,
+            concat: ConcatSetting::On(false),
+            filter: None,
+            subgraph: None,
         }
+    }
+}
+
+/// `concat = true|false`, or a `[gbc.concat]` table (which turns concatenation on).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum ConcatSetting {
+    On(bool),
+    With(ConcatOptions),
+}
+
+impl ConcatSetting {
+    /// The concatenation options when concatenation is on.
+    pub fn options(&self) -> Option<ConcatOptions> {
+        match self {
+            ConcatSetting::On(false) => None,
+            ConcatSetting::On(true) => Some(ConcatOptions::default()),
+            ConcatSetting::With(options) => Some(options.clone()),
+        }
+    }
+}
+
+/// The stage names mixed into the seeds of filtering and subgraph extraction.
+pub const FILTER_STAGE: &str = "gbc-filter";
+pub const SUBGRAPH_STAGE: &str = "gbc-subgraph";
+pub const CONCAT_STAGE: &str = "gbc-concat";
+
+/// The seed of one stage's random choices on graph `g` (counted per image) of an image: from
+/// (run seed, image, stage, graph index) only, so any number of workers, and `capflow gbc`
+/// given the same seed, make the same choices.
+pub fn graph_seed(seed: u64, image_id: &str, stage: &str, g: usize) -> u64 {
+    predicate_rng(seed, image_id, stage, &g.to_string()).gen()
+}
+
+impl GbcSampleConfig {
+    /// Graph `g` of `image` after the configured filter and subgraph extraction; `None` when
+    /// filtering drops it or it has no vertex `root_id` to take the subgraph from. The seeds
+    /// come from (seed, image, graph index).
+    pub fn prepared(
+        &self,
+        image: &ImageAnnotations,
+        g: usize,
+        row: &GbcGraphRow,
+        seed: u64,
+    ) -> Option<GbcGraphRow> {
+        let draw = |stage: &str| graph_seed(seed, &image.image_id, stage, g);
+        let mut graph = match &self.filter {
+            Some(filter) => filter_graph(row, filter, draw(FILTER_STAGE)).0?,
+            None => row.clone(),
+        };
+        if let Some(options) = &self.subgraph {
+            // The options are validated with the spec, so only a missing root is refused.
+            graph = subgraph(&graph, options, draw(SUBGRAPH_STAGE)).ok()?;
+        }
+        Some(graph)
+    }
+
+    /// Whether the options can work on any graph (a subgraph from a named root cannot be taken
+    /// in random mode).
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if let Some(options) = &self.subgraph {
+            let walks = options.root_id.is_some() || options.edge_shuffling;
+            if walks && options.mode == TraversalOrder::Random {
+                return Err(
+                    "[gbc.subgraph]: mode \"random\" cannot start from root_id or shuffle edges"
+                        .into(),
+                );
+            }
+        }
+        if let Some(filter) = &self.filter {
+            if let Some((key, p)) = filter
+                .random_filtering_probs
+                .iter()
+                .find(|(_, p)| !(0.0..=1.0).contains(*p))
+            {
+                return Err(format!(
+                    "[gbc.filter]: random_filtering_probs.{key} = {p} is not a probability"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -148,10 +248,15 @@ fn sample(
 
 /// The GBC samples of one image: per graph, per vertex in stored order, per caption. Sample ids
 /// are `gbc:<image>:<graph>:<vertex id>:<caption index>`; the source caption id is
-/// `<vertex id>#<caption index>`. GBC samples involve no randomness; `seed` is recorded.
+/// `<vertex id>#<caption index>`. Graphs are filtered and cut first when so configured
+/// ([`GbcSampleConfig::prepared`]); `seed` seeds their random choices and is recorded.
 pub fn samples(image: &ImageAnnotations, config: &GbcSampleConfig, seed: u64) -> Vec<SampleRow> {
     let mut out = Vec::new();
-    for (g, row) in image.gbc_graphs.iter().enumerate() {
+    for (g, original) in image.gbc_graphs.iter().enumerate() {
+        let Some(prepared) = config.prepared(image, g, original, seed) else {
+            continue;
+        };
+        let row = &prepared;
         let size = image_size(row, image);
         for vertex in &row.vertices {
             if !config.vertex_labels.contains(&vertex.label) {
@@ -175,12 +280,13 @@ pub fn samples(image: &ImageAnnotations, config: &GbcSampleConfig, seed: u64) ->
                 ));
             }
         }
-        if config.concat {
-            let text = caption_concat(row, " ", TraversalOrder::Bfs, seed);
+        if let Some(options) = config.concat.options() {
+            let concat_seed = graph_seed(seed, &image.image_id, CONCAT_STAGE, g);
+            let text = caption_concat(row, &options, concat_seed);
             if word_count(&text) == 0 {
                 continue;
             }
-            let (order, _) = bfs_order_and_depths(row);
+            let order = order(row, options.mode, concat_seed);
             let entities: Vec<&GbcVertex> = order
                 .iter()
                 .map(|&v| &row.vertices[v])
@@ -208,7 +314,7 @@ pub fn samples(image: &ImageAnnotations, config: &GbcSampleConfig, seed: u64) ->
                 controls,
                 size,
                 "concat".to_string(),
-                Some("bfs".to_string()),
+                Some(options.mode.name().to_string()),
                 seed,
             ));
         }

@@ -3,6 +3,9 @@
 //! The dataflow runs these one stage at a time (`src/dataflow/stages/`); each is a plain
 //! function that can be tested without timely.
 //!
+//! 0. text-to-amr ([`captions_to_parse`], [`CaptionParser`], [`add_parsed`]): parse the
+//!    captions that have no AMR into AMR graphs (the built-in caption parser or an external
+//!    model).
 //! 1. [`align`]: parse the image's caption AMRs, token-align those that come without
 //!    alignments ([`align_tokens`]), and ground their noun nodes in the caption's phrase boxes
 //!    (vgAMR).
@@ -14,8 +17,12 @@
 //!    fully grounded, at least one control box, duplicates).
 //! 6. [`ssa_sample`]: the control signals (boxes, coverage, length level, word count, verbs).
 
+mod parse;
 mod stats;
 
+pub use parse::{
+    add_parsed, captions_to_parse, no_amr, CaptionParser, ParseCaptions, Parsed, Unparsed,
+};
 pub use stats::{CaptionNumbering, SsaCorpusStats};
 
 use std::collections::{BTreeSet, HashSet};
@@ -36,8 +43,8 @@ use crate::amr::token_align::align_graph;
 use crate::amr::Graph;
 use crate::augment::control::{coverage_percent, ssa_length_level, word_count};
 use crate::augment::ImageAnnotations;
-use crate::error::{Error, Result};
-use crate::models::AmrToText;
+use crate::error::Result;
+use crate::models::{one_per_request, AmrToText, ExternalQualityScorer};
 use crate::schema::{excerpt, CaptionRow, Provenance, QualityScore, RejectedRow, SampleRow};
 use crate::select::quality::QualityScorer;
 use crate::text::tokenize::{is_punctuation, tokenize};
@@ -70,6 +77,10 @@ pub struct SsaConfig {
     pub require_fully_grounded: bool,
     /// Keep the dataset's own captions as `original` samples beside the SSA samples.
     pub include_originals: bool,
+    /// Which captions are parsed into AMR (stage `text-to-amr`): those without an AMR in the
+    /// inputs (`missing`, the default), `all`, or `never`.
+    #[serde(skip_serializing_if = "ParseCaptions::is_default")]
+    pub parse_captions: ParseCaptions,
     /// Smatch search settings for the merge order.
     #[serde(skip)]
     pub smatch: SmatchOptions,
@@ -87,6 +98,7 @@ impl Default for SsaConfig {
             hallucination_words: Vec::new(),
             require_fully_grounded: true,
             include_originals: true,
+            parse_captions: ParseCaptions::default(),
             smatch: SmatchOptions::default(),
         }
     }
@@ -111,33 +123,12 @@ pub struct ExternalRealizer {
 impl EventRealizer for ExternalRealizer {
     fn realize_batch(&self, image_id: &str, graphs: &[&Graph]) -> Result<Vec<String>> {
         let penman: Vec<String> = graphs.iter().map(|g| encode(g)).collect();
-        let batch = || format!("the {} graphs of image {image_id}", graphs.len());
+        let what = format!("the {} subgraphs of image {image_id}", graphs.len());
         let sentences = self
             .model
             .generate_sentences(&penman)
-            .map_err(|e| match e {
-                Error::Adapter {
-                    adapter,
-                    batch,
-                    reason,
-                } => Error::Adapter {
-                    adapter,
-                    batch: format!("{batch} (the subgraphs of image {image_id})"),
-                    reason,
-                },
-                other => Error::Adapter {
-                    adapter: self.name.clone(),
-                    batch: batch(),
-                    reason: other.to_string(),
-                },
-            })?;
-        if sentences.len() != graphs.len() {
-            return Err(Error::Adapter {
-                adapter: self.name.clone(),
-                batch: batch(),
-                reason: format!("returned {} sentences", sentences.len()),
-            });
-        }
+            .map_err(|e| e.on_batch(&self.name, &what))?;
+        let sentences = one_per_request(&self.name, &what, graphs.len(), sentences, "sentences")?;
         Ok(sentences)
     }
 }
@@ -150,6 +141,19 @@ pub struct SsaModels {
     pub quality: Arc<dyn QualityScorer>,
     pub frames: Option<HashSet<String>>,
     pub realizer: Arc<dyn EventRealizer>,
+    /// Parses the captions that `parse_captions` selects (stage `text-to-amr`).
+    pub parser: CaptionParser,
+    /// An external quality scorer (`[models.quality_scorer]`) in place of `quality`.
+    pub external_quality: Option<ExternalQuality>,
+}
+
+/// An external quality scorer (GRUEN in the paper) through the adapter protocol: the stage
+/// `quality-filter` sends it the sentences of a batch of images that pass the checks before the
+/// score ([`to_score`]) in one request, and keeps those scoring above `quality_threshold`.
+#[derive(Clone)]
+pub struct ExternalQuality {
+    pub name: String,
+    pub model: Arc<dyn ExternalQualityScorer>,
 }
 
 impl SsaModels {
@@ -421,6 +425,23 @@ pub fn judge(
     config: &SsaConfig,
     models: &SsaModels,
 ) -> std::result::Result<Vec<QualityScore>, Drop> {
+    let tokens = prejudge(text, event, context, config, models)?;
+    judge_scored(builtin_score(models, &tokens), event, config)
+}
+
+/// The name of the built-in quality scorer's score in a sample's `quality` list.
+pub const BUILTIN_QUALITY: &str = "builtin-quality";
+
+/// The checks of [`judge`] that come before the quality score (full grounding, hallucination
+/// words, a noun, every noun grounded); the sentence's tokens when it passes them. Only these
+/// sentences are sent to an external quality scorer.
+pub fn prejudge(
+    text: &str,
+    event: &EventSubgraph,
+    context: &CaptionContext,
+    config: &SsaConfig,
+    models: &SsaModels,
+) -> std::result::Result<Vec<String>, Drop> {
     if config.require_fully_grounded && event.unknown {
         return Err(Drop::NotFullyGrounded);
     }
@@ -441,8 +462,16 @@ pub fn judge(
     {
         return Err(Drop::UngroundedNoun);
     }
-    let score = models.quality.score(&tokens);
-    if score <= config.quality_threshold {
+    Ok(tokens)
+}
+
+/// The verdict on a sentence that passed [`prejudge`], from its quality score.
+fn judge_scored(
+    score: QualityScore,
+    event: &EventSubgraph,
+    config: &SsaConfig,
+) -> std::result::Result<Vec<QualityScore>, Drop> {
+    if score.value <= config.quality_threshold {
         return Err(Drop::LowQuality);
     }
     // Last, so that it counts the sentences that would otherwise be kept: SSA never emits a
@@ -450,10 +479,15 @@ pub fn judge(
     if event.boxes.is_empty() {
         return Err(Drop::NoControlBox);
     }
-    Ok(vec![QualityScore {
-        name: "builtin-quality".into(),
-        value: score,
-    }])
+    Ok(vec![score])
+}
+
+/// The built-in quality scorer's score of a sentence's tokens.
+fn builtin_score(models: &SsaModels, tokens: &[String]) -> QualityScore {
+    QualityScore {
+        name: BUILTIN_QUALITY.into(),
+        value: models.quality.score(tokens),
+    }
 }
 
 /// Whether a sentence repeats one already kept for the image (or one of its captions); records
@@ -564,18 +598,54 @@ pub fn filter_sentences(
     config: &SsaConfig,
     models: &SsaModels,
 ) -> Filtered {
+    filter_scored(image, events, texts, config, models, &mut |_, tokens| {
+        builtin_score(models, tokens)
+    })
+}
+
+/// The indices of the sentences of one image that pass [`prejudge`]: those an external quality
+/// scorer is asked about.
+pub fn to_score(
+    image: &ImageAnnotations,
+    events: &[EventSubgraph],
+    texts: &[String],
+    config: &SsaConfig,
+    models: &SsaModels,
+) -> Vec<usize> {
+    let context = CaptionContext::new(&image.captions);
+    events
+        .iter()
+        .zip(texts)
+        .enumerate()
+        .filter(|(_, (event, text))| prejudge(text, event, &context, config, models).is_ok())
+        .map(|(index, _)| index)
+        .collect()
+}
+
+/// [`filter_sentences`] with the quality score of sentence `index` (its tokens given) from
+/// `score`, which is asked only about sentences that pass [`prejudge`].
+pub fn filter_scored(
+    image: &ImageAnnotations,
+    events: &[EventSubgraph],
+    texts: &[String],
+    config: &SsaConfig,
+    models: &SsaModels,
+    score: &mut dyn FnMut(usize, &[String]) -> QualityScore,
+) -> Filtered {
     let context = CaptionContext::new(&image.captions);
     let mut seen = HashSet::new();
     let mut kept = Vec::new();
     let mut dropped = std::collections::BTreeMap::new();
     for (index, (event, text)) in events.iter().zip(texts).enumerate() {
-        let verdict = judge(text, event, &context, config, models).and_then(|scores| {
-            if is_duplicate(text, &context, &mut seen) {
-                Err(Drop::Duplicate)
-            } else {
-                Ok(scores)
-            }
-        });
+        let verdict = prejudge(text, event, &context, config, models)
+            .and_then(|tokens| judge_scored(score(index, &tokens), event, config))
+            .and_then(|scores| {
+                if is_duplicate(text, &context, &mut seen) {
+                    Err(Drop::Duplicate)
+                } else {
+                    Ok(scores)
+                }
+            });
         match verdict {
             Ok(scores) => kept.push((index, scores)),
             Err(reason) => *dropped.entry(reason).or_insert(0u64) += 1,

@@ -1,7 +1,7 @@
 //! `capflow amr`: commands over AMR files in PENMAN notation.
 
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::out::{diagnostic, stdout_error};
 use crate::amr::penman::{read_blocks, GraphBlock};
@@ -134,14 +134,7 @@ fn parse_text_command(args: &ParseTextArgs) -> Result<()> {
         Ok(())
     })?;
     out.flush().map_err(&write_error)?;
-    if failed > 0 {
-        return Err(Error::record(
-            path.display().to_string(),
-            format!("{failed} of {captions} captions"),
-            "could not be parsed (see the messages above); fix or remove them and rerun",
-        ));
-    }
-    Ok(())
+    failures(path, failed, captions, "captions", "parsed")
 }
 
 /// The captions of a `parse-text` input in file order: COCO captions JSON when the file starts
@@ -266,14 +259,20 @@ fn align_command(args: &AlignArgs) -> Result<()> {
         Ok(())
     })?;
     out.flush().map_err(&write_error)?;
-    if failed > 0 {
-        return Err(Error::record(
-            path.display().to_string(),
-            format!("{failed} of {graphs} graphs"),
-            "could not be aligned (see the messages above); fix or remove them and rerun",
-        ));
+    failures(path, failed, graphs, "graphs", "aligned")
+}
+
+/// The error of a command that wrote what it could of `path` and reported each of `failed` of
+/// its `total` records (`noun`) that could not be `done`; none without failures.
+fn failures(path: &Path, failed: usize, total: usize, noun: &str, done: &str) -> Result<()> {
+    if failed == 0 {
+        return Ok(());
     }
-    Ok(())
+    Err(Error::record(
+        path.display().to_string(),
+        format!("{failed} of {total} {noun}"),
+        format!("could not be {done} (see the messages above); fix or remove them and rerun"),
+    ))
 }
 
 /// Aligns one graph to its sentence and records the tokens as `# ::tok` (after `# ::snt`).

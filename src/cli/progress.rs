@@ -5,7 +5,7 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
 /// Whether bars are drawn at all.
 pub fn enabled() -> bool {
@@ -26,8 +26,36 @@ pub fn records(label: &str) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(None, target());
     // The template is a constant; a bad one would be a bug caught by the tests.
     if let Ok(style) =
-        ProgressStyle::with_template("{spinner} {msg} {human_pos} records ({per_sec}, {elapsed})")
+        ProgressStyle::with_template("{spinner} {msg} {human_pos} records ({rate}, {elapsed})")
     {
+        bar.set_style(style.with_key("rate", rate));
+    }
+    bar.set_message(label.to_string());
+    if enabled() {
+        bar.enable_steady_tick(Duration::from_millis(120));
+    }
+    bar
+}
+
+/// The rate key of the bars' templates ([`format_rate`]).
+fn rate(state: &ProgressState, w: &mut dyn std::fmt::Write) {
+    let _ = w.write_str(&format_rate(state.per_sec()));
+}
+
+/// Items per second: whole numbers from 10/s up (`12,345/s`), one decimal below (`3.2/s`).
+fn format_rate(per_sec: f64) -> String {
+    if per_sec >= 10.0 {
+        format!("{}/s", indicatif::HumanCount(per_sec.round() as u64))
+    } else {
+        format!("{per_sec:.1}/s")
+    }
+}
+
+/// A spinner for a step whose length is unknown (a commit): the label, which the caller may
+/// change as the step goes on, and the elapsed time.
+pub fn spinner(label: &str) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(None, target());
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
         bar.set_style(style);
     }
     bar.set_message(label.to_string());
@@ -54,9 +82,9 @@ pub fn bytes(label: &str, total: u64) -> ProgressBar {
 pub fn items(label: &str, total: u64) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(total), target());
     if let Ok(style) =
-        ProgressStyle::with_template("{msg} [{bar:30}] {human_pos}/{human_len} ({per_sec}, {eta})")
+        ProgressStyle::with_template("{msg} [{bar:30}] {human_pos}/{human_len} ({rate}, {eta})")
     {
-        bar.set_style(style);
+        bar.set_style(style.with_key("rate", rate));
     }
     bar.set_message(label.to_string());
     bar
@@ -69,9 +97,12 @@ mod tests {
     #[test]
     fn templates_parse() {
         assert!(ProgressStyle::with_template(
-            "{spinner} {msg} {human_pos} records ({per_sec}, {elapsed})"
+            "{spinner} {msg} {human_pos} records ({rate}, {elapsed})"
         )
         .is_ok());
+        assert_eq!(format_rate(626_252.4), "626,252/s");
+        assert_eq!(format_rate(3.25), "3.2/s");
+        assert!(ProgressStyle::with_template("{spinner} {msg} ({elapsed})").is_ok());
         assert!(ProgressStyle::with_template(
             "{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} ({binary_bytes_per_sec}, eta {eta})"
         )

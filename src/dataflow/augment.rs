@@ -2,7 +2,7 @@
 //! stage, the stages of every configured method in a fixed order.
 //!
 //! ```text
-//! records ─(image key, arrange)→ gather → [originals] → [SSA: amr-align → merge → event-sample
+//! records ─(image key, arrange)→ gather → [originals] → [SSA: text-to-amr → amr-align → merge → event-sample
 //!         → realize → quality-filter → control-signals] → [clid] → [gbc] → [relatedness]
 //!         → [cutswap] → samples
 //! ```
@@ -32,7 +32,7 @@ use super::ssa::STAGES as SSA_STAGES;
 use super::stages::{
     amr_align::amr_align, control_signals::control_signals, event_sample::event_sample,
     gather::gather, merge::merge, method::method, quality_filter::quality_filter, realize::realize,
-    Failure, Images, MethodContext, SsaImage, StageContext, StageMeter,
+    text_to_amr::text_to_amr, Failure, Images, MethodContext, SsaImage, StageContext, StageMeter,
 };
 use super::ClusterOptions;
 use crate::augment::method::Method;
@@ -280,6 +280,7 @@ impl StageContexts {
             images = method(images, Arc::clone(ctx), next());
         }
         if let Some(ctx) = &self.ssa {
+            images = text_to_amr(images, Arc::clone(ctx), next());
             images = amr_align(images, Arc::clone(ctx), next());
             images = merge(images, Arc::clone(ctx), next());
             images = event_sample(images, Arc::clone(ctx), next());

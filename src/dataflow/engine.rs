@@ -119,6 +119,10 @@ enum Message {
     /// What one worker gathered for the corpus-level models.
     Stats(WorkerStats),
     ReadDone,
+    /// Rows read since the last such message, for the progress display.
+    Read(u64),
+    /// The number of parts one worker will take through the stages, once it has read.
+    Planned(u64),
     /// Images of a part just written, for the progress display.
     Progress(u64),
     /// What one worker wrote, once all its parts are written.
@@ -252,10 +256,12 @@ pub fn run_streaming(
             messages: &messages,
             stats: corpus_stats.clone(),
             numbering: CaptionNumbering::default(),
+            unreported: 0,
         };
         if let Err(err) = read_units(&units, &shared, worker, input, &mut observer) {
             fail(err);
         }
+        observer.report_read();
         while !probe.done() {
             worker.step();
         }
@@ -279,6 +285,7 @@ pub fn run_streaming(
                 Err(err) => fail(err),
             }
         }
+        let _ = messages.send(Message::Planned(planned.len() as u64));
         if let Some(mut stats) = observer.stats.take() {
             if stats.by_image() {
                 if let Err(err) = add_images(&planned, &mut stats) {
@@ -466,7 +473,9 @@ pub fn run_streaming(
     let mut read_elapsed = Duration::ZERO;
     let mut written = WrittenParts::default();
     let mut images_done = 0u64;
-    let progress = crate::cli::progress::records("capflow run");
+    let mut parts_planned = 0u64;
+    // Rows while reading; then the parts through the stages, with the images written.
+    let mut progress = crate::cli::progress::records("read");
     for message in receiver.iter() {
         match message {
             Message::Rejected(unit, ordinal, row) => run.read_rejected.push((unit, ordinal, row)),
@@ -480,7 +489,8 @@ pub fn run_streaming(
                 if reads_done < local_workers {
                     continue;
                 }
-                progress.set_message("augment");
+                progress.finish_and_clear();
+                progress = crate::cli::progress::items("augment: parts", parts_planned);
                 read_elapsed = started.elapsed();
                 augment_started = Some(Instant::now());
                 let contexts = match first_error {
@@ -507,9 +517,15 @@ pub fn run_streaming(
                     let _ = models_out.send(contexts.clone());
                 }
             }
+            Message::Read(rows) => progress.inc(rows),
+            Message::Planned(parts) => parts_planned += parts,
             Message::Progress(images) => {
                 images_done += images;
-                progress.set_position(images_done);
+                progress.inc(1);
+                progress.set_message(format!(
+                    "augment: {} images written; parts",
+                    indicatif::HumanCount(images_done)
+                ));
             }
             Message::Written(part) => written.add(*part),
             Message::Meters(meters) => add_metrics(&mut stage_totals, meters),
@@ -781,9 +797,22 @@ struct SpillObserver<'a> {
     messages: &'a crossbeam_channel::Sender<Message>,
     stats: Option<CorpusStats>,
     numbering: CaptionNumbering,
+    /// Rows read and not yet counted on the progress display.
+    unreported: u64,
 }
 
+/// Rows a reader reads between two updates of the progress display.
+const READ_REPORT_ROWS: u64 = 8192;
+
 impl SpillObserver<'_> {
+    /// Counts the rows read so far on the progress display.
+    fn report_read(&mut self) {
+        if self.unreported > 0 {
+            let _ = self.messages.send(Message::Read(self.unreported));
+            self.unreported = 0;
+        }
+    }
+
     fn send(&self, message: Message) -> Result<()> {
         self.messages
             .send(message)
@@ -793,6 +822,10 @@ impl SpillObserver<'_> {
 
 impl ReadObserver for SpillObserver<'_> {
     fn row(&mut self, keyed: &KeyedRow) -> Result<()> {
+        self.unreported += 1;
+        if self.unreported >= READ_REPORT_ROWS {
+            self.report_read();
+        }
         let ssa = self.stats.as_mut().and_then(|stats| stats.ssa.as_mut());
         if let (Some(stats), Row::Caption(caption)) = (ssa, &keyed.row) {
             self.numbering

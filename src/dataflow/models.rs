@@ -5,8 +5,11 @@
 //! ([`model_rows`]), and both give the same models.
 
 use crate::augment::cutswap::stats::{self as cutswap_stats, CutswapStats};
+use crate::augment::detections::{DetectionFilter, WithDetectionFilter};
+use crate::augment::relatedness::sif::SentenceEncoder;
 use crate::augment::relatedness::{RelatednessModel, RelatednessStats};
 use crate::augment::ImageAnnotations;
+use crate::models::{ModelKind, SubprocessAdapter};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -61,6 +64,8 @@ pub struct CorpusStats {
     pub relatedness: Option<RelatednessStats>,
     /// CutSwap's vocabulary, clusters and swap donors: gathered image by image.
     pub cutswap: Option<CutswapStats>,
+    /// The spec's `[detections]` post-processing, applied to each image before it is added.
+    pub detections: Option<DetectionFilter>,
 }
 
 impl CorpusStats {
@@ -70,6 +75,7 @@ impl CorpusStats {
             ssa: spec.ssa.as_ref().map(corpus_stats),
             relatedness: spec.relatedness.as_ref().map(RelatednessStats::new),
             cutswap: spec.cutswap.as_ref().map(CutswapStats::new),
+            detections: spec.detections.clone(),
         };
         (stats.ssa.is_some() || stats.by_image()).then_some(stats)
     }
@@ -82,6 +88,12 @@ impl CorpusStats {
 
     /// Adds what one image (all its rows) contributes to the statistics gathered by image.
     pub fn add_image(&mut self, image: &ImageAnnotations) {
+        let filtered = self
+            .detections
+            .as_ref()
+            .filter(|_| !image.detections.is_empty())
+            .map(|filter| filter.apply(image));
+        let image = filtered.as_ref().unwrap_or(image);
         if let Some(stats) = &mut self.relatedness {
             stats.add_image(image);
         }
@@ -143,13 +155,13 @@ pub fn fit_methods_with(
         .filter(|r| matches!(r.row, Row::Caption(_)))
         .count() as u64;
     if let Some(config) = &spec.ssa {
-        let adapter = spec.models.amr_to_text.as_ref();
+        let adapters = &spec.models;
         let models = match stats.as_mut().and_then(|s| s.ssa.take()) {
             Some(stats) => {
                 learned_from = stats.captions();
-                build_models_from_stats(config, stats, adapter, builtin_realizer())?
+                build_models_from_stats(config, stats, adapters, builtin_realizer())?
             }
-            None => build_models(config, &fit.rows, adapter, builtin_realizer())?,
+            None => build_models(config, &fit.rows, adapters, builtin_realizer())?,
         };
         methods.ssa = Some((config.clone(), models));
         fitted += 2;
@@ -159,7 +171,10 @@ pub fn fit_methods_with(
     let needs_rows = (spec.relatedness.is_some() && relatedness.is_none())
         || (spec.cutswap.is_some() && cutswap.is_none());
     if needs_rows {
-        let images = group_images(fit);
+        let mut images = group_images(fit);
+        if let Some(filter) = &spec.detections {
+            images = images.iter().map(|image| filter.apply(image)).collect();
+        }
         if let Some(config) = &spec.relatedness {
             let mut stats = RelatednessStats::new(config);
             images.iter().for_each(|image| stats.add_image(image));
@@ -179,11 +194,22 @@ pub fn fit_methods_with(
     if let (None, Some(images)) = (&spec.ssa, images) {
         learned_from = images;
     }
-    if let (Some(config), Some(stats)) = (&spec.relatedness, relatedness) {
-        let model = RelatednessModel::from_stats(stats, config)
-            .map_err(|e| e.context("relatedness: fitting the model"))?;
-        methods.after_ssa.push(Arc::new(model));
-        fitted += 1;
+    match (&spec.relatedness, &spec.models.embedder, relatedness) {
+        // An external sentence encoder replaces the SIF encoder fitted on the corpus.
+        (Some(config), Some(adapter), _) => {
+            let model = SubprocessAdapter::new("embedder", ModelKind::Embedder, adapter.clone())?;
+            let encoder = SentenceEncoder::External(Arc::new(model));
+            methods
+                .after_ssa
+                .push(Arc::new(RelatednessModel::with_encoder(config, encoder)));
+        }
+        (Some(config), None, Some(stats)) => {
+            let model = RelatednessModel::from_stats(stats, config)
+                .map_err(|e| e.context("relatedness: fitting the model"))?;
+            methods.after_ssa.push(Arc::new(model));
+            fitted += 1;
+        }
+        _ => {}
     }
     if let (Some(config), Some(stats)) = (&spec.cutswap, cutswap) {
         let model = cutswap_stats::from_stats(stats, config)
@@ -193,6 +219,14 @@ pub fn fit_methods_with(
     }
     for (name, config) in &spec.methods {
         methods.after_ssa.push(method::build(name, config)?);
+    }
+    if let Some(filter) = &spec.detections {
+        for method in &mut methods.after_ssa {
+            *method = Arc::new(WithDetectionFilter {
+                filter: filter.clone(),
+                method: method.clone(),
+            });
+        }
     }
     let metrics = StageMetrics {
         name: "models".into(),

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::augment::{run_augment, AugmentRun};
 use super::buckets::BucketExport;
@@ -13,8 +14,10 @@ use super::models::{fit_methods, model_rows, models_digest};
 use super::sink::{self, NamedSink};
 use super::state::{self, bucket_of, image_digests, BucketState, ImageState, Plan, StateDir};
 use super::{run_collect, run_collect_sharing, ClusterOptions, CollectedRun, DataflowSpec};
+use crate::augment::ssa::CaptionParser;
 use crate::error::{Error, Result};
 use crate::export::{DatasetWriter, FileEntry, StageMetrics};
+use crate::models::{CachedTextToAmr, ParseCache};
 use crate::schema::{RejectedRow, SampleRow};
 use crate::select::mix::{mix, MixConfig};
 
@@ -295,6 +298,7 @@ fn run_with_sinks(
             fit,
             cluster,
             &plan.compute,
+            state.as_ref(),
         )?)
     } else {
         None
@@ -565,8 +569,13 @@ fn run_streamed(
     };
     let committed = {
         let _commit = tracing::info_span!("commit").entered();
-        commit_streamed(&mut writer, &mut parts, out)
-            .and_then(|()| commit(writer, parts, cluster.processes, None, out, &spec.name))
+        let progress = crate::cli::progress::spinner("commit: merging the changes");
+        let committed = commit_streamed(&mut writer, &mut parts, out).and_then(|()| {
+            progress.set_message("commit: ledger, manifest, dataset card");
+            commit(writer, parts, cluster.processes, None, out, &spec.name)
+        });
+        progress.finish_and_clear();
+        committed
     };
     confirm_commit(cluster, &committed)?;
     committed.map(RunOutcome::Committed)
@@ -822,13 +831,16 @@ fn warn_idle_methods(spec: &DataflowSpec, stages: &[StageMetrics]) {
     if images == 0 {
         return;
     }
+    let ssa_cause = match spec.ssa.as_ref().map(|ssa| ssa.parse_captions) {
+        Some(crate::augment::ssa::ParseCaptions::Never) => {
+            "the inputs hold no caption AMRs (the `amrs` table) and `[ssa] parse_captions = \"never\"`: add a `penman` input with the captions' AMRs, or let SSA parse the captions (docs/ssa.md)"
+        }
+        _ => {
+            "the inputs hold no caption AMRs and no caption was parsed into one (the ledger names each caption the `text-to-amr` stage could not parse; docs/ssa.md)"
+        }
+    };
     let methods = [
-        (
-            spec.ssa.is_some(),
-            "ssa",
-            "amr-align",
-            "the inputs hold no caption AMRs (the `amrs` table): add a `penman` input with the captions' AMRs (docs/ssa.md)",
-        ),
+        (spec.ssa.is_some(), "ssa", "amr-align", ssa_cause),
         (
             spec.clid.is_some(),
             "clid",
@@ -929,23 +941,52 @@ fn print_summary(
 
 /// Fits the corpus-level models on the read rows and runs the spec's method stages.
 /// `fit` holds the rows the corpus-level models learn from: `collected` itself, or the spec's
-/// `[[models.corpus]]`.
+/// `[[models.corpus]]`. With a state, an external text-to-AMR model's answers are kept in it
+/// ([`ParseCache`]), so that no caption is sent to the model twice.
 fn run_augment_phase(
     spec: &DataflowSpec,
     collected: &CollectedRun,
     fit: &CollectedRun,
     cluster: &ClusterOptions,
     compute: &BTreeSet<String>,
+    state: Option<&StateDir>,
 ) -> Result<AugmentRun> {
-    let (methods, models_metrics) = fit_methods(spec, fit)?;
-    let mut run = run_augment(
+    let (mut methods, models_metrics) = fit_methods(spec, fit)?;
+    let cache = match (state, &spec.models.text_to_amr, methods.ssa.as_mut()) {
+        (Some(state), Some(adapter), Some((_, models))) => match &models.parser {
+            CaptionParser::External { name, model } => {
+                let cache = Arc::new(ParseCache::open(state.dir(), adapter)?);
+                models.parser = CaptionParser::External {
+                    name: name.clone(),
+                    model: Arc::new(CachedTextToAmr {
+                        cache: Arc::clone(&cache),
+                        model: Arc::clone(model),
+                    }),
+                };
+                Some(cache)
+            }
+            CaptionParser::Builtin => None,
+        },
+        _ => None,
+    };
+    let run = run_augment(
         collected,
         spec.seed,
         methods,
         cluster,
         Some(compute),
         spec.output.buckets,
-    )?;
+    );
+    // The answers got before a failure are kept too.
+    if let Some(cache) = cache {
+        let kept = cache.save()?;
+        tracing::info!(
+            kept,
+            cached = cache.len(),
+            "text-to-AMR answers kept in the state"
+        );
+    }
+    let mut run = run?;
     let mix_started = std::time::Instant::now();
     let before = run.samples.len();
     run.samples = mix(&run.samples, &spec.mix)?;

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::augment::clid::ClidConfig;
 use crate::augment::cutswap::Config as CutswapConfig;
+use crate::augment::detections::DetectionFilter;
 use crate::augment::gbc::GbcSampleConfig;
 use crate::augment::relatedness::RelatednessConfig;
 use crate::augment::ssa::SsaConfig;
@@ -132,6 +133,11 @@ pub struct DataflowSpec {
     /// GBC vertex captions as samples (METHODS.md §5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gbc: Option<GbcSampleConfig>,
+    /// GBC's detection post-processing, applied to every image's detections before the
+    /// methods and their models read them (`[detections]`, docs/gbc.md); without it they read
+    /// the detections as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detections: Option<DetectionFilter>,
     /// Captions scored by their relatedness to the image's visual context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relatedness: Option<RelatednessConfig>,
@@ -168,6 +174,19 @@ pub struct ModelsSpec {
     /// AMR-to-text generator used by SSA's `realize` stage instead of the built-in realizer.
     #[serde(default)]
     pub amr_to_text: Option<AdapterConfig>,
+    /// Text-to-AMR parser used by SSA's `text-to-amr` stage instead of the built-in caption
+    /// parser (its graphs are token-aligned by the built-in aligner when they have no
+    /// alignments).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_to_amr: Option<AdapterConfig>,
+    /// Quality scorer (GRUEN in the SSA paper) used by SSA's `quality-filter` stage instead of
+    /// the built-in scorer; a sentence is kept when it scores above `quality_threshold`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality_scorer: Option<AdapterConfig>,
+    /// Sentence encoder (Sentence-RoBERTa in the visual relatedness paper) used by the
+    /// `relatedness` method for its soft label instead of SIF vectors fitted on the captions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedder: Option<AdapterConfig>,
     /// Inputs the corpus-level models (SSA's quality scorer and word vectors, the relatedness
     /// encoder, the CutSwap vocabulary) are fitted on instead of the run's own inputs
     /// (`[[models.corpus]]`, same fields as `[[inputs]]`). A fixed corpus keeps the models, and
@@ -251,6 +270,46 @@ impl DataflowSpec {
                 );
             }
         }
+        if let Some(gbc) = &self.gbc {
+            gbc.validate()?;
+        }
+        // A model table without the method that calls it would be ignored without a word.
+        let unused = [
+            (
+                "amr_to_text",
+                self.models.amr_to_text.is_some(),
+                self.ssa.is_some(),
+                "[ssa]",
+            ),
+            (
+                "text_to_amr",
+                self.models.text_to_amr.is_some(),
+                self.ssa.is_some(),
+                "[ssa]",
+            ),
+            (
+                "quality_scorer",
+                self.models.quality_scorer.is_some(),
+                self.ssa.is_some(),
+                "[ssa]",
+            ),
+            (
+                "embedder",
+                self.models.embedder.is_some(),
+                self.relatedness.is_some(),
+                "[relatedness]",
+            ),
+        ];
+        for (kind, configured, used, method) in unused {
+            if configured && !used {
+                return Err(format!(
+                    "[models.{kind}] is called only by {method}, which this spec does not have"
+                ));
+            }
+        }
+        if let Some(detections) = &self.detections {
+            detections.validate()?;
+        }
         self.mix.validate().map_err(|e| format!("[mix]: {e}"))?;
         if self.output.shard_bytes == 0 {
             return Err("output.shard_bytes must be positive".into());
@@ -326,5 +385,36 @@ impl DataflowSpec {
             input.input_subdir = None;
         }
         crate::export::config_hash(&serde_json::to_value(&hashed).unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: &str) -> DataflowSpec {
+        toml::from_str(&format!(
+            "name = \"t\"\n[[inputs]]\nformat = \"penman\"\npaths = [\"a.amr\"]\n{extra}"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_model_table_needs_the_method_that_calls_it() {
+        let model = "command = [\"python3\", \"m.py\"]\n";
+        let err = spec(&format!("[models.text_to_amr]\n{model}"))
+            .validate()
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "[models.text_to_amr] is called only by [ssa], which this spec does not have"
+        );
+        let err = spec(&format!("[models.embedder]\n{model}"))
+            .validate()
+            .unwrap_err();
+        assert!(err.contains("only by [relatedness]"), "{err}");
+        assert!(spec(&format!("[ssa]\n[models.quality_scorer]\n{model}"))
+            .validate()
+            .is_ok());
     }
 }

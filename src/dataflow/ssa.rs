@@ -1,7 +1,7 @@
 //! SSA in the dataflow: its corpus-level models and its stages' names.
 //!
 //! ```text
-//! gather → amr-align → merge → event-sample → realize → quality-filter → control-signals
+//! gather → text-to-amr → amr-align → merge → event-sample → realize → quality-filter → control-signals
 //! ```
 //!
 //! The corpus-level models (the quality scorer's language model, the word vectors) are fitted
@@ -13,19 +13,22 @@ use std::sync::Arc;
 
 use crate::amr::align::ModifierLexicon;
 use crate::augment::ssa::{
-    CaptionNumbering, EventRealizer, ExternalRealizer, SsaConfig, SsaCorpusStats, SsaModels,
+    CaptionNumbering, CaptionParser, EventRealizer, ExternalQuality, ExternalRealizer, SsaConfig,
+    SsaCorpusStats, SsaModels,
 };
 use crate::error::{Error, Result};
 use crate::ingest::Row;
-use crate::models::{AdapterConfig, ModelKind, SubprocessAdapter};
+use crate::models::{ModelKind, SubprocessAdapter};
 use crate::select::quality::{BuiltinQualityScorer, QualityConfig, QualityScorer};
 use crate::text::ppmi::PpmiConfig;
 use crate::text::{VectorFormat, WordVectors};
 
 use super::runtime::KeyedRow;
+use super::spec::ModelsSpec;
 
 /// SSA's stages after `gather`, in dataflow order, as named in the manifest.
-pub const STAGES: [&str; 6] = [
+pub const STAGES: [&str; 7] = [
+    "text-to-amr",
     "amr-align",
     "merge",
     "event-sample",
@@ -61,7 +64,7 @@ pub fn corpus_stats(config: &SsaConfig) -> SsaCorpusStats {
 pub fn build_models(
     config: &SsaConfig,
     rows: &[Arc<KeyedRow>],
-    amr_to_text: Option<&AdapterConfig>,
+    adapters: &ModelsSpec,
     realizer: Arc<dyn EventRealizer>,
 ) -> Result<SsaModels> {
     let mut stats = corpus_stats(config);
@@ -71,7 +74,7 @@ pub fn build_models(
             numbering.add(&mut stats, row.unit, row.ordinal, &caption.text);
         }
     }
-    build_models_from_stats(config, stats, amr_to_text, realizer)
+    build_models_from_stats(config, stats, adapters, realizer)
 }
 
 /// [`build_models`] from statistics the workers gathered while reading
@@ -79,7 +82,7 @@ pub fn build_models(
 pub fn build_models_from_stats(
     config: &SsaConfig,
     stats: SsaCorpusStats,
-    amr_to_text: Option<&AdapterConfig>,
+    adapters: &ModelsSpec,
     realizer: Arc<dyn EventRealizer>,
 ) -> Result<SsaModels> {
     let (quality, pairs) = stats
@@ -89,21 +92,21 @@ pub fn build_models_from_stats(
         Some(path) => WordVectors::read(path, VectorFormat::Detect)?,
         None => WordVectors::from_pairs(pairs)?,
     };
-    assemble(config, quality, vectors, amr_to_text, realizer)
+    assemble(config, quality, vectors, adapters, realizer)
 }
 
 fn assemble(
     config: &SsaConfig,
     quality: BuiltinQualityScorer,
     vectors: WordVectors,
-    amr_to_text: Option<&AdapterConfig>,
+    adapters: &ModelsSpec,
     realizer: Arc<dyn EventRealizer>,
 ) -> Result<SsaModels> {
     let frames = match &config.frames {
         Some(path) => Some(crate::amr::sample::read_frames(path)?),
         None => None,
     };
-    let realizer: Arc<dyn EventRealizer> = match amr_to_text {
+    let realizer: Arc<dyn EventRealizer> = match &adapters.amr_to_text {
         Some(adapter) => {
             let name = "amr_to_text".to_string();
             let model =
@@ -115,11 +118,37 @@ fn assemble(
         }
         None => realizer,
     };
+    let parser = match &adapters.text_to_amr {
+        Some(adapter) => {
+            let name = "text_to_amr".to_string();
+            let model =
+                SubprocessAdapter::new(name.clone(), ModelKind::TextToAmr, adapter.clone())?;
+            CaptionParser::External {
+                name,
+                model: Arc::new(model),
+            }
+        }
+        None => CaptionParser::Builtin,
+    };
+    let external_quality = match &adapters.quality_scorer {
+        Some(adapter) => {
+            let name = "quality_scorer".to_string();
+            let model =
+                SubprocessAdapter::new(name.clone(), ModelKind::QualityScorer, adapter.clone())?;
+            Some(ExternalQuality {
+                name,
+                model: Arc::new(model),
+            })
+        }
+        None => None,
+    };
     Ok(SsaModels {
         lexicon: ModifierLexicon::wordnet(),
         vectors: (!vectors.is_empty()).then(|| Arc::new(vectors)),
         quality: Arc::new(quality) as Arc<dyn QualityScorer>,
         frames,
         realizer,
+        parser,
+        external_quality,
     })
 }

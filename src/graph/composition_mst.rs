@@ -33,14 +33,17 @@ pub struct MstEntity {
     pub rel_bbox: GbcBbox,
 }
 
-/// How the MST root is chosen (`MSTNode.choose_root_node`, drawn uniformly).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How the MST root is chosen (`MSTNode.choose_root_node`, drawn uniformly); the names are
+/// ml-gbc's criteria.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum RootCriterion {
     Leftmost,
     Rightmost,
     Topmost,
     Bottommost,
+    #[value(name = "middle_x")]
     MiddleX,
+    #[value(name = "middle_y")]
     MiddleY,
 }
 
@@ -53,6 +56,18 @@ impl RootCriterion {
         RootCriterion::MiddleX,
         RootCriterion::MiddleY,
     ];
+
+    /// ml-gbc's name of the criterion.
+    pub fn name(self) -> &'static str {
+        match self {
+            RootCriterion::Leftmost => "leftmost",
+            RootCriterion::Rightmost => "rightmost",
+            RootCriterion::Topmost => "topmost",
+            RootCriterion::Bottommost => "bottommost",
+            RootCriterion::MiddleX => "middle_x",
+            RootCriterion::MiddleY => "middle_y",
+        }
+    }
 }
 
 fn centre(b: &GbcBbox) -> (f64, f64) {
@@ -311,14 +326,28 @@ pub fn composition_entities(row: &GbcGraphRow, vertex: usize) -> Vec<MstEntity> 
 
 /// Hardcode captions for one composition vertex with a seeded root criterion and wording.
 pub fn composition_captions(row: &GbcGraphRow, vertex: usize, rng: &mut ChaCha8Rng) -> Vec<String> {
+    composition_hints(row, vertex, None, rng).map_or_else(Vec::new, |(_, hints)| hints)
+}
+
+/// The hints (hardcode captions) of one composition vertex and the root criterion they start
+/// from: `criterion`, else one drawn from `rng`; diagonal wordings are drawn from `rng`. `None`
+/// when the vertex has no entities.
+pub fn composition_hints(
+    row: &GbcGraphRow,
+    vertex: usize,
+    criterion: Option<RootCriterion>,
+    rng: &mut ChaCha8Rng,
+) -> Option<(RootCriterion, Vec<String>)> {
     let entities = composition_entities(row, vertex);
     if entities.is_empty() {
-        return Vec::new();
+        return None;
     }
-    let criterion = RootCriterion::ALL[rng.gen_range(0..RootCriterion::ALL.len())];
+    let criterion =
+        criterion.unwrap_or_else(|| RootCriterion::ALL[rng.gen_range(0..RootCriterion::ALL.len())]);
     let boxes: Vec<GbcBbox> = entities.iter().map(|e| e.bbox.clone()).collect();
     let root = choose_root(&boxes, criterion);
-    hardcode_captions(&entities, root, || rng.gen::<f64>() < 0.4)
+    let hints = hardcode_captions(&entities, root, || rng.gen::<f64>() < 0.4);
+    Some((criterion, hints))
 }
 
 /// Replaces the `hardcode` captions of every composition vertex with freshly generated ones.

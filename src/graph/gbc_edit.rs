@@ -7,10 +7,10 @@
 //! `sub_masks`/`super_masks`), the masks are recomputed.
 //!
 //! ```
-//! use capflow::graph::gbc_edit::{caption_concat, TraversalOrder};
+//! use capflow::graph::gbc_edit::{caption_concat, ConcatOptions};
 //! # let line = r#"{"vertices": [{"vertex_id": "", "bbox": {"left": 0.0, "top": 0.0, "right": 1.0, "bottom": 1.0, "confidence": null}, "label": "image", "descs": [{"text": "A dog.", "label": "short"}], "in_edges": [], "out_edges": [{"source": "", "text": "dog", "target": "dog"}]}, {"vertex_id": "dog", "bbox": {"left": 0.1, "top": 0.1, "right": 0.5, "bottom": 0.5, "confidence": 0.9}, "label": "entity", "descs": [{"text": "A brown dog.", "label": "detail"}], "in_edges": [{"source": "", "text": "dog", "target": "dog"}], "out_edges": []}]}"#;
 //! let row = capflow::graph::gbc::row_from_record(serde_json::from_str(line).unwrap(), || "x".into()).unwrap();
-//! assert_eq!(caption_concat(&row, " ", TraversalOrder::Bfs, 0), "A dog. A brown dog.");
+//! assert_eq!(caption_concat(&row, &ConcatOptions::default(), 0), "A dog. A brown dog.");
 //! ```
 
 use std::collections::{HashMap, HashSet};
@@ -18,21 +18,36 @@ use std::collections::{HashMap, HashSet};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::gbc::apply_masks;
 use crate::schema::{GbcEdge, GbcGraphRow};
 
 /// Vertex order of a traversal (`GbcGraphFull.get_order`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum TraversalOrder {
     /// Breadth-first from the roots.
     Bfs,
     /// Depth-first from the roots (a stack: the last root first, children in edge order).
     Dfs,
+    /// The reverse of the order in which the depth-first walk finishes vertices (parents
+    /// before children in an acyclic graph).
+    Topological,
     /// A seeded random permutation of the breadth-first order.
     Random,
+}
+
+impl TraversalOrder {
+    /// The name ml-gbc and capflow's options use (`bfs`, `dfs`, `topological`, `random`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TraversalOrder::Bfs => "bfs",
+            TraversalOrder::Dfs => "dfs",
+            TraversalOrder::Topological => "topological",
+            TraversalOrder::Random => "random",
+        }
+    }
 }
 
 fn index_of(row: &GbcGraphRow) -> HashMap<&str, usize> {
@@ -97,19 +112,39 @@ pub fn bfs_order_and_depths(row: &GbcGraphRow) -> (Vec<usize>, Vec<Option<usize>
 
 /// Depth-first order from the roots (ml-gbc's stack walk: the last root is popped first).
 pub fn dfs_order(row: &GbcGraphRow) -> Vec<usize> {
+    dfs_and_topological(row).0
+}
+
+/// ml-gbc's `_compute_dfs_and_topological`: the stack walk's entering order, and the reverse of
+/// its finishing order. A vertex is entered at its first pop; its finishing mark is pushed under
+/// its children, which are pushed in reverse edge order unless already entered.
+fn dfs_and_topological(row: &GbcGraphRow) -> (Vec<usize>, Vec<usize>) {
     let children = children(row);
     let mut visited = vec![false; row.vertices.len()];
-    let mut order = Vec::new();
-    let mut stack: Vec<usize> = roots(row);
-    while let Some(v) = stack.pop() {
+    let mut entered = Vec::new();
+    let mut finished = Vec::new();
+    let mut stack: Vec<(usize, bool)> = roots(row).into_iter().map(|r| (r, false)).collect();
+    while let Some((v, done)) = stack.pop() {
+        if done {
+            finished.push(v);
+            continue;
+        }
         if visited[v] {
             continue;
         }
         visited[v] = true;
-        order.push(v);
-        stack.extend(children[v].iter().rev().filter(|&&c| !visited[c]));
+        entered.push(v);
+        stack.push((v, true));
+        stack.extend(
+            children[v]
+                .iter()
+                .rev()
+                .filter(|&&c| !visited[c])
+                .map(|&c| (c, false)),
+        );
     }
-    order
+    finished.reverse();
+    (entered, finished)
 }
 
 /// The vertex order of `mode`; `Random` shuffles the breadth-first order with a ChaCha8 stream
@@ -118,6 +153,7 @@ pub fn order(row: &GbcGraphRow, mode: TraversalOrder, seed: u64) -> Vec<usize> {
     match mode {
         TraversalOrder::Bfs => bfs_order_and_depths(row).0,
         TraversalOrder::Dfs => dfs_order(row),
+        TraversalOrder::Topological => dfs_and_topological(row).1,
         TraversalOrder::Random => {
             let mut order = bfs_order_and_depths(row).0;
             order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
@@ -228,16 +264,16 @@ pub fn drop_vertex(
     true
 }
 
-/// How [`subgraph`] picks vertices.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+/// How [`subgraph`] picks vertices (`GbcGraphFull.get_subgraph`'s arguments).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SubgraphOptions {
-    pub max_vertices: Option<usize>,
+    pub max_n_vertices: Option<usize>,
     /// Deepest level kept, counted from the roots (the root is level 0).
     pub max_depth: Option<usize>,
     pub mode: TraversalOrder,
     /// Start from this vertex instead of the roots (not with `Random`).
-    pub root: Option<String>,
+    pub root_id: Option<String>,
     /// Visit each vertex's children in a random order.
     pub edge_shuffling: bool,
 }
@@ -245,16 +281,16 @@ pub struct SubgraphOptions {
 impl Default for SubgraphOptions {
     fn default() -> Self {
         SubgraphOptions {
-            max_vertices: None,
+            max_n_vertices: None,
             max_depth: None,
             mode: TraversalOrder::Bfs,
-            root: None,
+            root_id: None,
             edge_shuffling: false,
         }
     }
 }
 
-/// `GbcGraphFull.get_subgraph`: the first `max_vertices` vertices of the traversal that lie no
+/// `GbcGraphFull.get_subgraph`: the first `max_n_vertices` vertices of the traversal that lie no
 /// deeper than `max_depth`, in traversal order, with edges to left-out vertices dropped. With a
 /// `root` or edge shuffling the walk starts at that vertex (or the roots) and follows out-edges,
 /// depths still counted from the graph's roots. Errors name what is wrong with the options.
@@ -269,8 +305,8 @@ pub fn subgraph(
         (Some(_), None) => false,
         (None, _) => true,
     };
-    let limit = options.max_vertices.unwrap_or(row.vertices.len());
-    let picked: Vec<usize> = if options.root.is_none() && !options.edge_shuffling {
+    let limit = options.max_n_vertices.unwrap_or(row.vertices.len());
+    let picked: Vec<usize> = if options.root_id.is_none() && !options.edge_shuffling {
         order(row, options.mode, seed)
             .into_iter()
             .filter(|&v| deep_enough(v))
@@ -280,7 +316,7 @@ pub fn subgraph(
         if options.mode == TraversalOrder::Random {
             return Err("random mode cannot start from a given root or shuffle edges".into());
         }
-        let start = match &options.root {
+        let start = match &options.root_id {
             Some(id) => vec![row
                 .vertices
                 .iter()
@@ -314,9 +350,10 @@ fn walk_from(
     let mut visited = vec![false; row.vertices.len()];
     let mut picked = Vec::new();
     while picked.len() < limit {
+        // ml-gbc walks a queue for `bfs` and a stack for every other mode.
         let next = match options.mode {
-            TraversalOrder::Dfs => pending.pop_back(),
-            _ => pending.pop_front(),
+            TraversalOrder::Bfs => pending.pop_front(),
+            _ => pending.pop_back(),
         };
         let Some(v) = next else {
             break;
@@ -330,7 +367,7 @@ fn walk_from(
         }
         picked.push(v);
         let mut edges = children[v].clone();
-        if options.mode == TraversalOrder::Dfs {
+        if options.mode != TraversalOrder::Bfs {
             edges.reverse();
         }
         if options.edge_shuffling {
@@ -341,19 +378,61 @@ fn walk_from(
     picked
 }
 
-/// GBC-concat: every caption of every vertex in traversal order, joined by `separator`
+/// How [`caption_concat`] joins a graph's captions (`GbcGraphFull.get_caption_concat`'s
+/// arguments, with its defaults).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConcatOptions {
+    pub separator: String,
+    pub mode: TraversalOrder,
+    /// Cut each caption's repeated suffix ([`remove_repeated_suffix`]) first.
+    pub remove_repeated_suffix: bool,
+}
+
+impl Default for ConcatOptions {
+    fn default() -> Self {
+        ConcatOptions {
+            separator: " ".into(),
+            mode: TraversalOrder::Bfs,
+            remove_repeated_suffix: false,
+        }
+    }
+}
+
+/// GBC-concat: every caption of every vertex in traversal order, joined by the separator
 /// (`GbcGraphFull.get_caption_concat`).
-pub fn caption_concat(
-    row: &GbcGraphRow,
-    separator: &str,
-    mode: TraversalOrder,
-    seed: u64,
-) -> String {
-    order(row, mode, seed)
+pub fn caption_concat(row: &GbcGraphRow, options: &ConcatOptions, seed: u64) -> String {
+    order(row, options.mode, seed)
         .into_iter()
         .flat_map(|v| row.vertices[v].descs.iter().map(|d| d.text.as_str()))
+        .map(|text| {
+            if options.remove_repeated_suffix {
+                remove_repeated_suffix(text)
+            } else {
+                text
+            }
+        })
         .collect::<Vec<_>>()
-        .join(separator)
+        .join(&options.separator)
+}
+
+/// ml-gbc's `remove_repeated_suffix` (`gbc.texts`): the longest `k` (at most half the text)
+/// whose last `k` characters repeat the `k` before them; every consecutive copy of that suffix
+/// but one is cut. Characters, not bytes, are compared, as Python compares code points (ml-gbc
+/// compares rolling hashes of them).
+pub fn remove_repeated_suffix(text: &str) -> &str {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let n = chars.len();
+    let same = |a: usize, b: usize, k: usize| (0..k).all(|i| chars[a + i].1 == chars[b + i].1);
+    let Some(k) = (1..=n / 2).rev().find(|&k| same(n - 2 * k, n - k, k)) else {
+        return text;
+    };
+    let mut copies = 2;
+    while k * (copies + 1) <= n && same(n - (copies + 1) * k, n - copies * k, k) {
+        copies += 1;
+    }
+    let keep = n - (copies - 1) * k;
+    &text[..chars[keep].0]
 }
 
 #[cfg(test)]
@@ -442,6 +521,28 @@ mod tests {
     }
 
     #[test]
+    fn topological_order_reverses_the_finishing_order() {
+        // Finishing order of the stack walk: man_hat, [dog|man], man, dog, "".
+        let row = sample();
+        assert_eq!(
+            ids(&row, &order(&row, TraversalOrder::Topological, 0)),
+            ["", "dog", "man", "[dog|man]", "man_hat"]
+        );
+    }
+
+    #[test]
+    fn repeated_suffixes_are_cut_to_one_copy() {
+        assert_eq!(remove_repeated_suffix("abcabc"), "abc");
+        assert_eq!(remove_repeated_suffix("123ababab"), "123ab");
+        assert_eq!(remove_repeated_suffix("A dog.."), "A dog.");
+        // As in ml-gbc, a doubled letter is a repeated suffix too.
+        assert_eq!(remove_repeated_suffix("ball"), "bal");
+        assert_eq!(remove_repeated_suffix("é é é "), "é ");
+        assert_eq!(remove_repeated_suffix("dog"), "dog");
+        assert_eq!(remove_repeated_suffix(""), "");
+    }
+
+    #[test]
     fn dropping_an_entity_adds_shortcut_edges_on_both_ends() {
         let mut row = sample();
         assert!(drop_vertex(&mut row, "man", true, true));
@@ -503,7 +604,7 @@ mod tests {
         let first_three = subgraph(
             &row,
             &SubgraphOptions {
-                max_vertices: Some(3),
+                max_n_vertices: Some(3),
                 ..SubgraphOptions::default()
             },
             0,
@@ -534,7 +635,7 @@ mod tests {
         let from_man = subgraph(
             &row,
             &SubgraphOptions {
-                root: Some("man".into()),
+                root_id: Some("man".into()),
                 mode: TraversalOrder::Dfs,
                 ..SubgraphOptions::default()
             },
@@ -550,7 +651,7 @@ mod tests {
         assert!(subgraph(
             &row,
             &SubgraphOptions {
-                root: Some("cat".into()),
+                root_id: Some("cat".into()),
                 ..SubgraphOptions::default()
             },
             0
@@ -561,7 +662,14 @@ mod tests {
     #[test]
     fn concat_in_bfs_order() {
         assert_eq!(
-            caption_concat(&sample(), " | ", TraversalOrder::Bfs, 0),
+            caption_concat(
+                &sample(),
+                &ConcatOptions {
+                    separator: " | ".into(),
+                    ..ConcatOptions::default()
+                },
+                0
+            ),
             "caption of  | caption of man | caption of dog | caption of man_hat | caption of [dog|man]"
         );
     }

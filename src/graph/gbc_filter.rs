@@ -4,9 +4,9 @@
 //! Vertices are filtered children first, starting from the roots:
 //!
 //! - a caption is dropped when it is empty, its label or full label (`<label>-<vertex label>`,
-//!   e.g. `detail-entity`) is excluded, it was truncated by the scorer, or its score (the mean of
-//!   `clip_scores.scores` over the configured models) is below the threshold of its full label,
-//!   else of its label;
+//!   e.g. `detail-entity`) is excluded, a seeded draw drops it (`random_filtering_probs`), it
+//!   was truncated by the scorer, or its score (the mean of `clip_scores.scores` over the
+//!   configured models) is below the threshold of its full label or of its label;
 //! - an image vertex goes when a `short` caption scores below the `short-image` threshold, or when
 //!   no `short`, `detail` or `original` caption (or a required label) is left; a graph goes exactly
 //!   when its image vertex goes;
@@ -19,66 +19,81 @@
 //! masks are reconciled as ml-gbc does when it builds the filtered graph. The filtered graph lists
 //! its vertices in the order they were filtered (children before parents), as ml-gbc writes it.
 //!
-//! Not implemented: ml-gbc's `max_n_tokens` splitting (needs the CLIP tokenizer) and its random
-//! caption dropping.
+//! With `max_n_vertices_per_graph`, the graph is cut to a subgraph after filtering (before, with
+//! `filter_after_selection`). Random draws come from a ChaCha8 stream, not numpy's.
+//!
+//! Not implemented: ml-gbc's `max_n_tokens` splitting (needs the CLIP tokenizer).
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::gbc_edit::{refresh, roots, subgraph, SubgraphOptions, TraversalOrder};
 use crate::schema::{GbcDesc, GbcGraphRow, GbcVertex};
 
-/// Filter settings, read from a recipe's `[gbc.filter]` table. Defaults are ml-gbc's
-/// `GbcClipFilter` defaults. Note that its `short-global` key matches no caption (image vertices
-/// are labelled `image`, so image short captions are `short-image`); it is kept for fidelity.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+/// Filter settings: the options of `capflow gbc filter` and a recipe's `[gbc.filter]` table.
+/// Names and defaults are ml-gbc's `GbcClipFilter` class's (its `gbc_clip_filter` function
+/// averages two CLIP models by default, the class three; capflow takes the class's). Note that
+/// the default `short-global` key matches no caption (image vertices are labelled `image`, so
+/// image short captions are `short-image`); it is kept for fidelity.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GbcFilterConfig {
     /// Caption labels or full labels to drop.
     pub exclude_labels: Vec<String>,
+    /// Probability of dropping a caption, per caption label or full label (the full label's
+    /// entry first), drawn from the graph's seeded generator in filtering order.
+    pub random_filtering_probs: BTreeMap<String, f64>,
+    /// The CLIP models averaged (keys of `clip_scores.scores`).
+    pub clip_names: Vec<String>,
     /// Lowest score per caption label or full label.
-    pub min_scores: BTreeMap<String, f64>,
-    /// The score models averaged (keys of `clip_scores.scores`).
-    pub score_models: Vec<String>,
+    pub min_clip_scores: BTreeMap<String, f64>,
     /// Drop captions whose `clip_scores.truncation` is true.
     pub remove_truncation: bool,
     /// Add a bag-of-words caption for edge texts no caption mentions any more.
     pub add_bag_of_words: bool,
     /// Remove edges whose text no caption mentions (when no bag-of-words caption was added).
-    pub remove_edge_without_caption: bool,
-    /// Drop the image when a short image caption scores below `min_scores["short-image"]`.
-    pub filter_image_by_short_score: bool,
+    pub remove_edge_with_no_corr: bool,
+    /// Drop the image when a short image caption scores below `min_clip_scores["short-image"]`.
+    pub filter_image_using_short_clip_scores: bool,
     /// Caption labels the image vertex must keep.
     pub must_include_labels: Vec<String>,
-    /// After filtering, keep at most this many vertices per graph ([`subgraph`]).
-    pub max_vertices_per_graph: Option<usize>,
-    pub node_selection: TraversalOrder,
+    /// Take the subgraph of `max_n_vertices_per_graph` vertices before filtering instead of
+    /// after.
+    pub filter_after_selection: bool,
+    /// Keep at most this many vertices per graph ([`subgraph`]).
+    pub max_n_vertices_per_graph: Option<usize>,
+    /// The traversal the subgraph follows.
+    pub node_selection_mode: TraversalOrder,
 }
 
 impl Default for GbcFilterConfig {
     fn default() -> Self {
         GbcFilterConfig {
             exclude_labels: vec!["hardcode".into()],
-            min_scores: [
+            random_filtering_probs: BTreeMap::new(),
+            clip_names: vec![
+                "dfn5b-fm-b-patch32-224".into(),
+                "dfn5b-h-patch14-378".into(),
+                "openai-l-patch14-336".into(),
+            ],
+            min_clip_scores: [
                 ("short-global".to_string(), 0.2),
                 ("detail-entity".to_string(), 0.2),
             ]
             .into_iter()
             .collect(),
-            score_models: vec![
-                "dfn5b-fm-b-patch32-224".into(),
-                "dfn5b-h-patch14-378".into(),
-                "openai-l-patch14-336".into(),
-            ],
             remove_truncation: true,
             add_bag_of_words: true,
-            remove_edge_without_caption: true,
-            filter_image_by_short_score: true,
+            remove_edge_with_no_corr: true,
+            filter_image_using_short_clip_scores: true,
             must_include_labels: Vec::new(),
-            max_vertices_per_graph: None,
-            node_selection: TraversalOrder::Bfs,
+            filter_after_selection: false,
+            max_n_vertices_per_graph: None,
+            node_selection_mode: TraversalOrder::Bfs,
         }
     }
 }
@@ -124,7 +139,7 @@ impl GbcFilterConfig {
         };
         let values: Vec<f64> = scores
             .iter()
-            .filter(|(name, _)| self.score_models.contains(name))
+            .filter(|(name, _)| self.clip_names.contains(name))
             .filter_map(|(_, v)| v.as_f64())
             .collect();
         if values.is_empty() {
@@ -134,8 +149,11 @@ impl GbcFilterConfig {
         }
     }
 
-    /// Whether one caption survives (`GbcClipFilter.filter_caption`).
-    pub fn keeps_caption(&self, desc: &GbcDesc, vertex_label: &str) -> bool {
+    /// Whether one caption survives (`GbcClipFilter.filter_caption`): not empty, not excluded,
+    /// not dropped at random (one draw from `rng` when its full label or label has a
+    /// probability), not truncated, and not below the threshold of its full label nor below
+    /// that of its label.
+    pub fn keeps_caption(&self, desc: &GbcDesc, vertex_label: &str, rng: &mut ChaCha8Rng) -> bool {
         if desc.text.trim().is_empty() {
             return false;
         }
@@ -147,17 +165,27 @@ impl GbcFilterConfig {
         {
             return false;
         }
+        let drop_probability = self
+            .random_filtering_probs
+            .get(&full)
+            .or_else(|| self.random_filtering_probs.get(&desc.label));
+        if let Some(&p) = drop_probability {
+            if rng.gen::<f64>() < p {
+                return false;
+            }
+        }
         let truncated = extra(desc)
             .and_then(|e| e.get("clip_scores")?.get("truncation")?.as_bool())
             .unwrap_or(false);
         if self.remove_truncation && truncated {
             return false;
         }
-        let threshold = self
-            .min_scores
-            .get(&full)
-            .or_else(|| self.min_scores.get(&desc.label));
-        threshold.is_none_or(|&min| self.score(desc) >= min)
+        let below = |key: &str| {
+            self.min_clip_scores
+                .get(key)
+                .is_some_and(|&min| self.score(desc) < min)
+        };
+        !below(&full) && !below(&desc.label)
     }
 }
 
@@ -198,6 +226,24 @@ pub fn filter_graph(
     seed: u64,
 ) -> (Option<GbcGraphRow>, FilterReport) {
     let mut report = FilterReport::default();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let selection = config.max_n_vertices_per_graph.map(|max| SubgraphOptions {
+        max_n_vertices: Some(max),
+        mode: config.node_selection_mode,
+        ..SubgraphOptions::default()
+    });
+    let selected;
+    let row = match &selection {
+        // These options always give a subgraph: only a root or edge shuffling can be refused.
+        Some(options) if config.filter_after_selection => match subgraph(row, options, seed) {
+            Ok(sub) => {
+                selected = sub;
+                &selected
+            }
+            Err(_) => row,
+        },
+        _ => row,
+    };
     let index: BTreeMap<&str, usize> = row
         .vertices
         .iter()
@@ -231,7 +277,14 @@ pub fn filter_graph(
                 }
                 continue;
             }
-            let filtered = filter_vertex(row, v, &index, &mut decided, config, &mut report);
+            let filtered = filter_vertex(
+                row,
+                v,
+                &index,
+                &mut decided,
+                (config, &mut rng),
+                &mut report,
+            );
             decided[v] = Some(filtered);
             post_order.push(v);
         }
@@ -252,12 +305,7 @@ pub fn filter_graph(
         .collect();
     report.vertices_dropped = row.vertices.len() - out.vertices.len();
     refresh(&mut out);
-    if let Some(max) = config.max_vertices_per_graph {
-        let options = SubgraphOptions {
-            max_vertices: Some(max),
-            mode: config.node_selection,
-            ..SubgraphOptions::default()
-        };
+    if let Some(options) = selection.filter(|_| !config.filter_after_selection) {
         if let Ok(sub) = subgraph(&out, &options, seed) {
             out = sub;
         }
@@ -271,7 +319,7 @@ fn filter_vertex(
     v: usize,
     index: &BTreeMap<&str, usize>,
     decided: &mut [Option<Option<GbcVertex>>],
-    config: &GbcFilterConfig,
+    (config, rng): (&GbcFilterConfig, &mut ChaCha8Rng),
     report: &mut FilterReport,
 ) -> Option<GbcVertex> {
     let vertex = &row.vertices[v];
@@ -295,18 +343,18 @@ fn filter_vertex(
 
     let mut descs = Vec::new();
     for desc in &vertex.descs {
-        if config.filter_image_by_short_score
+        if config.filter_image_using_short_clip_scores
             && desc.label == "short"
             && vertex.label == "image"
             && config
-                .min_scores
+                .min_clip_scores
                 .get("short-image")
                 .is_some_and(|&min| config.score(desc) < min)
         {
             report.captions_dropped += vertex.descs.len();
             return None;
         }
-        if config.keeps_caption(desc, &vertex.label) {
+        if config.keeps_caption(desc, &vertex.label, rng) {
             descs.push(desc.clone());
         } else {
             report.captions_dropped += 1;
@@ -338,7 +386,7 @@ fn filter_vertex(
                 .any(|d| extra(d).is_some_and(|e| e.contains_key("full_label")));
             descs.push(bag_of_words(&unmentioned, &vertex.label, full_form));
             report.bag_of_words_added += 1;
-        } else if config.remove_edge_without_caption {
+        } else if config.remove_edge_with_no_corr {
             out_edges.retain(|e| !unmentioned.contains(&e.text));
             // The children forget the edge too.
             for e in vertex
@@ -417,18 +465,35 @@ mod tests {
         };
         let config = GbcFilterConfig::default();
         assert!((config.score(&desc) - 0.175).abs() < 1e-12);
-        assert!(!config.keeps_caption(&desc, "entity"));
+        let rng = &mut ChaCha8Rng::seed_from_u64(0);
+        assert!(!config.keeps_caption(&desc, "entity", rng));
         let lenient = GbcFilterConfig {
-            min_scores: [("detail-entity".to_string(), 0.15)].into_iter().collect(),
+            min_clip_scores: [("detail-entity".to_string(), 0.15)].into_iter().collect(),
             ..GbcFilterConfig::default()
         };
-        assert!(lenient.keeps_caption(&desc, "entity"));
+        assert!(lenient.keeps_caption(&desc, "entity", rng));
+        // A passing full label does not exempt the caption from its label's threshold.
+        let both = GbcFilterConfig {
+            min_clip_scores: [
+                ("detail-entity".to_string(), 0.15),
+                ("detail".to_string(), 0.18),
+            ]
+            .into_iter()
+            .collect(),
+            ..GbcFilterConfig::default()
+        };
+        assert!(!both.keeps_caption(&desc, "entity", rng));
+        let dropped_at_random = GbcFilterConfig {
+            random_filtering_probs: [("detail".to_string(), 1.0)].into_iter().collect(),
+            ..lenient.clone()
+        };
+        assert!(!dropped_at_random.keeps_caption(&desc, "entity", rng));
         // Without scores a caption is never filtered by score.
         let bare = GbcDesc {
             extra_json: None,
             ..desc
         };
-        assert!(config.keeps_caption(&bare, "entity"));
+        assert!(config.keeps_caption(&bare, "entity", rng));
         assert_eq!(full_label(&bare, "entity"), "detail-entity");
     }
 }

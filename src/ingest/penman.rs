@@ -11,6 +11,7 @@ use std::path::Path;
 
 use super::{RecordSink, Row};
 use crate::amr::penman::{alignment_flavour, parse, read_blocks_from, BlockCursor, GraphBlock};
+use crate::amr::Graph;
 use crate::error::Result;
 use crate::schema::{AmrRow, MetadataEntry, RejectedRow, EXCERPT_LIMIT};
 
@@ -54,15 +55,35 @@ fn emit(
         }
     };
     let ids = GraphIds::new(graph.id(), file_name, ordinal);
-    let row = AmrRow {
-        image_id: ids.image_id,
-        graph_id: ids.graph_id,
-        caption_id: ids.caption_id,
+    let row = amr_row(
+        ids.image_id,
+        ids.graph_id,
+        ids.caption_id,
+        &graph,
+        block.text,
+    );
+    sink.row(Row::Amr(row))?;
+    sink.accepted()
+}
+
+/// The row of `graph`, written as `penman`: its sentence, tokens and metadata lines from the
+/// graph's metadata.
+pub fn amr_row(
+    image_id: String,
+    graph_id: String,
+    caption_id: Option<String>,
+    graph: &Graph,
+    penman: String,
+) -> AmrRow {
+    AmrRow {
+        image_id,
+        graph_id,
+        caption_id,
         sentence: graph.meta("snt").map(str::to_string),
         tokens: graph
             .meta("tok")
             .map(|t| t.split(' ').map(str::to_string).collect()),
-        alignment_flavour: alignment_flavour(&graph).as_str().to_string(),
+        alignment_flavour: alignment_flavour(graph).as_str().to_string(),
         metadata: graph
             .metadata
             .iter()
@@ -71,10 +92,8 @@ fn emit(
                 value: value.clone(),
             })
             .collect(),
-        penman: block.text,
-    };
-    sink.row(Row::Amr(row))?;
-    sink.accepted()
+        penman,
+    }
 }
 
 /// The first [`EXCERPT_LIMIT`] bytes of `text`, cut at a character boundary.

@@ -16,12 +16,33 @@
 //! # Ok::<(), capflow::Error>(())
 //! ```
 
+pub mod cache;
 pub mod protocol;
 pub mod subprocess;
 pub mod traits;
 
+pub use cache::{CachedTextToAmr, ParseCache};
 pub use protocol::ModelKind;
 pub use subprocess::{AdapterConfig, SubprocessAdapter};
+/// `answers` of the external model `adapter` to the `asked` requests of the batch `what`, or an
+/// adapter error when their number is not one per request (`noun` names them: `graphs`).
+pub fn one_per_request<T>(
+    adapter: &str,
+    what: &str,
+    asked: usize,
+    answers: Vec<T>,
+    noun: &str,
+) -> crate::Result<Vec<T>> {
+    if answers.len() == asked {
+        return Ok(answers);
+    }
+    Err(crate::Error::Adapter {
+        adapter: adapter.to_string(),
+        batch: what.to_string(),
+        reason: format!("returned {} {noun} for {asked} requests", answers.len()),
+    })
+}
+
 pub use traits::{
     AmrToText, Embedder, ExternalQualityScorer, ImageText, ImageTextScorer, TextToAmr,
 };

@@ -222,19 +222,14 @@ impl ReportSection for DropsSection {
             blocks: Vec::new(),
         };
         if !stages.is_empty() {
-            section.blocks.push(Block::Chart(
-                BarChart::new(
-                    "drops_per_stage",
-                    "Rows dropped per stage",
-                    "stage",
-                    "rows dropped",
-                    stages.iter().map(|s| s.name.clone()).collect(),
-                    vec![Series {
-                        name: "dropped".into(),
-                        values: stages.iter().map(|s| s.rejected as f64).collect(),
-                    }],
-                )
-                .horizontal(),
+            section.blocks.push(counts_chart(
+                "drops_per_stage",
+                "Rows dropped per stage",
+                "stage",
+                "rows dropped",
+                stages.iter().map(|s| s.name.clone()).collect(),
+                "dropped",
+                stages.iter().map(|s| s.rejected as f64).collect(),
             ));
             section.blocks.push(Block::Table(Table {
                 columns: vec![
@@ -290,19 +285,14 @@ impl ReportSection for DropsSection {
                         .join(", ")
                 ));
             }
-            section.blocks.push(Block::Chart(
-                BarChart::new(
-                    "drop_reasons",
-                    "What the methods dropped, by reason",
-                    "method: reason",
-                    "dropped",
-                    categories,
-                    vec![Series {
-                        name: "dropped".into(),
-                        values,
-                    }],
-                )
-                .horizontal(),
+            section.blocks.push(counts_chart(
+                "drop_reasons",
+                "What the methods dropped, by reason",
+                "method: reason",
+                "dropped",
+                categories,
+                "dropped",
+                values,
             ));
             section.blocks.push(Block::Table(Table {
                 columns: vec!["method".into(), "reason".into(), "dropped".into()],
@@ -331,19 +321,14 @@ impl ReportSection for DropsSection {
                 values.push(rest as f64);
             }
             if !categories.is_empty() {
-                section.blocks.push(Block::Chart(
-                    BarChart::new(
-                        "rejected_reasons",
-                        "Input records rejected, by reason",
-                        "reader: reason",
-                        "records",
-                        categories,
-                        vec![Series {
-                            name: "records".into(),
-                            values,
-                        }],
-                    )
-                    .horizontal(),
+                section.blocks.push(counts_chart(
+                    "rejected_reasons",
+                    "Input records rejected, by reason",
+                    "reader: reason",
+                    "records",
+                    categories,
+                    "records",
+                    values,
                 ));
             }
             section.blocks.push(Block::Table(Table {
@@ -794,6 +779,32 @@ impl ReportSection for DiversitySection {
             ],
         }))
     }
+}
+
+/// A horizontal bar chart of one series of counts (`series`), a bar per category.
+fn counts_chart(
+    id: &str,
+    title: &str,
+    categories_label: &str,
+    values_label: &str,
+    categories: Vec<String>,
+    series: &str,
+    values: Vec<f64>,
+) -> Block {
+    Block::Chart(
+        BarChart::new(
+            id,
+            title,
+            categories_label,
+            values_label,
+            categories,
+            vec![Series {
+                name: series.into(),
+                values,
+            }],
+        )
+        .horizontal(),
+    )
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
     deterministic.py KIND [--crash-on MARKER] [--hang-on MARKER] [--garbage]
 
 Outputs (the Rust tests compute the same values independently):
-  text_to_amr        '(s / say-01 :ARG1 "<TEXT UPPER-CASED>")'
+  text_to_amr        '(s / say-01 :ARG1 "<TEXT UPPER-CASED>")'; with --amr-from FILE, the graph
+                     of FILE whose `# ::snt` is the text, its alignments and every metadata line
+                     but `# ::snt` removed (as amrlib writes graphs), or "" when FILE has none
   amr_to_text        the PENMAN string upper-cased
   quality_scorer     min(1, len(text) / 100)      (len counts code points)
   embedder           [len(text), count of 'a', index of the row in its batch] as float32
@@ -12,6 +14,8 @@ Outputs (the Rust tests compute the same values independently):
 --crash-on: exit with status 3 (after a line on stderr) when an input contains MARKER; with
   --crash-once FLAGFILE, only when FLAGFILE does not exist yet (it is created before exiting 4).
 --hang-on: sleep for an hour when an input contains MARKER.
+--log FILE: append one line per request batch to FILE: the number of rows, a tab, the inputs
+  joined by " | ".
 --garbage: write plain text to stdout instead of a reply, then keep running.
 --garbage-after-first: answer the first batch correctly, then write text to stdout.
 Every process writes its pid to stderr first, so tests can check it was reaped.
@@ -33,8 +37,29 @@ parser.add_argument("--hang-on")
 parser.add_argument("--crash-once")
 parser.add_argument("--garbage", action="store_true")
 parser.add_argument("--garbage-after-first", action="store_true")
+parser.add_argument("--amr-from")
+parser.add_argument("--log")
 args = parser.parse_args()
 print(f"deterministic adapter pid={os.getpid()} kind={args.kind}", file=sys.stderr, flush=True)
+
+
+def unaligned_graphs(path):
+    """The graphs of a PENMAN file by sentence, alignments and metadata but `# ::snt` removed."""
+    import re
+
+    graphs = {}
+    for block in Path(path).read_text(encoding="utf-8").split("\n\n"):
+        lines = block.strip().splitlines()
+        snt = next((l[len("# ::snt "):] for l in lines if l.startswith("# ::snt ")), None)
+        body = [l for l in lines if not l.startswith("#")]
+        if snt is None or not body:
+            continue
+        graph = re.sub(r"~e\.[0-9,]+|~[0-9][0-9,]*", "", "\n".join(body))
+        graphs[snt.strip()] = f"# ::snt {snt.strip()}\n{graph}"
+    return graphs
+
+
+AMRS = unaligned_graphs(args.amr_from) if args.amr_from else None
 
 
 def inputs(batch):
@@ -43,6 +68,10 @@ def inputs(batch):
 
 
 def handle(batch):
+    if args.log:
+        values = inputs(batch)
+        with open(args.log, "a", encoding="utf-8") as log:
+            log.write(f"{len(values)}\t{' | '.join(values)}\n")
     for value in inputs(batch):
         if args.crash_on and args.crash_on in value and not args.crash_once:
             print(f"crashing on marker in {value!r}", file=sys.stderr, flush=True)
@@ -54,6 +83,8 @@ def handle(batch):
         if args.hang_on and args.hang_on in value:
             print(f"hanging on marker in {value!r}", file=sys.stderr, flush=True)
             time.sleep(3600)
+    if args.kind == "text_to_amr" and AMRS is not None:
+        return [AMRS.get(t.strip(), "") for t in batch.column("text").to_pylist()]
     if args.kind == "text_to_amr":
         return [f'(s / say-01 :ARG1 "{t.upper()}")' for t in batch.column("text").to_pylist()]
     if args.kind == "amr_to_text":

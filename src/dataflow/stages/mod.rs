@@ -16,13 +16,17 @@ pub mod merge;
 pub mod method;
 pub mod quality_filter;
 pub mod realize;
+pub mod text_to_amr;
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use differential_dataflow::VecCollection;
+use differential_dataflow::{AsCollection, VecCollection};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::Operator;
 
 use super::record::Staged;
 use crate::amr::align::VgAmr;
@@ -30,7 +34,7 @@ use crate::amr::merge::MetaGraph;
 use crate::amr::sample::EventSubgraph;
 use crate::augment::ssa::{Drop, SsaConfig, SsaModels};
 use crate::augment::ImageAnnotations;
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::export::StageMetrics;
 use crate::schema::{QualityScore, RejectedRow, SampleRow};
 
@@ -107,6 +111,49 @@ pub fn per_image<'scope>(
         }
         staged
     })
+}
+
+/// Wires a stage that works on the images of a batch together (the images of one timely
+/// message, as they arrive), for work that costs less in batches, such as a request to an
+/// external model. An error fails the run; after a failure anywhere in the run, images pass
+/// through untouched.
+pub fn per_batch<'scope>(
+    images: Images<'scope>,
+    failure: Failure,
+    meter: StageMeter,
+    name: &'static str,
+    mut work: impl FnMut(&mut [&mut Staged<SsaImage>]) -> Result<StageCount> + 'static,
+) -> Images<'scope> {
+    images
+        .inner
+        .unary::<CapacityContainerBuilder<Vec<(Staged<SsaImage>, u64, isize)>>, _, _, _>(
+            Pipeline,
+            name,
+            move |_, _| {
+                move |input, output| {
+                    input.for_each(|time, data| {
+                        if !failure.is_set() {
+                            let mut batch: Vec<&mut Staged<SsaImage>> = data
+                                .iter_mut()
+                                .filter(|(_, _, diff)| *diff > 0)
+                                .map(|(staged, _, _)| staged)
+                                .collect();
+                            if !batch.is_empty() {
+                                let result = meter.measure(|| match work(&mut batch) {
+                                    Ok(count) => (Ok(()), count),
+                                    Err(e) => (Err(e), StageCount::default()),
+                                });
+                                if let Err(e) = result {
+                                    failure.set(e.context(format!("stage `{name}`")));
+                                }
+                            }
+                        }
+                        output.session(&time).give_iterator(data.drain(..));
+                    });
+                }
+            },
+        )
+        .as_collection()
 }
 
 /// Rows in / out / rejected and busy time of one stage on one worker.

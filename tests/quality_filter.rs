@@ -7,10 +7,10 @@
 //! The corruptions here are written for this test and differ from the scorer's training
 //! corruptions (`select::quality::corrupt`: shuffles, dropped and doubled words, agreement
 //! errors, role swaps, function-word openings, verb forms in noun slots, words inserted from
-//! another caption, a word moved two or more words away): words replaced by
-//! random vocabulary words, two captions spliced after a determiner, determiners and
-//! prepositions exchanged for each other, adjacent words transposed, and every determiner and
-//! preposition left out.
+//! another caption, a word moved two or more words away, a caption cut off after a word): words
+//! replaced by random vocabulary words, two captions spliced after a determiner, determiners
+//! and prepositions exchanged for each other, adjacent words transposed, and every determiner
+//! and preposition left out.
 
 mod common;
 
@@ -317,7 +317,7 @@ fn scorer_separates_real_captions_from_unseen_kinds_of_corruption() {
     }
     println!("  bias {bias:+.3}");
     // Floors just below what the scorer reaches (docs/quality.md). The goal for the share of
-    // broken captions dropped is 0.90; the scorer reaches 0.876.
+    // broken captions dropped is 0.90; the scorer reaches 0.880.
     assert!(auc >= 0.96, "ROC-AUC {auc}");
     assert!(real_kept >= 0.91, "real kept {real_kept}");
     assert!(broken_dropped >= 0.865, "broken dropped {broken_dropped}");

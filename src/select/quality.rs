@@ -105,9 +105,9 @@ pub struct QualityConfig {
     pub calibration_every: usize,
     /// The most held-out captions the classifier is trained on. Beyond it, a sample of this
     /// many is kept ([`held_out_sample`]), the same whatever order the captions come in; the
-    /// rest still count in the word model. 65,536 captions (and twice as many corruptions)
-    /// fit the classifier's 19 parameters many times over and keep the statistics' memory the
-    /// same from a few thousand images to millions.
+    /// rest still count in the word model. 16,384 captions (and four corruptions of each)
+    /// fit the classifier's few parameters many times over, and keep the fit's time and the
+    /// statistics' memory the same from a few thousand images to millions.
     pub held_out_limit: usize,
 }
 
@@ -123,7 +123,7 @@ impl Default for QualityConfig {
 }
 
 /// The default [`QualityConfig::held_out_limit`].
-pub const DEFAULT_HELD_OUT_LIMIT: usize = 1 << 16;
+pub const DEFAULT_HELD_OUT_LIMIT: usize = 1 << 14;
 
 impl QualityConfig {
     /// Whether the caption numbered `index` (counting non-empty captions only, from 0) is held
@@ -413,15 +413,14 @@ const CLASS_ORDER: usize = 4;
 /// A logistic regression tells the run's captions from automatically corrupted versions of
 /// them ([`corrupt`]: shuffled, words dropped or doubled, number disagreement, swapped roles,
 /// fragments opened by a function word, verb forms in noun slots, stray words put in, words
-/// moved out of place) from [`features`] that generalise beyond those corruptions: statistics
-/// of each token's probability under a Kneser-Ney word model trained on the captions and under
-/// a model of their word classes, and well-formedness checks, every weight in its feature's
-/// direction. The score is
-/// `σ(log-odds − z + logit 0.7)`, where the log-odds are the classifier's (real and corrupted
-/// captions weighing the same) and `z` is the 5th percentile of the run's own captions'
-/// log-odds, each scored by models that did not see it: a score above 0.7 says the caption is
-/// at least as caption-like as all but the worst 5 % of the run's captions. The calibration is
-/// documented in `docs/quality.md`.
+/// moved out of place, captions cut off early) from [`features`] that generalise beyond those
+/// corruptions: statistics of each token's probability under a Kneser-Ney word model trained
+/// on the captions and under a model of their word classes, and well-formedness checks, every
+/// weight in its feature's direction. The score is `σ(log-odds − z + logit 0.7)`, where the
+/// log-odds are the classifier's (real and corrupted captions weighing the same) and `z` is the
+/// 5th percentile of the run's own captions' log-odds, each scored by models that did not see
+/// it: a score above 0.7 says the caption is at least as caption-like as all but the worst 5 %
+/// of the run's captions. The calibration is documented in `docs/quality.md`.
 #[derive(Debug, Clone)]
 pub struct BuiltinQualityScorer {
     lm: NgramLm,
@@ -463,8 +462,9 @@ impl BuiltinQualityScorer {
     /// The held-out captions (the calibration sample, at most
     /// [`QualityConfig::held_out_limit`]) are put in a canonical order, cut into parts by
     /// their sample priority, and each part is scored, with its corruptions, by models
-    /// trained without it; the classifier is fitted on those features. The scorer's own
-    /// models are then trained on everything.
+    /// trained without it (the parts on as many threads as the machine has cores, their
+    /// examples put together in part order); the classifier is fitted on those features. The
+    /// scorer's own models are then trained on everything.
     ///
     /// Fails as `train` does (fewer than [`MIN_TRAINING_CAPTIONS`] captions, or fewer than
     /// that held out; a configuration out of range), when `config.order` is above the order
@@ -509,9 +509,7 @@ impl BuiltinQualityScorer {
         }
         let lm_config = config.lm_config();
         let QualityStats {
-            mut counts,
-            held_out,
-            ..
+            counts, held_out, ..
         } = stats;
         let sample = canonical_sample(&held_out, &counts);
         drop(held_out);
@@ -521,23 +519,18 @@ impl BuiltinQualityScorer {
             ..LmConfig::default()
         };
 
-        let mut examples: Vec<Example> = Vec::with_capacity(sample.len() * 3);
-        for fold in 0..FOLDS {
-            let in_fold = |c: &SampleCaption| c.priority % FOLDS == fold;
-            if !sample.iter().any(in_fold) {
-                continue;
-            }
-            // The models without this part: the word counts minus its captions (exact:
-            // integer counts, put back below), the classes of the rest of the sample.
-            for caption in sample.iter().filter(|c| in_fold(c)) {
-                counts
-                    .remove_sentence_ids(&caption.ids)
-                    .map_err(|e| invalid(format!("a held-out caption: {e}")))?;
-            }
-            let words = NgramLm::from_counts(&counts, &lm_config);
-            for caption in sample.iter().filter(|c| in_fold(c)) {
-                counts.restore_sentence_ids(&caption.ids);
-            }
+        // Each part's examples, from models without it; the parts are fitted on as many
+        // threads as there are cores, and their examples put together in part order, so the
+        // result is the same on any number of threads.
+        let folds: Vec<u64> = (0..FOLDS)
+            .filter(|&fold| sample.iter().any(|c| c.priority % FOLDS == fold))
+            .collect();
+        let fold_examples = |fold: u64| -> Result<Vec<Example>> {
+            let in_fold = |c: &&SampleCaption| c.priority % FOLDS == fold;
+            let part: Vec<&SampleCaption> = sample.iter().filter(in_fold).collect();
+            let removed: Vec<&[u32]> = part.iter().map(|c| c.ids.as_slice()).collect();
+            let words = NgramLm::from_counts_without(&counts, &removed, &lm_config)
+                .map_err(|e| invalid(format!("a held-out caption: {e}")))?;
             let classes = NgramLm::train_with(
                 sample
                     .iter()
@@ -549,7 +542,8 @@ impl BuiltinQualityScorer {
                 words: &words,
                 classes: &classes,
             };
-            for caption in sample.iter().filter(|c| in_fold(c)) {
+            let mut examples = Vec::with_capacity(part.len() * (1 + CORRUPTIONS_PER_CAPTION));
+            for caption in part {
                 examples.push(Example {
                     features: features::features(&models, &caption.words),
                     real: true,
@@ -563,6 +557,11 @@ impl BuiltinQualityScorer {
                     });
                 }
             }
+            Ok(examples)
+        };
+        let mut examples: Vec<Example> = Vec::new();
+        for part in parallel_map(&folds, fold_examples) {
+            examples.extend(part?);
         }
         let mut classifier = LogisticModel::fit(&examples);
         // Anchor: the real captions' low quantile, each scored by models that did not see
@@ -607,6 +606,40 @@ impl BuiltinQualityScorer {
     pub fn language_model(&self) -> &NgramLm {
         &self.lm
     }
+}
+
+/// `f` of every item, in the items' order, computed on up to as many threads as the machine
+/// has cores (one item at a time per thread, the next free thread taking the next item).
+fn parallel_map<T: Copy + Sync, R: Send>(items: &[T], f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(items.len());
+    if threads <= 1 {
+        return items.iter().map(|&item| f(item)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<R>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&item) = items.get(i) else {
+                    break;
+                };
+                let result = f(item);
+                *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .expect("every item was mapped")
+        })
+        .collect()
 }
 
 /// The held-out captions in an order that depends only on which captions they are: by sample

@@ -4,7 +4,7 @@
 //! Each corruption breaks a caption the way a generator or a bad parse breaks text: word order
 //! ([`Corruption::Shuffle`]), missing or doubled words, number agreement, swapped roles,
 //! a fragment that starts with a function word, a noun slot filled with a verb form, a stray
-//! word put in, a word moved out of place. All are
+//! word put in, a word moved out of place, a caption cut off early. All are
 //! seeded by the caller's random stream, so the same caption with the same seed gives the same
 //! corruption on every machine.
 
@@ -40,10 +40,13 @@ pub enum Corruption {
     /// One word moved to a word boundary at least two words away ("a man rides on a bike the
     /// street").
     Move,
+    /// The caption cut off after one of its words, as a generator that stops early leaves it
+    /// ("a man rides a bike on the"), its closing punctuation kept or left off.
+    Cut,
 }
 
 /// Every corruption the scorer is trained on, in a fixed order.
-pub const TRAINING_CORRUPTIONS: [Corruption; 9] = [
+pub const TRAINING_CORRUPTIONS: [Corruption; 10] = [
     Corruption::Shuffle,
     Corruption::Drop,
     Corruption::Repeat,
@@ -53,6 +56,7 @@ pub const TRAINING_CORRUPTIONS: [Corruption; 9] = [
     Corruption::NounVerb,
     Corruption::Insert,
     Corruption::Move,
+    Corruption::Cut,
 ];
 
 const OPENERS: &[&str] = &["and", "but", "or", "with", "of", "to", "while", "as"];
@@ -90,6 +94,7 @@ pub fn corrupt(
         Corruption::NounVerb => noun_to_verb(tokens, &words, donor, rng),
         Corruption::Insert => insert(tokens, &words, donor, rng),
         Corruption::Move => move_word(tokens, &words, rng),
+        Corruption::Cut => cut(tokens, &words, rng),
     }?;
     (corrupted != tokens && !corrupted.is_empty()).then_some(corrupted)
 }
@@ -306,6 +311,19 @@ fn move_word(tokens: &[String], words: &[usize], rng: &mut ChaCha8Rng) -> Option
     Some(out)
 }
 
+fn cut(tokens: &[String], words: &[usize], rng: &mut ChaCha8Rng) -> Option<Vec<String>> {
+    // After the second word at the earliest, before the last word at the latest.
+    let last = words[rng.gen_range(1..words.len() - 1)];
+    let mut out = tokens[..=last].to_vec();
+    let closing = tokens
+        .last()
+        .filter(|t| is_punctuation(t) && t.as_str() != ")");
+    if let Some(closing) = closing.filter(|_| rng.gen_bool(0.5)) {
+        out.push(closing.clone());
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,6 +358,11 @@ mod tests {
                     a.sort();
                     b.sort();
                     assert_eq!(a, b);
+                }
+                Corruption::Cut => {
+                    let words = out.iter().filter(|t| !is_punctuation(t)).count();
+                    assert!((2..8).contains(&words), "{out:?}");
+                    assert_eq!(out[..words], caption[..words]);
                 }
                 Corruption::Insert => {
                     // The caption with one word of the donor put in.

@@ -71,11 +71,10 @@ fn assert_same_scores(a: &BuiltinQualityScorer, b: &BuiltinQualityScorer, probes
             b.score(probe).to_bits(),
             "{probe:?}"
         );
-        assert_eq!(
-            a.fluency(probe).to_bits(),
-            b.fluency(probe).to_bits(),
-            "{probe:?}"
-        );
+        if !probe.is_empty() {
+            let bits = |s: &BuiltinQualityScorer| s.features(probe).map(f64::to_bits);
+            assert_eq!(bits(a), bits(b), "{probe:?}");
+        }
         assert_eq!(
             a.language_model().log_prob(probe).to_bits(),
             b.language_model().log_prob(probe).to_bits(),
@@ -240,7 +239,7 @@ proptest! {
             10..40,
         ),
         order in 1usize..5,
-        calibration_every in 2usize..6,
+        calibration_every in 1usize..4,
         parts in 1usize..5,
         seed in any::<u64>(),
     ) {

@@ -16,6 +16,7 @@ pub mod inspect;
 pub mod merge;
 pub mod out;
 pub mod progress;
+pub mod quality;
 pub mod relatedness;
 pub mod report;
 pub mod run;
@@ -74,6 +75,9 @@ pub enum Command {
     /// ratios, visual-context caption search.
     #[command(subcommand)]
     Relatedness(relatedness::RelatednessCommand),
+    /// The built-in caption quality scorer (`quality score --fit CORPUS FILE`).
+    #[command(subcommand)]
+    Quality(quality::QualityCommand),
     /// Write a synthetic Flickr30k-Entities-like dataset (captions, boxes, AMRs, detections).
     Synth(synth::SynthArgs),
     /// Write an HTML report with charts of a dataset (stages, methods, coverage, length, D-n).
@@ -136,6 +140,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Amr(cmd) => amr::run(cmd),
         Command::Cluster(cmd) => cluster::run(cmd),
         Command::Eval(args) => eval::run(args),
+        Command::Quality(cmd) => quality::run(cmd),
         Command::Synth(args) => synth::run(args),
         Command::Report(args) => report::run(args),
         Command::Relatedness(cmd) => relatedness::run(cmd),

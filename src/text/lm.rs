@@ -219,6 +219,66 @@ impl NgramLm {
     /// When `counts` were gathered for a lower order than `config.order` (a higher one is
     /// fine: a model of order n only reads the counts of n-grams up to n).
     pub fn from_counts(counts: &NgramCounts, config: &LmConfig) -> NgramLm {
+        NgramLm::from_counts_less(counts, &[], config)
+    }
+
+    /// The model [`from_counts`](Self::from_counts) fits from `counts` with the sentences
+    /// `removed` taken out (given by their tokens' local ids, as
+    /// [`NgramCounts::add_sentence_ids`] returned them), leaving `counts` as they are: the same
+    /// model, bit for bit, as one trained without those sentences. Several such models of one
+    /// set of counts can be fitted at once, from several threads.
+    ///
+    /// Fails when a removed sentence was not counted (or not as often as it is removed).
+    ///
+    /// # Panics
+    ///
+    /// As `from_counts` does.
+    pub(crate) fn from_counts_without(
+        counts: &NgramCounts,
+        removed: &[&[u32]],
+        config: &LmConfig,
+    ) -> Result<NgramLm, String> {
+        let mut less: Vec<HashMap<Box<[u32]>, u64>> = vec![HashMap::new(); counts.order];
+        let mut padded = Vec::new();
+        for tokens in removed {
+            if tokens.iter().any(|&id| id as usize >= counts.words.len()) {
+                return Err("a word id is out of range".into());
+            }
+            padded.clear();
+            padded.push(PAD_BOS);
+            padded.extend_from_slice(tokens);
+            padded.push(PAD_EOS);
+            for_each_gram(&padded, counts.order, |m, gram| {
+                add_count(&mut less[m - 1], gram, 1)
+            });
+        }
+        for (table, minus) in counts.grams.iter().zip(&less) {
+            if minus
+                .iter()
+                .any(|(gram, &n)| table.get(gram).is_none_or(|&count| count < n))
+            {
+                return Err("the sentence was not counted".into());
+            }
+        }
+        Ok(NgramLm::from_counts_less(counts, &less, config))
+    }
+
+    /// [`from_counts`](Self::from_counts) of `counts` less the counts `less` (`less[m - 1]`
+    /// of the m-grams; none when empty), each at most the count it is taken from.
+    fn from_counts_less(
+        counts: &NgramCounts,
+        less: &[HashMap<Box<[u32]>, u64>],
+        config: &LmConfig,
+    ) -> NgramLm {
+        // The count of an m-gram left once `less` is taken away: 0 for one no longer counted.
+        let left = |m: usize, gram: &[u32], count: u64| {
+            count
+                - less
+                    .get(m - 1)
+                    .and_then(|t| t.get(gram))
+                    .copied()
+                    .unwrap_or(0)
+        };
         let order = config.order.max(1);
         assert!(
             counts.order >= order,
@@ -229,7 +289,7 @@ impl NgramLm {
         // `</s>` is counted too, but reserved words never enter the vocabulary).
         let mut kept: Vec<&str> = counts.grams[0]
             .iter()
-            .map(|(gram, &count)| (counts.words.word(gram[0]), count))
+            .map(|(gram, &count)| (counts.words.word(gram[0]), left(1, gram, count)))
             .filter(|&(word, count)| count > config.unk_max_count && !is_reserved(word))
             .map(|(word, _)| word)
             .collect();
@@ -253,7 +313,7 @@ impl NgramLm {
         let to_model: Vec<u32> = counts.words.words().map(|w| lm.id(w)).collect();
         lm.unigram_counts = vec![0; lm.words.len()];
         for (gram, &count) in &counts.grams[0] {
-            lm.unigram_counts[to_model[gram[0] as usize] as usize] += count;
+            lm.unigram_counts[to_model[gram[0] as usize] as usize] += left(1, gram, count);
         }
         let mut key: Vec<u32> = Vec::with_capacity(order);
         let add = |table: &mut HashMap<Vec<u32>, u64>, key: &[u32], count: u64| match table
@@ -269,9 +329,10 @@ impl NgramLm {
         for k in (1..=order).rev() {
             let mut table: HashMap<Vec<u32>, u64> = HashMap::new();
             for (gram, &count) in &counts.grams[k - 1] {
+                let count = left(k, gram, count);
                 // The highest order keeps raw counts, and so does a lower-order `<s>`-initial
                 // k-gram; only those are needed from the raw k-grams below the top.
-                if k == order || to_model[gram[0] as usize] == BOS_ID {
+                if count > 0 && (k == order || to_model[gram[0] as usize] == BOS_ID) {
                     key.clear();
                     key.extend(gram.iter().map(|&id| to_model[id as usize]));
                     add(&mut table, &key, count);
@@ -528,59 +589,6 @@ impl NgramCounts {
         padded.pop();
         padded.remove(0);
         padded
-    }
-
-    /// Takes back one counted sentence given by its tokens' local ids (as
-    /// [`add_sentence_ids`](Self::add_sentence_ids) returned them, or mapped through a merge).
-    /// Fails, leaving the counts partly changed, when the sentence was not counted.
-    pub(crate) fn remove_sentence_ids(&mut self, tokens: &[u32]) -> Result<(), String> {
-        if tokens.iter().any(|&id| id as usize >= self.words.len()) {
-            return Err("a word id is out of range".into());
-        }
-        let mut padded = Vec::with_capacity(tokens.len() + 2);
-        padded.push(PAD_BOS);
-        padded.extend_from_slice(tokens);
-        padded.push(PAD_EOS);
-        self.sentences = self
-            .sentences
-            .checked_sub(1)
-            .ok_or("no sentence left to remove")?;
-        let mut missing = false;
-        for_each_gram(&padded, self.order, |m, gram| {
-            let table = &mut self.grams[m - 1];
-            match table.get_mut(gram) {
-                Some(count) if *count > 1 => *count -= 1,
-                Some(_) => {
-                    table.remove(gram);
-                }
-                None => missing = true,
-            }
-        });
-        if missing {
-            return Err("the sentence was not counted".into());
-        }
-        Ok(())
-    }
-
-    /// Counts again one sentence given by its tokens' local ids, as
-    /// [`remove_sentence_ids`](Self::remove_sentence_ids) took it back.
-    ///
-    /// # Panics
-    ///
-    /// When an id is not in the word table.
-    pub(crate) fn restore_sentence_ids(&mut self, tokens: &[u32]) {
-        assert!(
-            tokens.iter().all(|&id| (id as usize) < self.words.len()),
-            "a word id is out of range"
-        );
-        let mut padded = Vec::with_capacity(tokens.len() + 2);
-        padded.push(PAD_BOS);
-        padded.extend_from_slice(tokens);
-        padded.push(PAD_EOS);
-        self.sentences += 1;
-        for_each_gram(&padded, self.order, |m, gram| {
-            add_count(&mut self.grams[m - 1], gram, 1)
-        });
     }
 
     /// The word of a local id.
@@ -1007,22 +1015,27 @@ mod tests {
     }
 
     #[test]
-    fn removing_a_sentence_undoes_adding_it() {
-        let corpus = sentences(&["a b c", "a b", "c b a", "a b c"]);
+    fn a_model_without_some_sentences_is_the_model_trained_without_them() {
+        let corpus = sentences(&["a b c", "a b", "c b a", "a b c", "d e"]);
         let config = LmConfig::default();
         let mut counts = NgramCounts::new(3);
         let mut ids = Vec::new();
         for sentence in &corpus {
             ids.push(counts.add_sentence_ids(sentence));
         }
-        counts.remove_sentence_ids(&ids[1]).unwrap();
-        counts.remove_sentence_ids(&ids[3]).unwrap();
+        let without =
+            NgramLm::from_counts_without(&counts, &[&ids[1], &ids[3], &ids[4]], &config).unwrap();
         let kept = [&corpus[0], &corpus[2]];
         let trained = NgramLm::train_with(kept.iter().map(|s| s.as_slice()), &config);
-        assert_same_model(&trained, &NgramLm::from_counts(&counts, &config));
-        assert_eq!(counts.sentences(), 2);
-        // "a b" is no longer counted (its bigram "b </s>" is gone).
-        assert!(counts.remove_sentence_ids(&ids[1]).is_err());
+        assert_same_model(&trained, &without);
+        // The counts are left as they were.
+        assert_same_model(
+            &NgramLm::train_with(corpus.iter().map(|s| s.as_slice()), &config),
+            &NgramLm::from_counts(&counts, &config),
+        );
+        // "a b" was counted once: it cannot be taken out twice.
+        assert!(NgramLm::from_counts_without(&counts, &[&ids[1], &ids[1]], &config).is_err());
+        assert!(NgramLm::from_counts_without(&counts, &[&[99]], &config).is_err());
     }
 
     #[test]

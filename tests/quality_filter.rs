@@ -213,29 +213,6 @@ fn break_caption(
     (out != tokens).then_some(out)
 }
 
-/// Probability that a real caption scores above a broken one, ties counting one half.
-fn roc_auc(real: &[f64], broken: &[f64]) -> f64 {
-    let mut wins = 0.0;
-    for &r in real {
-        for &b in broken {
-            wins += if r > b {
-                1.0
-            } else if r == b {
-                0.5
-            } else {
-                0.0
-            };
-        }
-    }
-    wins / (real.len() * broken.len()) as f64
-}
-
-#[test]
-fn roc_auc_counts_ties_as_half() {
-    assert_eq!(roc_auc(&[3.0, 2.0], &[1.0, 2.0]), 0.875);
-    assert_eq!(roc_auc(&[0.0], &[1.0]), 0.0);
-}
-
 #[test]
 fn held_out_corruptions_each_break_the_caption() {
     let tokens = tokenize("a young man rides a bike on the street near a park .");
@@ -290,12 +267,12 @@ fn scorer_separates_real_captions_from_unseen_kinds_of_corruption() {
                 broken.push(scorer.score(&b));
             }
         }
-        let auc = roc_auc(&real, &broken);
+        let auc = common::roc_auc(&real, &broken);
         let dropped = 1.0 - kept(&broken);
         report.push((kind, broken.len(), auc, dropped));
         all_broken.extend(broken);
     }
-    let auc = roc_auc(&real, &all_broken);
+    let auc = common::roc_auc(&real, &all_broken);
     let real_kept = kept(&real);
     let broken_dropped = 1.0 - kept(&all_broken);
     println!(

@@ -83,23 +83,6 @@ fn strip_markup(line: &str) -> String {
         .join(" ")
 }
 
-/// Probability that an original scores above a corrupted caption, ties counting one half.
-fn roc_auc(originals: &[f64], corrupted: &[f64]) -> f64 {
-    let mut wins = 0.0;
-    for &o in originals {
-        for &c in corrupted {
-            wins += if o > c {
-                1.0
-            } else if o == c {
-                0.5
-            } else {
-                0.0
-            };
-        }
-    }
-    wins / (originals.len() * corrupted.len()) as f64
-}
-
 /// A seeded shuffle that differs from the original whenever two tokens differ.
 fn shuffled(tokens: &[String], rng: &mut ChaCha8Rng) -> Vec<String> {
     let mut out = tokens.to_vec();
@@ -123,9 +106,9 @@ fn cut(tokens: &[String], rng: &mut ChaCha8Rng) -> Vec<String> {
 #[test]
 fn roc_auc_counts_ties_as_half() {
     // Pairs: (3,1) win, (3,2) win, (2,1) win, (2,2) tie → 3.5 / 4.
-    assert_eq!(roc_auc(&[3.0, 2.0], &[1.0, 2.0]), 0.875);
-    assert_eq!(roc_auc(&[1.0], &[1.0]), 0.5);
-    assert_eq!(roc_auc(&[0.0], &[1.0]), 0.0);
+    assert_eq!(common::roc_auc(&[3.0, 2.0], &[1.0, 2.0]), 0.875);
+    assert_eq!(common::roc_auc(&[1.0], &[1.0]), 0.5);
+    assert_eq!(common::roc_auc(&[0.0], &[1.0]), 0.0);
 }
 
 #[test]
@@ -171,8 +154,8 @@ fn scorer_ranks_originals_above_shuffled_and_cut_captions() {
     let per_second = held_out.len() as f64 / start.elapsed().as_secs_f64();
     assert!((rescored - originals.iter().sum::<f64>()).abs() < 1e-9);
     println!("trained in {trained_in:?}; {per_second:.0} captions scored per second");
-    let auc_shuffle = roc_auc(&originals, &shuffles);
-    let auc_cut = roc_auc(&originals, &cuts);
+    let auc_shuffle = common::roc_auc(&originals, &shuffles);
+    let auc_cut = common::roc_auc(&originals, &cuts);
     let accepted = |scores: &[f64]| {
         scores.iter().filter(|&&s| s > scorer.threshold()).count() as f64 / scores.len() as f64
     };

@@ -121,3 +121,21 @@ pub fn capflow_after(prefix: &[&str]) -> std::process::Command {
         None => std::process::Command::new(capflow_bin()),
     }
 }
+
+/// Probability that a score of `positives` is above one of `negatives`, ties counting one half
+/// (ROC-AUC).
+pub fn roc_auc(positives: &[f64], negatives: &[f64]) -> f64 {
+    let mut wins = 0.0;
+    for &p in positives {
+        for &n in negatives {
+            wins += if p > n {
+                1.0
+            } else if p == n {
+                0.5
+            } else {
+                0.0
+            };
+        }
+    }
+    wins / (positives.len() * negatives.len()) as f64
+}

@@ -571,15 +571,6 @@ fn quality(sample: &capflow::schema::SampleRow, name: &str) -> f64 {
         .value
 }
 
-/// A shell-quoted TOML array naming the deterministic stand-in adapter with `args`.
-fn stand_in(python: &Path, args: &[&str]) -> String {
-    let script = common::repo_root().join("tests/adapters/deterministic.py");
-    let mut command = vec![python.display().to_string(), script.display().to_string()];
-    command.extend(args.iter().map(|a| a.to_string()));
-    let quoted: Vec<String> = command.iter().map(|c| format!("{c:?}")).collect();
-    format!("[{}]", quoted.join(", "))
-}
-
 /// `dataflows/cutswap-images.toml`: the image swaps run in the dataflow, and each swapped image
 /// is in its sample's `image` column: a PNG of the original's size that differs from the original
 /// only inside the pasted boxes, beside the swapped caption that the text swap of the same
@@ -648,7 +639,7 @@ fn an_external_image_text_scorer_reranks_the_image_swaps() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("scored");
-    let command = stand_in(&python, &["image_text_scorer", "--image-score", "sha256"]);
+    let command = common::stand_in(&python, &["image_text_scorer", "--image-score", "sha256"]);
     run_recipe(
         "cutswap-images.toml",
         |t| format!("{t}\n[models.image_text_scorer]\ncommand = {command}\nmax_restarts = 0\n"),
@@ -698,7 +689,7 @@ fn an_external_embedder_gives_cutswap_its_object_clusters() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("embedded");
-    let command = stand_in(&python, &["embedder", "--embed", "initial"]);
+    let command = common::stand_in(&python, &["embedder", "--embed", "initial"]);
     run_recipe(
         "cutswap.toml",
         |t| {

@@ -910,25 +910,13 @@ fn an_external_embedder_gives_the_relatedness_soft_labels() {
     let root = common::repo_root();
     let log = tmp.path().join("embedded.log");
     let recipe = std::fs::read_to_string(root.join("dataflows/relatedness.toml")).unwrap();
-    let command = [
-        python.display().to_string(),
-        root.join("tests/adapters/deterministic.py")
-            .display()
-            .to_string(),
-        "embedder".into(),
-        "--log".into(),
-        log.display().to_string(),
-    ];
-    let quoted: Vec<String> = command.iter().map(|c| format!("{c:?}")).collect();
+    let command = common::stand_in(&python, &["embedder", "--log", log.to_str().unwrap()]);
     // The recipe's inputs are relative to `dataflows/`.
     let recipe = recipe.replace("\"../examples/", &format!("\"{}/examples/", root.display()));
     let spec = tmp.path().join("relatedness-embedder.toml");
     std::fs::write(
         &spec,
-        format!(
-            "{recipe}\n[models.embedder]\ncommand = [{}]\nmax_restarts = 0\n",
-            quoted.join(", ")
-        ),
+        format!("{recipe}\n[models.embedder]\ncommand = {command}\nmax_restarts = 0\n"),
     )
     .unwrap();
     let out = tmp.path().join("out");

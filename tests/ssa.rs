@@ -301,14 +301,9 @@ fn ssa_without_caption_amrs_warns() {
 fn adapter_spec(dir: &Path, adapter_args: &[&str], timeout_secs: f64) -> Option<PathBuf> {
     let python = common::oracle_python()?;
     let root = common::repo_root();
-    let script = root.join("tests/adapters/deterministic.py");
-    let mut command = vec![
-        python.display().to_string(),
-        script.display().to_string(),
-        "amr_to_text".to_string(),
-    ];
-    command.extend(adapter_args.iter().map(|s| s.to_string()));
-    let quoted: Vec<String> = command.iter().map(|c| format!("{c:?}")).collect();
+    let mut args = vec!["amr_to_text"];
+    args.extend_from_slice(adapter_args);
+    let command = common::stand_in(&python, &args);
     let spec = format!(
         r#"name = "ssa-adapter"
 seed = 0
@@ -325,7 +320,7 @@ paths = [{amr:?}]
 rules = "flickr"
 
 [models.amr_to_text]
-command = [{command}]
+command = {command}
 batch_timeout_secs = {timeout_secs}
 startup_timeout_secs = 0
 max_restarts = 0
@@ -338,7 +333,6 @@ max_restarts = 0
             .join("examples/data/amr/captions.amr")
             .display()
             .to_string(),
-        command = quoted.join(", "),
     );
     let path = dir.join("spec.toml");
     std::fs::write(&path, spec).unwrap();

@@ -230,29 +230,25 @@ fn unaligned_penman(to: &Path) {
 fn parser_spec(dir: &Path, data: &Path, log: &Path, max_batch: usize) -> Option<PathBuf> {
     let python = common::oracle_python()?;
     let root = common::repo_root();
-    let command = [
-        python.display().to_string(),
-        root.join("tests/adapters/deterministic.py")
-            .display()
-            .to_string(),
-        "text_to_amr".into(),
-        "--amr-from".into(),
-        root.join("examples/data/amr/captions.amr")
-            .display()
-            .to_string(),
-        "--log".into(),
-        log.display().to_string(),
-    ];
-    let quoted: Vec<String> = command.iter().map(|c| format!("{c:?}")).collect();
+    let amrs = root.join("examples/data/amr/captions.amr");
+    let command = common::stand_in(
+        &python,
+        &[
+            "text_to_amr",
+            "--amr-from",
+            amrs.to_str().unwrap(),
+            "--log",
+            log.to_str().unwrap(),
+        ],
+    );
     let spec = dir.join("ssa-parser.toml");
     std::fs::write(
         &spec,
         format!(
             "name = \"ssa-parser\"\n[[inputs]]\nformat = \"flickr30k-entities\"\npaths = [{:?}]\n\
-             [ssa]\nrules = \"flickr\"\n[models.text_to_amr]\ncommand = [{}]\n\
+             [ssa]\nrules = \"flickr\"\n[models.text_to_amr]\ncommand = {command}\n\
              max_batch_size = {max_batch}\nmax_restarts = 0\n",
             data.display().to_string(),
-            quoted.join(", ")
         ),
     )
     .unwrap();
@@ -383,16 +379,7 @@ fn an_external_quality_scorer_decides_what_ssa_keeps() {
     let tmp = tempfile::tempdir().unwrap();
     let root = common::repo_root();
     let log = tmp.path().join("scored.log");
-    let command = [
-        python.display().to_string(),
-        root.join("tests/adapters/deterministic.py")
-            .display()
-            .to_string(),
-        "quality_scorer".into(),
-        "--log".into(),
-        log.display().to_string(),
-    ];
-    let quoted: Vec<String> = command.iter().map(|c| format!("{c:?}")).collect();
+    let command = common::stand_in(&python, &["quality_scorer", "--log", log.to_str().unwrap()]);
     let spec = tmp.path().join("ssa-gruen.toml");
     std::fs::write(
         &spec,
@@ -400,14 +387,13 @@ fn an_external_quality_scorer_decides_what_ssa_keeps() {
             "name = \"ssa-scored\"\n[[inputs]]\nformat = \"flickr30k-entities\"\npaths = [{:?}]\n\
              [[inputs]]\nformat = \"penman\"\npaths = [{:?}]\n\
              [ssa]\nrules = \"flickr\"\nquality_threshold = 0.3\n\
-             [models.quality_scorer]\ncommand = [{}]\nmax_restarts = 0\n",
+             [models.quality_scorer]\ncommand = {command}\nmax_restarts = 0\n",
             root.join("examples/data/flickr30k_entities")
                 .display()
                 .to_string(),
             root.join("examples/data/amr/captions.amr")
                 .display()
                 .to_string(),
-            quoted.join(", ")
         ),
     )
     .unwrap();

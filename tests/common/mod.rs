@@ -139,3 +139,14 @@ pub fn roc_auc(positives: &[f64], negatives: &[f64]) -> f64 {
     }
     wins / (positives.len() * negatives.len()) as f64
 }
+
+/// The TOML array (`["python", ".../deterministic.py", ARGS...]`) that runs the deterministic
+/// stand-in adapter of `tests/adapters/deterministic.py` with `python`, for a spec's
+/// `[models.<kind>] command`.
+pub fn stand_in(python: &Path, args: &[&str]) -> String {
+    let script = repo_root().join("tests/adapters/deterministic.py");
+    let mut command = vec![python.display().to_string(), script.display().to_string()];
+    command.extend(args.iter().map(|a| a.to_string()));
+    let quoted: Vec<String> = command.iter().map(|c| format!("{c:?}")).collect();
+    format!("[{}]", quoted.join(", "))
+}

@@ -195,11 +195,19 @@ pub fn fit_methods_with(
     if let (None, Some(images)) = (&spec.ssa, images) {
         learned_from = images;
     }
-    match (&spec.relatedness, &spec.models.embedder, relatedness) {
+    // One embedder process serves both methods that call it.
+    let embedder: Option<Arc<dyn Embedder>> = match &spec.models.embedder {
+        Some(adapter) => Some(Arc::new(SubprocessAdapter::new(
+            "embedder",
+            ModelKind::Embedder,
+            adapter.clone(),
+        )?)),
+        None => None,
+    };
+    match (&spec.relatedness, &embedder, relatedness) {
         // An external sentence encoder replaces the SIF encoder fitted on the corpus.
-        (Some(config), Some(adapter), _) => {
-            let model = SubprocessAdapter::new("embedder", ModelKind::Embedder, adapter.clone())?;
-            let encoder = SentenceEncoder::External(Arc::new(model));
+        (Some(config), Some(embedder), _) => {
+            let encoder = SentenceEncoder::External(Arc::clone(embedder));
             methods
                 .after_ssa
                 .push(Arc::new(RelatednessModel::with_encoder(config, encoder)));
@@ -213,18 +221,8 @@ pub fn fit_methods_with(
         _ => {}
     }
     if let (Some(config), Some(stats)) = (&spec.cutswap, cutswap) {
-        let embedder = spec
-            .models
-            .embedder
-            .as_ref()
-            .map(|a| SubprocessAdapter::new("embedder", ModelKind::Embedder, a.clone()))
-            .transpose()?;
-        let model = cutswap_stats::from_stats_with(
-            stats,
-            config,
-            embedder.as_ref().map(|e| e as &dyn Embedder),
-        )
-        .map_err(|e| e.context("cutswap: fitting the model"))?;
+        let model = cutswap_stats::from_stats_with(stats, config, embedder.as_deref())
+            .map_err(|e| e.context("cutswap: fitting the model"))?;
         let scorer = spec
             .models
             .image_text_scorer

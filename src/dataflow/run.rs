@@ -439,7 +439,7 @@ fn run_with_sinks(
         )
     });
     confirm_commit(cluster, &committed)?;
-    committed.map(CommitOutcome::into_outcome)
+    committed
 }
 
 /// Whether the streaming engine runs `spec` (without `--state`). The first process decides
@@ -490,10 +490,13 @@ fn await_commit(cluster: &ClusterOptions, name: &str, process: usize) -> Result<
 }
 
 /// The first process of a cluster run: tells the others how the commit went.
-fn confirm_commit(cluster: &ClusterOptions, committed: &Result<CommitOutcome>) -> Result<()> {
+fn confirm_commit(cluster: &ClusterOptions, committed: &Result<RunOutcome>) -> Result<()> {
     if cluster.processes > 1 {
         let message = match committed {
-            Ok(outcome) => format!("ok {}", outcome.version),
+            Ok(RunOutcome::Committed(version) | RunOutcome::Kept(version)) => {
+                format!("ok {version}")
+            }
+            Ok(other) => format!("process 0 ended with {other:?}, not a commit"),
             Err(e) => e.to_string(),
         };
         crate::dataflow::cluster::broadcast_from_first(cluster, Some(message))?;
@@ -582,7 +585,7 @@ fn run_streamed(
         committed
     };
     confirm_commit(cluster, &committed)?;
-    committed.map(CommitOutcome::into_outcome)
+    committed
 }
 
 /// A process other than the first of a streamed run: sends the changes of its runs when process
@@ -677,25 +680,9 @@ fn gather_parts(cluster: &ClusterOptions, part: &Part) -> Result<Vec<Part>> {
         .collect()
 }
 
-/// The dataset's version after a commit, and whether the commit made it (a run that changed
-/// nothing leaves the previous version).
-struct CommitOutcome {
-    version: u64,
-    new: bool,
-}
-
-impl CommitOutcome {
-    fn into_outcome(self) -> RunOutcome {
-        if self.new {
-            RunOutcome::Committed(self.version)
-        } else {
-            RunOutcome::Kept(self.version)
-        }
-    }
-}
-
 /// Process 0's commit: every part into one manifest, the ledger, the changelog, then the
-/// state's header; nothing when nothing changed ([`DatasetWriter::commit_changes`]).
+/// state's header; nothing when nothing changed ([`DatasetWriter::commit_changes`]): then the
+/// outcome is [`RunOutcome::Kept`].
 fn commit(
     mut writer: DatasetWriter,
     parts: Vec<Part>,
@@ -703,7 +690,7 @@ fn commit(
     state: Option<(&StateDir, state::StateHeader)>,
     out: &std::path::Path,
     name: &str,
-) -> Result<CommitOutcome> {
+) -> Result<RunOutcome> {
     let merged = Part::merge(parts, processes)?;
     for stage in &merged.stages {
         writer.stage(stage.clone());
@@ -737,38 +724,35 @@ fn commit(
         header.manifest_sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text));
         state.write_header(&header)?;
     }
-    if unchanged {
-        crate::cli::out::status!(
-            "capflow run {}: {} read, {} accepted, {} rejected; nothing changed, so no new version: {} stays at version {}",
-            name,
-            merged.counts.read,
-            merged.counts.accepted,
-            merged.counts.rejected,
+    let result = if unchanged {
+        format!(
+            "nothing changed, so no new version: {} stays at version {}",
             out.display(),
-            manifest.version,
-        );
-        return Ok(CommitOutcome {
-            version: manifest.version,
-            new: false,
-        });
-    }
-    let (added, retracted) = manifest
-        .changelog
-        .as_ref()
-        .map_or((0, 0), |c| (c.added, c.retracted));
+            manifest.version
+        )
+    } else {
+        let (added, retracted) = manifest
+            .changelog
+            .as_ref()
+            .map_or((0, 0), |c| (c.added, c.retracted));
+        format!(
+            "{} files in {} (version {}; {added} samples added, {retracted} retracted)",
+            manifest.files.len(),
+            out.display(),
+            manifest.version
+        )
+    };
     crate::cli::out::status!(
-        "capflow run {}: {} read, {} accepted, {} rejected; {} files in {} (version {}; {added} samples added, {retracted} retracted)",
+        "capflow run {}: {} read, {} accepted, {} rejected; {result}",
         name,
         merged.counts.read,
         merged.counts.accepted,
         merged.counts.rejected,
-        manifest.files.len(),
-        out.display(),
-        manifest.version,
     );
-    Ok(CommitOutcome {
-        version: manifest.version,
-        new: true,
+    Ok(if unchanged {
+        RunOutcome::Kept(manifest.version)
+    } else {
+        RunOutcome::Committed(manifest.version)
     })
 }
 

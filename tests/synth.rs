@@ -19,6 +19,7 @@ fn synth(images: u64, seed: u64) -> (tempfile::TempDir, PathBuf) {
         images,
         seed,
         captions_per_image: 5,
+        render: false,
     };
     let counts = write_dataset(&config, &out).unwrap();
     assert_eq!(counts.images, images);
@@ -444,4 +445,45 @@ fn the_sample_recipe_runs_on_a_synthetic_directory() {
     assert!(run.status.success(), "{stderr}");
     assert!(stderr.contains(" 0 rejected"), "{stderr}");
     assert!(out.join("manifest.json").is_file());
+}
+
+/// `--render` draws one PNG per image at the size its annotation gives, and only then.
+#[test]
+fn render_draws_one_picture_per_image_at_its_annotated_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("s");
+    let status = std::process::Command::new(common::capflow_bin())
+        .args([
+            "synth", "--images", "6", "--seed", "2", "--render", "-q", "--out",
+        ])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut pictures: Vec<_> = std::fs::read_dir(out.join("images"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    pictures.sort();
+    assert_eq!(pictures.len(), 6);
+    for picture in pictures {
+        let id = picture.file_stem().unwrap().to_string_lossy().into_owned();
+        let xml = std::fs::read_to_string(
+            out.join("flickr30k_entities/Annotations")
+                .join(format!("{id}.xml")),
+        )
+        .unwrap();
+        let field = |name: &str| -> u32 {
+            let start = xml.find(&format!("<{name}>")).unwrap() + name.len() + 2;
+            xml[start..].split('<').next().unwrap().parse().unwrap()
+        };
+        let decoded = image::open(&picture).unwrap();
+        assert_eq!(
+            (decoded.width(), decoded.height()),
+            (field("width"), field("height")),
+            "{id}"
+        );
+    }
+    let (_tmp, plain) = synth(3, 2);
+    assert!(!plain.join("images").exists());
 }

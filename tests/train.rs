@@ -652,3 +652,163 @@ fn compare_trains_chosen_variants_on_small_training_sets() {
     assert!(markdown.contains("| augmented − original |"));
     assert!(!markdown.contains("| curriculum |"));
 }
+
+/// Images of one colour, `side` × `side`, written as `<id>.png` under `dir`.
+fn plain_images(dir: &Path, images: &[(&str, [u8; 3])], side: u32) {
+    for (id, colour) in images {
+        image::RgbImage::from_pixel(side, side, image::Rgb(*colour))
+            .save(dir.join(format!("{id}.png")))
+            .unwrap();
+    }
+}
+
+/// Two kinds of images, red and blue, with one box each and the same label: only the pixels
+/// tell which caption belongs to which. A model that reads its regions' crops learns the
+/// colours and names them on shades it never saw; without pixels the two are the same input.
+#[test]
+fn a_model_that_reads_pixels_names_colours_its_labels_do_not_tell() {
+    let images = tempfile::tempdir().unwrap();
+    let reds = [[200, 30, 30], [170, 20, 40], [230, 60, 50], [150, 10, 10]];
+    let blues = [[30, 40, 200], [20, 60, 170], [50, 80, 230], [10, 20, 150]];
+    let mut files = Vec::new();
+    for (k, (red, blue)) in reds.iter().zip(&blues).enumerate() {
+        files.push((format!("r{k}"), *red));
+        files.push((format!("b{k}"), *blue));
+    }
+    let named: Vec<(&str, [u8; 3])> = files.iter().map(|(id, c)| (id.as_str(), *c)).collect();
+    plain_images(images.path(), &named, 32);
+    let (_, originals) = originals();
+    let template = originals[0].clone();
+    let sample = |id: &str| {
+        let mut s = template.clone();
+        s.sample_id = format!("{id}#0");
+        s.image_id = id.to_string();
+        s.text = if id.starts_with('r') {
+            "a red ball ."
+        } else {
+            "a blue ball ."
+        }
+        .into();
+        s.control_boxes = vec![capflow::schema::BoxXyxy::new(4.0, 4.0, 28.0, 28.0)];
+        s.control_labels = vec!["ball".into()];
+        s.verbs = Vec::new();
+        s
+    };
+    // Shades 0..3 train, shade 3 is held out.
+    let train: Vec<SampleRow> = files[..6].iter().map(|(id, _)| sample(id)).collect();
+    let held_out: Vec<SampleRow> = files[6..].iter().map(|(id, _)| sample(id)).collect();
+    let mut config = tiny_config();
+    config.steps = 80;
+    config.model.dropout = 0.0;
+    config.model.image_crop = 8;
+    config.images.dir = Some(images.path().to_path_buf());
+    let data = TrainingData::default();
+    let out = tempfile::tempdir().unwrap();
+    train_samples(
+        &train,
+        &data.context,
+        &config,
+        out.path(),
+        Device::Cpu,
+        &JobOptions::default(),
+    )
+    .unwrap();
+    let vocab = Vocabulary::load(&out.path().join(VOCAB_FILE)).unwrap();
+    let trainer = Trainer::load(out.path(), &vocab, Device::Cpu).unwrap();
+    let captions =
+        capflow::train::eval::generate(&trainer.model, &config, &vocab, &data, &held_out, 4096);
+    assert_eq!(
+        captions,
+        vec![
+            vec!["a".to_string(), "red".into(), "ball".into(), ".".into()],
+            vec!["a".to_string(), "blue".into(), "ball".into(), ".".into()],
+        ]
+    );
+    // The checkpoint names the image encoder's parameters.
+    let names = &trainer.model.parameters.names;
+    assert!(names.iter().any(|n| n == "image.conv1.weight"), "{names:?}");
+}
+
+/// An image that cannot be read leaves its regions without pixels and is reported; when no
+/// image at all can be read, training stops with an error naming the directory.
+#[test]
+fn unreadable_images_are_counted_and_a_wrong_directory_is_an_error() {
+    let (data, samples) = originals();
+    let mut config = tiny_config();
+    config.steps = 2;
+    config.model.image_crop = 8;
+    let empty = tempfile::tempdir().unwrap();
+    config.images.dir = Some(empty.path().to_path_buf());
+    let out = tempfile::tempdir().unwrap();
+    let err = train_samples(
+        &samples,
+        &data.context,
+        &config,
+        out.path(),
+        Device::Cpu,
+        &JobOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(&empty.path().display().to_string()) && err.contains("could be read"),
+        "{err}"
+    );
+    // The embedded images are there: every one of the 20 is read.
+    config.images.dir = Some(common::repo_root().join("examples/data/images"));
+    let crops = capflow::train::pixels::ImageCrops::new(&config).unwrap();
+    let vocab = Vocabulary::build(&samples, data.context.labels());
+    for s in &samples {
+        capflow::train::data::encode_sample(s, &data.context, &vocab, &config, Some(&crops));
+    }
+    assert_eq!(crops.counts(), (20, 0, None));
+}
+
+/// The `[train]` example of docs/train.md's "Pixels" section, appended to the SSA recipe as it
+/// says: the run's sink reads every embedded image and trains a model with the image encoder.
+#[test]
+fn the_documented_pixels_sink_reads_the_embedded_images() {
+    let root = common::repo_root();
+    let doc = std::fs::read_to_string(root.join("docs/train.md")).unwrap();
+    let section = doc.split("### Pixels").nth(1).expect("a Pixels section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a toml block in the Pixels section");
+    assert!(block.contains("dataflows/ssa-flickr30k.toml"), "{block}");
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    // The spec lives in the temporary directory: paths relative to dataflows/ become absolute.
+    let recipe = std::fs::read_to_string(root.join("dataflows/ssa-flickr30k.toml")).unwrap();
+    let spec = format!("{recipe}\n{block}")
+        .replace("\"../", &format!("\"{}/", root.display()))
+        .replace(
+            "[train]\n",
+            &format!("[train]\nout = \"{}\"\n", model.display()),
+        );
+    let path = dir.path().join("spec.toml");
+    std::fs::write(&path, spec).unwrap();
+    let out = Command::new(common::capflow_bin())
+        .arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("could not be read"), "{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("train.json")).unwrap()).unwrap();
+    assert_eq!(summary["steps"], 50);
+    let vocab = Vocabulary::load(&model.join(VOCAB_FILE)).unwrap();
+    let trainer = Trainer::load(&model, &vocab, Device::Cpu).unwrap();
+    assert_eq!(trainer.config.model.image_crop, 16);
+    assert!(trainer
+        .model
+        .parameters
+        .names
+        .iter()
+        .any(|n| n == "image.out.weight"));
+}

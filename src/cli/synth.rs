@@ -22,6 +22,10 @@ pub struct SynthArgs {
     /// Captions per image.
     #[arg(long, default_value_t = 5)]
     pub captions_per_image: usize,
+    /// Also draw every scene as `images/<image id>.png` (coloured shapes in the annotated
+    /// boxes, for training a model that reads pixels).
+    #[arg(long)]
+    pub render: bool,
     /// Print what was written as one JSON object on stdout (images, captions, phrases, boxes,
     /// detections, AMR nodes, seed, output directory, elapsed seconds).
     #[arg(long)]
@@ -33,6 +37,7 @@ pub fn run(args: SynthArgs) -> Result<(), Error> {
         images: args.images,
         seed: args.seed,
         captions_per_image: args.captions_per_image,
+        render: args.render,
     };
     let started = Instant::now();
     let counts = write_dataset(&config, &args.out)?;

@@ -256,6 +256,17 @@ impl DataflowSpec {
                 *p = base.join(&*p);
             }
         }
+        // `[train.images] dir`, like every input path, is relative to the spec.
+        let train_images = spec
+            .train
+            .as_mut()
+            .and_then(|t| t.get_mut("images"))
+            .and_then(|i| i.get_mut("dir"));
+        if let Some(toml::Value::String(dir)) = train_images {
+            if Path::new(dir.as_str()).is_relative() {
+                *dir = base.join(&*dir).to_string_lossy().into_owned();
+            }
+        }
         spec.validate()
             .map_err(|e| Error::Config(format!("{}: {}", path.display(), e)))?;
         Ok(spec)

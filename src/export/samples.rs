@@ -20,12 +20,17 @@ pub struct RegionContext {
     pub sizes: HashMap<String, (f64, f64)>,
     /// Detections per image, by descending score (then id).
     pub detections: HashMap<String, Vec<DetectionRow>>,
+    /// The images table's file name of each image that has one.
+    pub file_names: HashMap<String, String>,
 }
 
 impl RegionContext {
     pub fn add_image(&mut self, image: &ImageAnnotations) {
         if let Some(size) = image.size() {
             self.sizes.insert(image.image_id.clone(), size);
+        }
+        if let Some(name) = image.image.as_ref().and_then(|i| i.file_name.clone()) {
+            self.file_names.insert(image.image_id.clone(), name);
         }
         let mut detections = image.detections.clone();
         detections.sort_by(|a, b| {

@@ -19,6 +19,7 @@
 //! image by image in bounded memory. See `docs/synth.md` for the size distribution.
 
 pub mod lexicon;
+pub mod render;
 
 use std::fmt::Write as _;
 use std::fs::File;
@@ -38,6 +39,8 @@ pub struct SynthConfig {
     pub images: u64,
     pub seed: u64,
     pub captions_per_image: usize,
+    /// Also draw every scene as `images/<image id>.png` ([`render`]).
+    pub render: bool,
 }
 
 impl Default for SynthConfig {
@@ -46,6 +49,7 @@ impl Default for SynthConfig {
             images: 100,
             seed: 0,
             captions_per_image: 5,
+            render: false,
         }
     }
 }
@@ -966,6 +970,10 @@ pub fn write_dataset(config: &SynthConfig, out: &Path) -> Result<SynthCounts> {
     // No GBC graphs are generated; the directory is there so that recipes with a GBC input
     // (`dataflows/sample.toml`) read it as zero graphs.
     let gbc_dir = out.join("gbc");
+    let images_dir = out.join("images");
+    if config.render {
+        std::fs::create_dir_all(&images_dir).map_err(|e| Error::io(&images_dir, e))?;
+    }
     for dir in [
         &sentences,
         &annotations,
@@ -1022,6 +1030,10 @@ pub fn write_dataset(config: &SynthConfig, out: &Path) -> Result<SynthCounts> {
     for index in 0..config.images {
         let image = generate_image(config.seed, index, config.captions_per_image);
         write_image(&mut w, &image, index)?;
+        if config.render {
+            let path = images_dir.join(format!("{}.png", image.image_id));
+            std::fs::write(&path, render::render_png(&image)).map_err(|e| Error::io(&path, e))?;
+        }
         counts.images += 1;
         counts.captions += image.captions.len() as u64;
         for c in &image.captions {

@@ -2,6 +2,7 @@
 
 use tch::{Device, Kind, Tensor};
 
+use super::config::ModelConfig;
 use super::data::EncodedSample;
 use super::model::{ModelInput, CONTROL_TOKENS, GEOMETRY_DIM};
 use super::vocab::PAD;
@@ -36,9 +37,30 @@ impl Batch {
     }
 }
 
+/// What a model reads of its regions besides labels and geometry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionInputs {
+    /// Length of the detection feature vectors (0: none).
+    pub feature_dim: i64,
+    /// Side of the regions' image crops (0: no pixels).
+    pub image_crop: i64,
+}
+
+impl From<&ModelConfig> for RegionInputs {
+    fn from(model: &ModelConfig) -> RegionInputs {
+        RegionInputs {
+            feature_dim: model.feature_dim,
+            image_crop: model.image_crop,
+        }
+    }
+}
+
 /// Builds the batch of `samples[indices]`; `feature_dim > 0` adds the region feature tensor
-/// (regions without a feature vector, or with one of another length, get zeros).
-pub fn build_batch(samples: &[EncodedSample], indices: &[usize], feature_dim: i64) -> Batch {
+/// (regions without a feature vector, or with one of another length, get zeros), and
+/// `image_crop > 0` the regions' crops (`[B, R, 3, side, side]` u8; zeros where a region has
+/// none).
+pub fn build_batch(samples: &[EncodedSample], indices: &[usize], inputs: RegionInputs) -> Batch {
+    let (feature_dim, image_crop) = (inputs.feature_dim, inputs.image_crop);
     let b = indices.len();
     let longest = indices
         .iter()
@@ -63,6 +85,9 @@ pub fn build_batch(samples: &[EncodedSample], indices: &[usize], feature_dim: i6
     let mut mask = vec![false; b * width];
     let fdim = feature_dim.max(0) as usize;
     let mut features = vec![0f32; if fdim > 0 { b * regions * fdim } else { 0 }];
+    let side = image_crop.max(0) as usize;
+    let crop = 3 * side * side;
+    let mut pixels = vec![0u8; b * regions * crop];
     let mut tokens = 0;
     for (row, &j) in indices.iter().enumerate() {
         let s = &samples[j];
@@ -88,6 +113,13 @@ pub fn build_batch(samples: &[EncodedSample], indices: &[usize], feature_dim: i6
             {
                 features[at * fdim..(at + 1) * fdim].copy_from_slice(f);
             }
+            if let Some(p) = region
+                .pixels
+                .as_ref()
+                .filter(|p| crop > 0 && p.len() == crop)
+            {
+                pixels[at * crop..(at + 1) * crop].copy_from_slice(p);
+            }
         }
     }
     let (b, t, r) = (b as i64, t as i64, regions as i64);
@@ -99,6 +131,10 @@ pub fn build_batch(samples: &[EncodedSample], indices: &[usize], feature_dim: i6
             region_flags: Tensor::from_slice(&flags).view([b, r]),
             region_features: (fdim > 0)
                 .then(|| Tensor::from_slice(&features).view([b, r, fdim as i64])),
+            region_pixels: (side > 0).then(|| {
+                let side = side as i64;
+                Tensor::from_slice(&pixels).view([b, r, 3, side, side])
+            }),
             memory_mask: Tensor::from_slice(&mask)
                 .view([b, 1, 1, CONTROL_TOKENS + r])
                 .to_kind(Kind::Bool),

@@ -70,6 +70,7 @@ pub fn synthetic_batch(shape: &BenchShape, device: Device) -> Batch {
             region_geometry: Tensor::rand([b, r, GEOMETRY_DIM], (Kind::Float, Device::Cpu)),
             region_flags: Tensor::randint(2, [b, r], options),
             region_features: None,
+            region_pixels: None,
             memory_mask: Tensor::ones([b, 1, 1, CONTROL_TOKENS + r], (Kind::Bool, Device::Cpu)),
         },
         inputs: tokens.narrow(1, 0, t).contiguous(),

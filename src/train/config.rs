@@ -41,6 +41,10 @@ pub struct ModelConfig {
     pub max_word_count: i64,
     /// Length of the optional detection feature vectors (`detections.feature`); 0 ignores them.
     pub feature_dim: i64,
+    /// Side of the square RGB crop each region is cut to from its image, read by a small
+    /// convolutional encoder trained with the captioner; 0: the model sees no pixels. A positive
+    /// value needs `[images] dir` and must be a multiple of 4.
+    pub image_crop: i64,
 }
 
 impl Default for ModelConfig {
@@ -56,6 +60,7 @@ impl Default for ModelConfig {
             max_regions: 32,
             max_word_count: 64,
             feature_dim: 0,
+            image_crop: 0,
         }
     }
 }
@@ -152,6 +157,36 @@ impl Default for StreamConfig {
     }
 }
 
+/// Where the images of the samples are (`[images]`), for a model with `image_crop > 0`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ImagesConfig {
+    /// The directory of the image files; relative to the configuration file (or to the
+    /// dataflow spec, in its `[train.images]`).
+    pub dir: Option<std::path::PathBuf>,
+    /// An image's file under `dir`: `{image_id}`, or `{file_name}` / `{stem}` (the images
+    /// table's file name, with or without its extension; not in a run's `[train]`, whose sink
+    /// sees samples only). Default `{image_id}.png`.
+    pub file_name: Option<String>,
+}
+
+impl ImagesConfig {
+    /// The file-name template.
+    pub fn template(&self) -> &str {
+        self.file_name.as_deref().unwrap_or("{image_id}.png")
+    }
+
+    /// Makes a relative `dir` relative to `base`.
+    pub fn resolve(&mut self, base: &Path) {
+        if let Some(dir) = &mut self.dir {
+            if dir.is_relative() {
+                let joined = base.join(&*dir);
+                *dir = std::path::absolute(&joined).unwrap_or(joined);
+            }
+        }
+    }
+}
+
 /// Mixed precision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -188,6 +223,8 @@ pub struct TrainConfig {
     pub curriculum: CurriculumConfig,
     /// The training sink of a run (`[train.stream]`); `capflow train --data` ignores it.
     pub stream: StreamConfig,
+    /// The images the model's regions are cut from (with `model.image_crop > 0`).
+    pub images: ImagesConfig,
 }
 
 impl Default for TrainConfig {
@@ -206,16 +243,21 @@ impl Default for TrainConfig {
             batching: BatchingConfig::default(),
             curriculum: CurriculumConfig::default(),
             stream: StreamConfig::default(),
+            images: ImagesConfig::default(),
         }
     }
 }
 
 impl TrainConfig {
-    /// Reads a TOML file; unknown keys are errors that name the file.
+    /// Reads a TOML file; unknown keys are errors that name the file. A relative `[images] dir`
+    /// is relative to the file.
     pub fn read(path: &Path) -> Result<TrainConfig> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let config: TrainConfig =
+        let mut config: TrainConfig =
             toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        config
+            .images
+            .resolve(path.parent().unwrap_or(Path::new(".")));
         config.validate()?;
         Ok(config)
     }
@@ -251,6 +293,18 @@ impl TrainConfig {
         if self.batching.queue_batches == 0 {
             return Err(Error::Config(
                 "batching.queue_batches must be positive".into(),
+            ));
+        }
+        if m.image_crop < 0 || m.image_crop % 4 != 0 {
+            return Err(Error::Config(format!(
+                "model.image_crop ({}) must be 0 (no pixels) or a positive multiple of 4",
+                m.image_crop
+            )));
+        }
+        if m.image_crop > 0 && self.images.dir.is_none() {
+            return Err(Error::Config(
+                "model.image_crop > 0 reads the samples' images: set [images] dir (and file_name)"
+                    .into(),
             ));
         }
         if self.optimizer.lr.is_nan() || self.optimizer.lr <= 0.0 {

@@ -9,6 +9,7 @@ use crate::seed::{splitmix64, SplitMix64};
 pub use crate::export::samples::{RegionContext, SampleData as TrainingData};
 
 use super::config::TrainConfig;
+use super::pixels::ImageCrops;
 use super::vocab::{Vocabulary, LABEL_CONTROL};
 
 /// Box overlap above which a detection counts as one of the control boxes.
@@ -40,6 +41,8 @@ pub struct Region {
     pub geometry: [f32; 5],
     pub in_control: bool,
     pub feature: Option<Vec<f32>>,
+    /// The region's crop of its image, `[3, side, side]` (`model.image_crop > 0`).
+    pub pixels: Option<Vec<u8>>,
 }
 
 /// A sample as the model reads it.
@@ -67,12 +70,13 @@ fn geometry(b: &BoxXyxy, (w, h): (f64, f64)) -> [f32; 5] {
 /// The region tokens of a sample: control boxes that no detection covers (IoU ≥
 /// [`CONTROL_IOU`]) first, labelled with their control label when the sample has one label per
 /// box, then the image's detections by score, flagged when they cover a control box; at most
-/// `max_regions`.
+/// `max_regions`. With `images`, each region carries its crop of the sample's image.
 pub fn sample_regions(
     sample: &SampleRow,
     context: &RegionContext,
     vocab: &Vocabulary,
     max_regions: usize,
+    images: Option<&ImageCrops>,
 ) -> Vec<Region> {
     let size = context.size_of(&sample.image_id, &sample.control_boxes);
     let detections: &[DetectionRow] = context
@@ -80,12 +84,15 @@ pub fn sample_regions(
         .get(&sample.image_id)
         .map_or(&[], Vec::as_slice);
     let labelled = sample.control_labels.len() == sample.control_boxes.len();
-    let mut regions: Vec<Region> = sample
+    let uncovered: Vec<(usize, &BoxXyxy)> = sample
         .control_boxes
         .iter()
         .enumerate()
         .filter(|(_, b)| !detections.iter().any(|d| d.bbox.iou(b) >= CONTROL_IOU))
-        .map(|(k, b)| Region {
+        .collect();
+    let mut regions: Vec<Region> = uncovered
+        .iter()
+        .map(|&(k, b)| Region {
             label: if labelled {
                 vocab.label_id(&sample.control_labels[k])
             } else {
@@ -94,6 +101,7 @@ pub fn sample_regions(
             geometry: geometry(b, size),
             in_control: true,
             feature: None,
+            pixels: None,
         })
         .collect();
     regions.extend(detections.iter().map(|d| {
@@ -105,22 +113,38 @@ pub fn sample_regions(
                 .iter()
                 .any(|b| d.bbox.iou(b) >= CONTROL_IOU),
             feature: d.feature.clone(),
+            pixels: None,
         }
     }));
     regions.truncate(max_regions);
+    if let Some(images) = images {
+        let boxes: Vec<BoxXyxy> = uncovered
+            .iter()
+            .map(|&(_, b)| *b)
+            .chain(detections.iter().map(|d| d.bbox))
+            .take(regions.len())
+            .collect();
+        let file_name = context.file_names.get(&sample.image_id).map(String::as_str);
+        let crops = images.crops(&sample.image_id, file_name, &boxes, size);
+        for (region, crop) in regions.iter_mut().zip(crops) {
+            region.pixels = crop;
+        }
+    }
     regions
 }
 
-/// Encodes a sample for the model.
+/// Encodes a sample for the model; `images` cuts its regions' crops (a model with
+/// `image_crop > 0`).
 pub fn encode_sample(
     sample: &SampleRow,
     context: &RegionContext,
     vocab: &Vocabulary,
     config: &TrainConfig,
+    images: Option<&ImageCrops>,
 ) -> EncodedSample {
     EncodedSample {
         tokens: vocab.encode_text(&sample.text, config.model.max_tokens),
-        regions: sample_regions(sample, context, vocab, config.model.max_regions),
+        regions: sample_regions(sample, context, vocab, config.model.max_regions, images),
         length_level: i64::from(sample.length_level.max(0)),
         word_count: i64::from(sample.word_count.max(0)).min(config.model.max_word_count),
         verb: vocab.verb_id(&sample.verbs),

@@ -9,6 +9,7 @@ use tch::Device;
 use super::batch::build_batch;
 use super::data::{encode_sample, TrainingData};
 use super::model::Captioner;
+use super::pixels::ImageCrops;
 use super::trainer::{Trainer, VOCAB_FILE};
 use super::vocab::Vocabulary;
 use crate::error::{Error, Result};
@@ -75,15 +76,19 @@ pub fn generate(
     samples: &[SampleRow],
     token_budget: usize,
 ) -> Vec<Vec<String>> {
+    let images = ImageCrops::new(config);
     let encoded: Vec<_> = samples
         .iter()
-        .map(|s| encode_sample(s, &data.context, vocab, config))
+        .map(|s| encode_sample(s, &data.context, vocab, config, images.as_ref()))
         .collect();
+    if let Some(report) = images.as_ref().and_then(ImageCrops::report) {
+        crate::cli::out::status!("warning: {report}");
+    }
     let per_batch = (token_budget / config.model.max_tokens.max(1)).max(1);
     let indices: Vec<usize> = (0..samples.len()).collect();
     let mut out = Vec::with_capacity(samples.len());
     for chunk in indices.chunks(per_batch) {
-        let batch = build_batch(&encoded, chunk, config.model.feature_dim);
+        let batch = build_batch(&encoded, chunk, (&config.model).into());
         let input = batch.input.to_device(model.device);
         out.extend(
             model

@@ -5,7 +5,8 @@
 //! - [`config`]: the TOML configuration;
 //! - [`vocab`], [`data`], [`batch`]: vocabularies from the data, samples and region tokens,
 //!   batches by token budget;
-//! - [`model`]: encoder over control and region tokens, autoregressive transformer decoder;
+//! - [`model`]: encoder over control and region tokens (with [`pixels`], each region's crop of
+//!   its image through a small CNN), autoregressive transformer decoder;
 //! - [`optim`]: AdamW, warm-up + cosine, gradient clipping;
 //! - [`trainer`]: the loop, the loader thread, checkpoints and resume;
 //! - [`run`]: plain and curriculum jobs; the selection math is in
@@ -27,6 +28,7 @@ pub mod data;
 pub mod eval;
 pub mod model;
 pub mod optim;
+pub mod pixels;
 pub mod pool;
 pub mod run;
 pub mod sink;

@@ -4,7 +4,12 @@
 //! Encoder input, one token each:
 //! - the length level, the word count and the verb (control tokens);
 //! - every region: label embedding + a linear map of its box geometry + an "in the control set"
-//!   embedding (+ a linear map of its feature vector when `feature_dim > 0`).
+//!   embedding (+ a linear map of its feature vector when `feature_dim > 0`, + the image
+//!   encoder's reading of its crop of the image when `image_crop > 0`).
+//!
+//! The image encoder is a small CNN trained from scratch with the rest: three 3×3 convolutions
+//! (32, 64 and 128 channels, the last two with stride 2, ReLU after each) over the region's
+//! `image_crop` × `image_crop` RGB crop, flattened and mapped linearly to `d_model`.
 //!
 //! Parameters live in one [`Parameters`] list (names, tensors, whether weight decay applies), so
 //! the optimizer and checkpoints see them in one fixed order. With [`Precision::Bf16`] the matrix
@@ -57,6 +62,14 @@ impl Parameters {
 
     fn normal(&mut self, name: String, shape: &[i64], device: Device) -> Tensor {
         let value = (Tensor::randn(shape, (Kind::Float, Device::Cpu)) * 0.02).to_device(device);
+        self.add(name, value, true)
+    }
+
+    /// Normal with standard deviation `sqrt(2 / fan_in)` (He et al. 2015), for the image
+    /// encoder's ReLU convolutions.
+    fn he_normal(&mut self, name: String, shape: &[i64], fan_in: i64, device: Device) -> Tensor {
+        let std = (2.0 / fan_in as f64).sqrt();
+        let value = (Tensor::randn(shape, (Kind::Float, Device::Cpu)) * std).to_device(device);
         self.add(name, value, true)
     }
 
@@ -116,6 +129,90 @@ impl Linear {
         } else {
             x.linear(&self.weight, Some(&self.bias))
         }
+    }
+}
+
+/// A 3×3 convolution with padding 1.
+struct Conv {
+    weight: Tensor,
+    bias: Tensor,
+    stride: i64,
+}
+
+impl Conv {
+    fn new(
+        p: &mut Parameters,
+        name: &str,
+        (inputs, outputs): (i64, i64),
+        stride: i64,
+        device: Device,
+    ) -> Conv {
+        Conv {
+            weight: p.he_normal(
+                format!("{name}.weight"),
+                &[outputs, inputs, 3, 3],
+                inputs * 9,
+                device,
+            ),
+            bias: p.constant(format!("{name}.bias"), &[outputs], 0.0, device),
+            stride,
+        }
+    }
+
+    fn forward(&self, x: &Tensor, bf16: bool) -> Tensor {
+        let (weight, bias) = if bf16 {
+            (
+                self.weight.to_kind(Kind::BFloat16),
+                self.bias.to_kind(Kind::BFloat16),
+            )
+        } else {
+            (self.weight.shallow_clone(), self.bias.shallow_clone())
+        };
+        x.conv2d(&weight, Some(&bias), [self.stride], [1], [1], 1)
+    }
+}
+
+/// Reads each region's crop of its image: `[B, R, 3, s, s]` u8 → `[B, R, d]`.
+struct ImageEncoder {
+    convs: [Conv; 3],
+    out: Linear,
+}
+
+impl ImageEncoder {
+    const CHANNELS: [i64; 3] = [32, 64, 128];
+
+    fn new(p: &mut Parameters, side: i64, d: i64, device: Device) -> ImageEncoder {
+        let [c1, c2, c3] = Self::CHANNELS;
+        let convs = [
+            Conv::new(p, "image.conv1", (3, c1), 1, device),
+            Conv::new(p, "image.conv2", (c1, c2), 2, device),
+            Conv::new(p, "image.conv3", (c2, c3), 2, device),
+        ];
+        let cells = (side / 4) * (side / 4);
+        ImageEncoder {
+            convs,
+            out: Linear::new(p, "image.out", c3 * cells, d, device),
+        }
+    }
+
+    fn forward(&self, pixels: &Tensor, bf16: bool) -> Tensor {
+        let size = pixels.size();
+        let (b, r, side) = (size[0], size[1], size[3]);
+        // Bytes to [-1, 1].
+        let mut x = pixels
+            .view([b * r, 3, side, side])
+            .to_kind(Kind::Float)
+            .g_mul_scalar(2.0 / 255.0)
+            .g_sub_scalar(1.0);
+        if bf16 {
+            x = x.to_kind(Kind::BFloat16);
+        }
+        for conv in &self.convs {
+            x = conv.forward(&x, bf16).relu();
+        }
+        self.out
+            .forward(&x.view([b, r, -1]), bf16)
+            .to_kind(Kind::Float)
     }
 }
 
@@ -286,6 +383,8 @@ pub struct ModelInput {
     pub region_flags: Tensor,
     /// `[B, R, F]` f32 when the model reads feature vectors.
     pub region_features: Option<Tensor>,
+    /// `[B, R, 3, S, S]` u8 when the model reads its regions' image crops.
+    pub region_pixels: Option<Tensor>,
     /// `[B, 1, 1, 3 + R]` bool, true for real tokens.
     pub memory_mask: Tensor,
 }
@@ -298,6 +397,7 @@ impl ModelInput {
             region_geometry: self.region_geometry.to_device(device),
             region_flags: self.region_flags.to_device(device),
             region_features: self.region_features.as_ref().map(|f| f.to_device(device)),
+            region_pixels: self.region_pixels.as_ref().map(|p| p.to_device(device)),
             memory_mask: self.memory_mask.to_device(device),
         }
     }
@@ -322,6 +422,7 @@ pub struct Captioner {
     type_embedding: Tensor,
     geometry: Linear,
     feature: Option<Linear>,
+    image: Option<ImageEncoder>,
     encoder: Vec<EncoderLayer>,
     encoder_norm: LayerNorm,
     decoder: Vec<DecoderLayer>,
@@ -421,6 +522,9 @@ impl Captioner {
             })
             .collect();
         let decoder_norm = LayerNorm::new(p, "decoder.norm", d, device);
+        // Last, so that a model without pixels draws the same initial weights as before.
+        let image =
+            (config.image_crop > 0).then(|| ImageEncoder::new(p, config.image_crop, d, device));
         p.flatten();
         Captioner {
             config: config.clone(),
@@ -438,6 +542,7 @@ impl Captioner {
             type_embedding,
             geometry,
             feature,
+            image,
             encoder,
             encoder_norm,
             decoder,
@@ -489,6 +594,9 @@ impl Captioner {
             + self.type_embedding.get(CONTROL_TOKENS);
         if let (Some(feature), Some(values)) = (&self.feature, &input.region_features) {
             regions = regions + feature.forward(values, self.bf16).to_kind(Kind::Float);
+        }
+        if let (Some(image), Some(pixels)) = (&self.image, &input.region_pixels) {
+            regions = regions + image.forward(pixels, self.bf16);
         }
         let mut x = self.dropout(Tensor::cat(&[controls, regions], 1), train);
         for layer in &self.encoder {

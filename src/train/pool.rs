@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, BooleanBuilder, Float32Array, Float32Builder, Int32Array,
-    Int32Builder, Int64Array, Int64Builder, ListArray, ListBuilder,
+    Array, ArrayRef, BinaryArray, BinaryBuilder, BooleanArray, BooleanBuilder, Float32Array,
+    Float32Builder, Int32Array, Int32Builder, Int64Array, Int64Builder, ListArray, ListBuilder,
 };
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::ipc::reader::FileReader;
@@ -49,7 +49,11 @@ pub fn sample_bytes(sample: &EncodedSample) -> usize {
         + sample
             .regions
             .iter()
-            .map(|r| std::mem::size_of::<Region>() + r.feature.as_ref().map_or(0, |f| f.len() * 4))
+            .map(|r| {
+                std::mem::size_of::<Region>()
+                    + r.feature.as_ref().map_or(0, |f| f.len() * 4)
+                    + r.pixels.as_ref().map_or(0, Vec::len)
+            })
             .sum::<usize>()
 }
 
@@ -218,6 +222,8 @@ fn schema() -> Arc<Schema> {
         // Feature length per region (-1: none), then all regions' features one after another.
         list("region_feature_lengths", DataType::Int32),
         list("region_features", DataType::Float32),
+        // Each region's crop of its image (null: none).
+        list("region_pixels", DataType::Binary),
         Field::new("length_level", DataType::Int64, false),
         Field::new("word_count", DataType::Int64, false),
         Field::new("verb", DataType::Int64, false),
@@ -239,6 +245,7 @@ pub fn write_block(path: &Path, samples: &[EncodedSample]) -> Result<()> {
     let mut in_control = ListBuilder::new(BooleanBuilder::new());
     let mut feature_lengths = ListBuilder::new(Int32Builder::new());
     let mut features = ListBuilder::new(Float32Builder::new());
+    let mut pixels = ListBuilder::new(BinaryBuilder::new());
     let (mut level, mut count, mut verb) = (
         Int64Builder::new(),
         Int64Builder::new(),
@@ -258,12 +265,14 @@ pub fn write_block(path: &Path, samples: &[EncodedSample]) -> Result<()> {
                 }
                 None => feature_lengths.values().append_value(-1),
             }
+            pixels.values().append_option(r.pixels.as_deref());
         }
         labels.append(true);
         geometry.append(true);
         in_control.append(true);
         feature_lengths.append(true);
         features.append(true);
+        pixels.append(true);
         level.append_value(s.length_level);
         count.append_value(s.word_count);
         verb.append_value(s.verb);
@@ -275,6 +284,7 @@ pub fn write_block(path: &Path, samples: &[EncodedSample]) -> Result<()> {
         Arc::new(in_control.finish()),
         Arc::new(feature_lengths.finish()),
         Arc::new(features.finish()),
+        Arc::new(pixels.finish()),
         Arc::new(level.finish()),
         Arc::new(count.finish()),
         Arc::new(verb.finish()),
@@ -328,6 +338,7 @@ pub fn read_block(path: &Path) -> Result<Vec<EncodedSample>> {
         let in_control: &ListArray = column(&batch, "region_in_control", path)?;
         let feature_lengths: &ListArray = column(&batch, "region_feature_lengths", path)?;
         let features: &ListArray = column(&batch, "region_features", path)?;
+        let pixels: &ListArray = column(&batch, "region_pixels", path)?;
         let level: &Int64Array = column(&batch, "length_level", path)?;
         let count: &Int64Array = column(&batch, "word_count", path)?;
         let verb: &Int64Array = column(&batch, "verb", path)?;
@@ -337,6 +348,7 @@ pub fn read_block(path: &Path) -> Result<Vec<EncodedSample>> {
         let control_values: &BooleanArray = values(in_control, path)?;
         let length_values: &Int32Array = values(feature_lengths, path)?;
         let feature_values: &Float32Array = values(features, path)?;
+        let pixel_values: &BinaryArray = values(pixels, path)?;
         for row in 0..batch.num_rows() {
             let span = |list: &ListArray| {
                 let offsets = list.value_offsets();
@@ -365,6 +377,9 @@ pub fn read_block(path: &Path) -> Result<Vec<EncodedSample>> {
                     geometry,
                     in_control: control_values.value(r),
                     feature,
+                    pixels: pixel_values
+                        .is_valid(r)
+                        .then(|| pixel_values.value(r).to_vec()),
                 });
             }
             out.push(EncodedSample {
@@ -392,6 +407,7 @@ mod tests {
                     geometry: [0.1 * k as f32, 0.2, 0.3, 0.4, 0.05],
                     in_control: k % 2 == 0,
                     feature: (k == 1).then(|| vec![1.5, -2.0, 0.25]),
+                    pixels: (k == 2).then(|| vec![0, 7, 255]),
                 })
                 .collect(),
             length_level: n % 4,

@@ -9,6 +9,7 @@ use tch::Device;
 
 use super::config::TrainConfig;
 use super::data::{encode_sample, EncodedSample, RegionContext};
+use super::pixels::ImageCrops;
 use super::trainer::{run_plan, score_samples, DataPlan, RunSummary, Segment, Trainer, VOCAB_FILE};
 use super::vocab::Vocabulary;
 use crate::error::{Error, Result};
@@ -53,13 +54,16 @@ fn encode_all(
     context: &RegionContext,
     vocab: &Vocabulary,
     config: &TrainConfig,
-) -> Arc<Vec<EncodedSample>> {
-    Arc::new(
-        samples
-            .iter()
-            .map(|s| encode_sample(s, context, vocab, config))
-            .collect(),
-    )
+) -> Result<Arc<Vec<EncodedSample>>> {
+    let images = ImageCrops::new(config);
+    let encoded = samples
+        .iter()
+        .map(|s| encode_sample(s, context, vocab, config, images.as_ref()))
+        .collect();
+    if let Some(images) = &images {
+        images.check()?;
+    }
+    Ok(Arc::new(encoded))
 }
 
 fn plan(config: &TrainConfig, segments: Vec<Segment>, salt: u64) -> DataPlan {
@@ -122,7 +126,7 @@ pub fn train_samples(
     }
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let vocab = job_vocabulary(out, samples, context, options.resume)?;
-    let encoded = encode_all(samples, context, &vocab, config);
+    let encoded = encode_all(samples, context, &vocab, config)?;
     let trusted: Vec<usize> = (0..samples.len())
         .filter(|&j| config.curriculum.is_trusted(&samples[j].method))
         .collect();

@@ -45,6 +45,7 @@ use super::config::TrainConfig;
 use super::data::{
     encode_sample, epoch_seed, plan_batches, shuffle, trains_on, EncodedSample, RegionContext,
 };
+use super::pixels::ImageCrops;
 use super::pool::Pool;
 use super::run::{curriculum, JobOptions};
 use super::trainer::{next_batch, DataWaits, Trainer, VOCAB_FILE};
@@ -283,6 +284,7 @@ pub fn receive(
     config: &TrainConfig,
 ) -> Result<()> {
     let context = RegionContext::default();
+    let images = ImageCrops::new(config);
     let lag = config.stream.max_lag;
     let hold = lag.max(config.stream.start_after);
     for batch in batches.iter() {
@@ -298,7 +300,7 @@ pub fn receive(
                         meta.push(metadata(row));
                     }
                     overflow += vocab.grow(row) as u64;
-                    encode_sample(row, &context, &vocab, config)
+                    encode_sample(row, &context, &vocab, config, images.as_ref())
                 })
                 .collect()
         };
@@ -346,6 +348,9 @@ pub fn receive(
     state.closed_at = Some(shared.started.elapsed());
     drop(state);
     shared.changed.notify_all();
+    if let Some(report) = images.as_ref().and_then(ImageCrops::report) {
+        crate::cli::out::status!("train: warning: {report}");
+    }
     Ok(())
 }
 
@@ -364,7 +369,7 @@ fn send(
     config: &TrainConfig,
     device: Device,
 ) -> bool {
-    let mut batch = build_batch(&window.samples, indices, config.model.feature_dim);
+    let mut batch = build_batch(&window.samples, indices, (&config.model).into());
     batch.words = Some(window.words);
     let batch = if device == Device::Cpu {
         batch

@@ -17,7 +17,7 @@ use crossbeam_channel::{bounded, Receiver};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Reduction, Tensor};
 
-use super::batch::{build_batch, Batch};
+use super::batch::{build_batch, Batch, RegionInputs};
 use super::config::TrainConfig;
 use super::data::{epoch_seed, plan_batches, weighted_epoch, EncodedSample};
 use super::model::Captioner;
@@ -134,7 +134,7 @@ pub fn spawn_loader(
     samples: Arc<Vec<EncodedSample>>,
     plan: DataPlan,
     start: u64,
-    feature_dim: i64,
+    inputs: RegionInputs,
     device: Device,
     capacity: usize,
 ) -> (Receiver<Batch>, std::thread::JoinHandle<()>) {
@@ -143,7 +143,7 @@ pub fn spawn_loader(
         let lengths: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
         let total = plan.total_steps().saturating_sub(start) as usize;
         for indices in plan.batches_from(&lengths, start).take(total) {
-            let batch = build_batch(&samples, &indices, feature_dim);
+            let batch = build_batch(&samples, &indices, inputs);
             let batch = if device == Device::Cpu {
                 batch
             } else {
@@ -458,7 +458,7 @@ pub fn run_plan(
             samples,
             plan,
             trainer.step,
-            config.model.feature_dim,
+            RegionInputs::from(&config.model),
             device,
             config.batching.queue_batches,
         );
@@ -507,7 +507,7 @@ pub fn score_samples(
             longest = longest.max(len);
             end += 1;
         }
-        let batch = build_batch(samples, &indices[start..end], model.config.feature_dim)
+        let batch = build_batch(samples, &indices[start..end], (&model.config).into())
             .to_device(model.device);
         out.extend(model.mean_log_likelihood(&batch.input, &batch.inputs, &batch.targets));
         start = end;

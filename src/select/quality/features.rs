@@ -1,6 +1,7 @@
 //! What the built-in quality scorer reads off a caption: statistics of its per-token
-//! probabilities under a word language model and under a word-class language model, and a few
-//! well-formedness checks, as one fixed-length vector ([`Features`]).
+//! probabilities under a word language model and under a word-class language model, each
+//! read left to right and right to left, and a few well-formedness checks, as one
+//! fixed-length vector ([`Features`]).
 //!
 //! The word classes keep every function word as itself and map each content word to its
 //! shape (an `-ing` form, an `-ed` form, an `-s` form, an adjective, a number, another word),
@@ -14,7 +15,7 @@ use crate::text::lm::NgramLm;
 use crate::text::tokenize::is_punctuation;
 
 /// The number of features.
-pub const FEATURES: usize = 20;
+pub const FEATURES: usize = 24;
 
 /// The features' names, in vector order (for the calibration's documentation and debugging).
 pub const FEATURE_NAMES: [&str; FEATURES] = [
@@ -38,6 +39,10 @@ pub const FEATURE_NAMES: [&str; FEATURES] = [
     "repeated nouns",
     "joint min gain",
     "verb-form subject",
+    "two-way negative mass",
+    "two-way min gain",
+    "two-way second-lowest gain",
+    "two-way mean gain",
 ];
 
 /// The direction each feature points in: +1 when a higher value is evidence of a real caption
@@ -45,7 +50,7 @@ pub const FEATURE_NAMES: [&str; FEATURES] = [
 /// surprising tokens). The classifier gives no feature a weight against its direction.
 pub const FEATURE_SIGNS: [f64; FEATURES] = [
     1.0, -1.0, -1.0, -1.0, 1.0, 1.0, 1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0, -1.0, -1.0, -1.0, -1.0,
-    -1.0, 1.0, -1.0,
+    -1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0,
 ];
 
 /// A caption's features, in [`FEATURE_NAMES`] order.
@@ -255,6 +260,35 @@ pub struct FeatureModels<'a> {
     pub words: &'a NgramLm,
     /// The word-class language model (over [`class_sequence`]s).
     pub classes: &'a NgramLm,
+    /// The word language model of the captions read right to left.
+    pub backward_words: &'a NgramLm,
+    /// The word-class language model of the captions read right to left.
+    pub backward_classes: &'a NgramLm,
+}
+
+/// Each token's joint gain read both ways: its forward joint gain (`forward`, word gain +
+/// class gain from the left context, `</s>` last) plus its joint gain under the right-to-left
+/// models from the right context; the two sentence boundaries (`</s>` forward, `<s>`
+/// backward) are the last two values. A word that fits neither of its neighbours shows
+/// twice, where one of the two directions alone often forgives it (an unknown word makes the
+/// next token's context unknown too, and the model backs off).
+fn two_way_gains(
+    models: &FeatureModels,
+    tokens: &[String],
+    classes: &[String],
+    forward: &[f64],
+) -> Vec<f64> {
+    let reversed: Vec<String> = tokens.iter().rev().cloned().collect();
+    let reversed_classes: Vec<String> = classes.iter().rev().cloned().collect();
+    let (_, word) = gains(models.backward_words, &reversed);
+    let (_, class) = gains(models.backward_classes, &reversed_classes);
+    let n = tokens.len();
+    let mut two_way: Vec<f64> = (0..n)
+        .map(|i| forward[i] + word[n - 1 - i] + class[n - 1 - i])
+        .collect();
+    two_way.push(forward[n]);
+    two_way.push(word[n] + class[n]);
+    two_way
 }
 
 /// Natural-log probability of each token of `tokens` and of the closing `</s>` after the ones
@@ -330,6 +364,8 @@ pub fn features(models: &FeatureModels, tokens: &[String]) -> Features {
         .zip(&class_gains)
         .map(|(w, c)| w + c)
         .collect();
+    let two_way = two_way_gains(models, tokens, &classes, &joint);
+    let two_way_negative_mass: f64 = two_way.iter().map(|g| g.min(0.0)).sum();
     let joint_negative_mass: f64 = joint.iter().map(|g| g.min(0.0)).sum();
     let words: Vec<&str> = tokens.iter().map(String::as_str).collect();
     let repeats = words
@@ -339,6 +375,7 @@ pub fn features(models: &FeatureModels, tokens: &[String]) -> Features {
     let last_word = words.iter().rev().find(|w| !is_punctuation(w));
     let dangling = last_word.is_some_and(|w| DANGLING_FUNCTION_WORDS.contains(w));
     let flag = |b: bool| f64::from(u8::from(b));
+    let (two_way_min, two_way_second) = two_lowest(&two_way);
     [
         mean(&word_gains),
         word_negative.min(4) as f64,
@@ -360,6 +397,10 @@ pub fn features(models: &FeatureModels, tokens: &[String]) -> Features {
         repeated_nouns(&classes, &words).min(3) as f64,
         two_lowest(&joint).0,
         flag(verb_form_subject(&classes)),
+        two_way_negative_mass,
+        two_way_min,
+        two_way_second,
+        mean(&two_way),
     ]
 }
 

@@ -549,6 +549,68 @@ mod tests {
     }
 
     #[test]
+    fn two_way_gains_add_each_token_s_gain_from_the_right() {
+        let corpus: Vec<Vec<String>> = [
+            "a dog runs on the grass .",
+            "a man runs on the beach .",
+            "two dogs play on the grass .",
+            "a woman sits on the beach .",
+        ]
+        .iter()
+        .map(|c| c.split(' ').map(String::from).collect())
+        .collect();
+        let reversed: Vec<Vec<String>> = corpus
+            .iter()
+            .map(|c| c.iter().rev().cloned().collect())
+            .collect();
+        let classes: Vec<Vec<String>> = corpus.iter().map(|c| class_sequence(c)).collect();
+        let reversed_classes: Vec<Vec<String>> =
+            reversed.iter().map(|c| class_sequence(c)).collect();
+        let train = |s: &[Vec<String>]| NgramLm::train(s.iter().map(Vec::as_slice), 3);
+        let (words, backward_words) = (train(&corpus), train(&reversed));
+        let (class_lm, backward_classes) = (train(&classes), train(&reversed_classes));
+        let models = FeatureModels {
+            words: &words,
+            classes: &class_lm,
+            backward_words: &backward_words,
+            backward_classes: &backward_classes,
+        };
+        let tokens: Vec<String> = "a dog sits on the beach"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let token_classes = class_sequence(&tokens);
+        let forward = vec![0.5; tokens.len() + 1];
+        let two_way = two_way_gains(&models, &tokens, &token_classes, &forward);
+        assert_eq!(two_way.len(), tokens.len() + 2);
+        // "sits" (index 2) read from its right: `<s> beach the on` → sits, in both models.
+        let gain = |lm: &NgramLm, context: &[&str], token: &str| {
+            lm.prob(context, token).ln() - lm.unigram_log_prob(&[token.to_string()])
+                + lm.unigram_log_prob(&[])
+        };
+        let expected = 0.5
+            + gain(&backward_words, &["<s>", "beach", "the", "on"], "sits")
+            + gain(
+                &backward_classes,
+                &["<s>", "#word", "the", "on"],
+                &token_classes[2],
+            );
+        assert!(
+            (two_way[2] - expected).abs() < 1e-12,
+            "{} {expected}",
+            two_way[2]
+        );
+        // The last two values: `</s>` forward, then `<s>` read from the right (`</s>` after
+        // "a" in the reversed caption).
+        assert_eq!(two_way[tokens.len()], 0.5);
+        let start = backward_words.prob(&["on", "dog", "a"], "</s>").ln()
+            - backward_words.unigram_log_prob(&[])
+            + backward_classes.prob(&["on", "#word", "a"], "</s>").ln()
+            - backward_classes.unigram_log_prob(&[]);
+        assert!((two_way[tokens.len() + 1] - start).abs() < 1e-12);
+    }
+
+    #[test]
     fn a_verb_form_subject_is_flagged() {
         let flagged = |s: &str| {
             let tokens: Vec<String> = s.split(' ').map(String::from).collect();

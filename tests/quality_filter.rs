@@ -293,17 +293,17 @@ fn scorer_separates_real_captions_from_unseen_kinds_of_corruption() {
         println!("  weight {weight:+.3}  {name}");
     }
     println!("  bias {bias:+.3}");
-    // Floors just below what the scorer reaches (docs/quality.md). The goal for the share of
-    // broken captions dropped is 0.90; the scorer reaches 0.880.
-    assert!(auc >= 0.96, "ROC-AUC {auc}");
-    assert!(real_kept >= 0.91, "real kept {real_kept}");
-    assert!(broken_dropped >= 0.865, "broken dropped {broken_dropped}");
+    // The goals (docs/quality.md): ROC-AUC ≥ 0.95, and at the threshold ≥ 90 % of the real
+    // captions kept and ≥ 90 % of the broken ones dropped.
+    assert!(auc >= 0.95, "ROC-AUC {auc}");
+    assert!(real_kept >= 0.90, "real kept {real_kept}");
+    assert!(broken_dropped >= 0.90, "broken dropped {broken_dropped}");
 }
 
 /// Sentences the scorer of a plain language model let through on the embedded Flickr30k data.
 /// The shuffled "A kick boy ball ." still scores above the threshold when the scorer is fitted on
 /// those 100 captions alone (docs/quality.md); its score is printed. None of the five is among
-/// the recipes' SSA samples.
+/// the SSA samples of the recipes, from AMRs or from text.
 const QUOTED: [&str; 3] = [
     "Two dogs with a dog are happy .",
     "And eat a lunch .",
@@ -365,6 +365,8 @@ fn ssa_recipes_keep_fluent_sentences_and_drop_the_quoted_ones() {
     for (spec, floor) in [
         ("dataflows/ssa-flickr30k.toml", 100),
         ("dataflows/ssa-coco.toml", 55),
+        ("dataflows/ssa-flickr30k-text.toml", 100),
+        ("dataflows/ssa-coco-text.toml", 45),
     ] {
         let sentences = ssa_sentences(spec, &tmp.path().join(spec.replace('/', "_")));
         println!("{spec}: {} SSA samples", sentences.len());

@@ -4,8 +4,8 @@
 //! paper, where the score comes from GRUEN, an external model). [`BuiltinQualityScorer`] gives
 //! capflow a scorer that needs no model: a classifier trained on the run's own captions
 //! against automatically corrupted versions of them ([`corrupt`]), reading the captions
-//! through a Kneser-Ney word model, a word-class model and well-formedness checks
-//! ([`features`]). Its score is the classifier's log-odds that a caption is a real one rather
+//! through a Kneser-Ney word model and a word-class model, each left to right and right to
+//! left, and well-formedness checks ([`features`]). Its score is the classifier's log-odds that a caption is a real one rather
 //! than a corruption, placed so that 0.7 is the 5th percentile of the run's own captions: the
 //! threshold means the same on any corpus (`docs/quality.md`).
 //!
@@ -415,8 +415,9 @@ const CLASS_ORDER: usize = 4;
 /// fragments opened by a function word, verb forms in noun slots, stray words put in, words
 /// moved out of place, captions cut off early) from [`features`] that generalise beyond those
 /// corruptions: statistics of each token's probability under a Kneser-Ney word model trained
-/// on the captions and under a model of their word classes, and well-formedness checks, every
-/// weight in its feature's direction. The score is `σ(log-odds − z + logit 0.7)`, where the
+/// on the captions and under a model of their word classes, both also read right to left
+/// (models of the reversed calibration sample), and well-formedness checks, every weight in
+/// its feature's direction. The score is `σ(log-odds − z + logit 0.7)`, where the
 /// log-odds are the classifier's (real and corrupted captions weighing the same) and `z` is the
 /// 5th percentile of the run's own captions' log-odds, each scored by models that did not see
 /// it: a score above 0.7 says the caption is at least as caption-like as all but the worst 5 %
@@ -425,6 +426,8 @@ const CLASS_ORDER: usize = 4;
 pub struct BuiltinQualityScorer {
     lm: NgramLm,
     class_lm: NgramLm,
+    backward_lm: NgramLm,
+    backward_class_lm: NgramLm,
     config: QualityConfig,
     classifier: LogisticModel,
 }
@@ -435,6 +438,8 @@ struct SampleCaption {
     ids: Vec<u32>,
     words: Vec<String>,
     classes: Vec<String>,
+    backward_words: Vec<String>,
+    backward_classes: Vec<String>,
 }
 
 impl BuiltinQualityScorer {
@@ -538,9 +543,25 @@ impl BuiltinQualityScorer {
                     .map(|c| c.classes.as_slice()),
                 &class_config,
             );
+            let backward_words = NgramLm::train_with(
+                sample
+                    .iter()
+                    .filter(|c| !in_fold(c))
+                    .map(|c| c.backward_words.as_slice()),
+                &lm_config,
+            );
+            let backward_classes = NgramLm::train_with(
+                sample
+                    .iter()
+                    .filter(|c| !in_fold(c))
+                    .map(|c| c.backward_classes.as_slice()),
+                &class_config,
+            );
             let models = FeatureModels {
                 words: &words,
                 classes: &classes,
+                backward_words: &backward_words,
+                backward_classes: &backward_classes,
             };
             let mut examples = Vec::with_capacity(part.len() * (1 + CORRUPTIONS_PER_CAPTION));
             for caption in part {
@@ -579,9 +600,19 @@ impl BuiltinQualityScorer {
         drop(counts);
         let class_lm =
             NgramLm::train_with(sample.iter().map(|c| c.classes.as_slice()), &class_config);
+        let backward_lm = NgramLm::train_with(
+            sample.iter().map(|c| c.backward_words.as_slice()),
+            &lm_config,
+        );
+        let backward_class_lm = NgramLm::train_with(
+            sample.iter().map(|c| c.backward_classes.as_slice()),
+            &class_config,
+        );
         Ok(BuiltinQualityScorer {
             lm,
             class_lm,
+            backward_lm,
+            backward_class_lm,
             config: config.clone(),
             classifier,
         })
@@ -592,6 +623,8 @@ impl BuiltinQualityScorer {
         let models = FeatureModels {
             words: &self.lm,
             classes: &self.class_lm,
+            backward_words: &self.backward_lm,
+            backward_classes: &self.backward_class_lm,
         };
         features::features(&models, caption_tokens)
     }
@@ -650,10 +683,13 @@ fn canonical_sample(held_out: &HeldOut, counts: &NgramCounts) -> Vec<SampleCapti
         .zip(&held_out.priorities)
         .map(|(ids, &priority)| {
             let words: Vec<String> = ids.iter().map(|&id| counts.word(id).to_string()).collect();
+            let classes = features::class_sequence(&words);
             SampleCaption {
                 priority,
                 ids: ids.to_vec(),
-                classes: features::class_sequence(&words),
+                backward_words: words.iter().rev().cloned().collect(),
+                backward_classes: classes.iter().rev().cloned().collect(),
+                classes,
                 words,
             }
         })
@@ -804,6 +840,8 @@ mod tests {
     fn assert_same_scorer(a: &BuiltinQualityScorer, b: &BuiltinQualityScorer) {
         crate::text::lm::assert_same_model(&a.lm, &b.lm);
         crate::text::lm::assert_same_model(&a.class_lm, &b.class_lm);
+        crate::text::lm::assert_same_model(&a.backward_lm, &b.backward_lm);
+        crate::text::lm::assert_same_model(&a.backward_class_lm, &b.backward_class_lm);
         assert_eq!(a.config, b.config);
         let bits = |s: &BuiltinQualityScorer| {
             let c = &s.classifier;

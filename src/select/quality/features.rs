@@ -1,6 +1,7 @@
 //! What the built-in quality scorer reads off a caption: statistics of its per-token
-//! probabilities under a word language model and under a word-class language model, and a few
-//! well-formedness checks, as one fixed-length vector ([`Features`]).
+//! probabilities under a word language model and under a word-class language model, each
+//! read left to right and right to left, and a few well-formedness checks, as one
+//! fixed-length vector ([`Features`]).
 //!
 //! The word classes keep every function word as itself and map each content word to its
 //! shape (an `-ing` form, an `-ed` form, an `-s` form, an adjective, a number, another word),
@@ -14,7 +15,7 @@ use crate::text::lm::NgramLm;
 use crate::text::tokenize::is_punctuation;
 
 /// The number of features.
-pub const FEATURES: usize = 20;
+pub const FEATURES: usize = 24;
 
 /// The features' names, in vector order (for the calibration's documentation and debugging).
 pub const FEATURE_NAMES: [&str; FEATURES] = [
@@ -38,6 +39,10 @@ pub const FEATURE_NAMES: [&str; FEATURES] = [
     "repeated nouns",
     "joint min gain",
     "verb-form subject",
+    "two-way negative mass",
+    "two-way min gain",
+    "two-way second-lowest gain",
+    "two-way mean gain",
 ];
 
 /// The direction each feature points in: +1 when a higher value is evidence of a real caption
@@ -45,7 +50,7 @@ pub const FEATURE_NAMES: [&str; FEATURES] = [
 /// surprising tokens). The classifier gives no feature a weight against its direction.
 pub const FEATURE_SIGNS: [f64; FEATURES] = [
     1.0, -1.0, -1.0, -1.0, 1.0, 1.0, 1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0, -1.0, -1.0, -1.0, -1.0,
-    -1.0, 1.0, -1.0,
+    -1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0,
 ];
 
 /// A caption's features, in [`FEATURE_NAMES`] order.
@@ -255,6 +260,35 @@ pub struct FeatureModels<'a> {
     pub words: &'a NgramLm,
     /// The word-class language model (over [`class_sequence`]s).
     pub classes: &'a NgramLm,
+    /// The word language model of the captions read right to left.
+    pub backward_words: &'a NgramLm,
+    /// The word-class language model of the captions read right to left.
+    pub backward_classes: &'a NgramLm,
+}
+
+/// Each token's joint gain read both ways: its forward joint gain (`forward`, word gain +
+/// class gain from the left context, `</s>` last) plus its joint gain under the right-to-left
+/// models from the right context; the two sentence boundaries (`</s>` forward, `<s>`
+/// backward) are the last two values. A word that fits neither of its neighbours shows
+/// twice, where one of the two directions alone often forgives it (an unknown word makes the
+/// next token's context unknown too, and the model backs off).
+fn two_way_gains(
+    models: &FeatureModels,
+    tokens: &[String],
+    classes: &[String],
+    forward: &[f64],
+) -> Vec<f64> {
+    let reversed: Vec<String> = tokens.iter().rev().cloned().collect();
+    let reversed_classes: Vec<String> = classes.iter().rev().cloned().collect();
+    let (_, word) = gains(models.backward_words, &reversed);
+    let (_, class) = gains(models.backward_classes, &reversed_classes);
+    let n = tokens.len();
+    let mut two_way: Vec<f64> = (0..n)
+        .map(|i| forward[i] + word[n - 1 - i] + class[n - 1 - i])
+        .collect();
+    two_way.push(forward[n]);
+    two_way.push(word[n] + class[n]);
+    two_way
 }
 
 /// Natural-log probability of each token of `tokens` and of the closing `</s>` after the ones
@@ -330,6 +364,8 @@ pub fn features(models: &FeatureModels, tokens: &[String]) -> Features {
         .zip(&class_gains)
         .map(|(w, c)| w + c)
         .collect();
+    let two_way = two_way_gains(models, tokens, &classes, &joint);
+    let two_way_negative_mass: f64 = two_way.iter().map(|g| g.min(0.0)).sum();
     let joint_negative_mass: f64 = joint.iter().map(|g| g.min(0.0)).sum();
     let words: Vec<&str> = tokens.iter().map(String::as_str).collect();
     let repeats = words
@@ -339,6 +375,7 @@ pub fn features(models: &FeatureModels, tokens: &[String]) -> Features {
     let last_word = words.iter().rev().find(|w| !is_punctuation(w));
     let dangling = last_word.is_some_and(|w| DANGLING_FUNCTION_WORDS.contains(w));
     let flag = |b: bool| f64::from(u8::from(b));
+    let (two_way_min, two_way_second) = two_lowest(&two_way);
     [
         mean(&word_gains),
         word_negative.min(4) as f64,
@@ -360,6 +397,10 @@ pub fn features(models: &FeatureModels, tokens: &[String]) -> Features {
         repeated_nouns(&classes, &words).min(3) as f64,
         two_lowest(&joint).0,
         flag(verb_form_subject(&classes)),
+        two_way_negative_mass,
+        two_way_min,
+        two_way_second,
+        mean(&two_way),
     ]
 }
 
@@ -505,6 +546,68 @@ mod tests {
         assert_eq!(count("a dog with a ball ."), 0);
         assert_eq!(count("a dog chases another dog ."), 0);
         assert_eq!(count("a tennis player on a tennis court ."), 0);
+    }
+
+    #[test]
+    fn two_way_gains_add_each_token_s_gain_from_the_right() {
+        let corpus: Vec<Vec<String>> = [
+            "a dog runs on the grass .",
+            "a man runs on the beach .",
+            "two dogs play on the grass .",
+            "a woman sits on the beach .",
+        ]
+        .iter()
+        .map(|c| c.split(' ').map(String::from).collect())
+        .collect();
+        let reversed: Vec<Vec<String>> = corpus
+            .iter()
+            .map(|c| c.iter().rev().cloned().collect())
+            .collect();
+        let classes: Vec<Vec<String>> = corpus.iter().map(|c| class_sequence(c)).collect();
+        let reversed_classes: Vec<Vec<String>> =
+            reversed.iter().map(|c| class_sequence(c)).collect();
+        let train = |s: &[Vec<String>]| NgramLm::train(s.iter().map(Vec::as_slice), 3);
+        let (words, backward_words) = (train(&corpus), train(&reversed));
+        let (class_lm, backward_classes) = (train(&classes), train(&reversed_classes));
+        let models = FeatureModels {
+            words: &words,
+            classes: &class_lm,
+            backward_words: &backward_words,
+            backward_classes: &backward_classes,
+        };
+        let tokens: Vec<String> = "a dog sits on the beach"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let token_classes = class_sequence(&tokens);
+        let forward = vec![0.5; tokens.len() + 1];
+        let two_way = two_way_gains(&models, &tokens, &token_classes, &forward);
+        assert_eq!(two_way.len(), tokens.len() + 2);
+        // "sits" (index 2) read from its right: `<s> beach the on` → sits, in both models.
+        let gain = |lm: &NgramLm, context: &[&str], token: &str| {
+            lm.prob(context, token).ln() - lm.unigram_log_prob(&[token.to_string()])
+                + lm.unigram_log_prob(&[])
+        };
+        let expected = 0.5
+            + gain(&backward_words, &["<s>", "beach", "the", "on"], "sits")
+            + gain(
+                &backward_classes,
+                &["<s>", "#word", "the", "on"],
+                &token_classes[2],
+            );
+        assert!(
+            (two_way[2] - expected).abs() < 1e-12,
+            "{} {expected}",
+            two_way[2]
+        );
+        // The last two values: `</s>` forward, then `<s>` read from the right (`</s>` after
+        // "a" in the reversed caption).
+        assert_eq!(two_way[tokens.len()], 0.5);
+        let start = backward_words.prob(&["on", "dog", "a"], "</s>").ln()
+            - backward_words.unigram_log_prob(&[])
+            + backward_classes.prob(&["on", "#word", "a"], "</s>").ln()
+            - backward_classes.unigram_log_prob(&[]);
+        assert!((two_way[tokens.len() + 1] - start).abs() < 1e-12);
     }
 
     #[test]

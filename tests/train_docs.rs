@@ -1,0 +1,205 @@
+//! The examples of docs/train.md and README's training commands, run with the `train` feature
+//! on the embedded sample data (`tests/docs_examples.rs` checks that every block of the
+//! documents is claimed by a test; these are the blocks it assigns here). Step counts and data
+//! sizes are cut so that each run takes seconds on a CPU; everything else is as documented.
+#![cfg(feature = "train")]
+
+mod common;
+mod doc_blocks;
+
+use doc_blocks::{
+    assert_synopsis, block, blocks_of, commands, matches, optional_parts, required_part, Scratch,
+};
+
+/// docs/train.md's configuration with its step counts cut to 2 (and the curriculum's iteration
+/// to 1 step), as `train.toml`.
+fn small_configuration(scratch: &Scratch) -> String {
+    let configuration = block("docs/train.md", "seed = 0");
+    let mut table: toml::Table = toml::from_str(&configuration.text)
+        .unwrap_or_else(|e| panic!("{}: {e}", configuration.at()));
+    table["steps"] = 2.into();
+    table["checkpoint_every"] = 1.into();
+    table["curriculum"]["scoring_steps"] = 2.into();
+    table["curriculum"]["steps_per_iteration"] = 1.into();
+    let text = toml::to_string(&table).unwrap();
+    std::fs::write(scratch.path().join("train.toml"), &text).unwrap();
+    configuration.at()
+}
+
+/// docs/train.md's commands (and README's), each a synopsis whose options `--help` lists, run
+/// with their required options alone and with each optional one (placeholders filled in), with
+/// the documented configuration as `train.toml`.
+#[test]
+fn documented_train_commands_run() {
+    for file in ["docs/train.md", "README.md"] {
+        for block in blocks_of(file, "documented_train_commands_run") {
+            for synopsis in block.text.split("capflow ").skip(1) {
+                assert_synopsis(&block.at(), synopsis);
+            }
+        }
+    }
+    let shown = block(
+        "docs/train.md",
+        "capflow run dataflows/sample.toml --out out/sample",
+    );
+    let scratch = Scratch::new();
+    let configuration = small_configuration(&scratch);
+    scratch.sh_ok(
+        &shown.at(),
+        "capflow synth --images 10 --seed 1 --out tmp/synth-input > /dev/null && \
+         capflow run dataflows/ssa-flickr30k.toml --input tmp/synth-input --out tmp/synth 2>/dev/null",
+    );
+    let glove = common::fixture("word_vectors/gensim_test_glove.txt")
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "glove.txt".into());
+    let fill = |command: &str| -> String {
+        command
+            .replace("--steps N", "--steps 2")
+            .replace("--device cpu|cuda|cuda:N|auto", "--device cpu")
+            .replace("--max-train N", "--max-train 50")
+            .replace("--generated-percent P", "--generated-percent 20")
+            .replace("--seeds 3", "--seeds 1")
+            .replace("glove.txt", &glove)
+    };
+    let mut ran = 0;
+    for command in commands(&shown.text) {
+        // The required options, then each optional one with them.
+        let required = required_part(&command);
+        let mut forms = vec![required.clone()];
+        for part in optional_parts(&fill(&command)) {
+            forms.push(format!("{required} {part}"));
+        }
+        for form in forms {
+            let form = scratch.localize(&form);
+            // Training without a configuration would take the default 2,000 steps.
+            let form = match form.starts_with("capflow train --data") && !form.contains("--steps") {
+                true => format!("{form} --steps 2"),
+                false => form,
+            };
+            let form = form.replace("--out cmp", &format!("--out cmp{ran}"));
+            scratch.sh_ok(&format!("{} ({configuration})", shown.at()), &form);
+            ran += 1;
+        }
+    }
+    assert!(ran >= 20, "{ran} commands");
+    let compared = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("cmp"))
+        .filter(|e| e.path().join("compare.md").is_file())
+        .count();
+    assert!(compared >= 2, "{}: {compared} comparisons", shown.at());
+    for written in ["ckpt/checkpoint.json", "eval.json"] {
+        assert!(
+            scratch.path().join(written).exists(),
+            "{}: no {written}",
+            shown.at()
+        );
+    }
+}
+
+/// docs/train.md's `[train]` table appended to the SSA recipe, on the CPU with 2 steps and the
+/// checkpoint in the scratch directory: the run trains and leaves `train.json`.
+#[test]
+fn documented_train_table_trains_in_a_run() {
+    let shown = block(
+        "docs/train.md",
+        "# appended to e.g. dataflows/ssa-flickr30k.toml",
+    );
+    let scratch = Scratch::new();
+    let recipe = scratch.recipe_with(
+        &shown.at(),
+        "dataflows/ssa-flickr30k.toml",
+        &shown.text,
+        "train",
+        |t| {
+            t["train"]["steps"] = 2.into();
+            t["train"]["device"] = "cpu".into();
+        },
+    );
+    scratch.sh_ok(
+        &shown.at(),
+        &format!("capflow run {} --out out/ds", recipe.display()),
+    );
+    let model = scratch.path().join("out/ssa-flickr30k.model");
+    assert!(
+        model.join("train.json").is_file(),
+        "{}: no train.json in {}",
+        shown.at(),
+        model.display()
+    );
+}
+
+/// docs/train.md's first experiment, with 20 synthetic images, 2 steps and one seed.
+#[test]
+fn documented_first_experiment_runs_small() {
+    let shown = block(
+        "docs/train.md",
+        "capflow run dataflows/ssa-flickr30k.toml --out /tmp/exp/emb",
+    );
+    let scratch = Scratch::new();
+    let script = scratch
+        .localize(&shown.text)
+        .replace("--images 2000", "--images 20")
+        .replace("steps = 300", "steps = 2")
+        .replace("scoring_steps = 150", "scoring_steps = 2")
+        .replace("--seeds 3", "--seeds 1");
+    assert_ne!(script, scratch.localize(&shown.text));
+    scratch.sh_ok(&shown.at(), &script);
+    assert!(
+        scratch.path().join("tmp/exp/cmp/compare.md").is_file(),
+        "{}: no compare.md",
+        shown.at()
+    );
+}
+
+/// docs/train.md's experiment script, run with the documented CPU settings but 20 images,
+/// 2 steps and one seed: it runs the commands the page lists (`OUT/commands.sh`), and reads the
+/// variables of the GPU command.
+#[test]
+fn documented_experiment_script_runs_small() {
+    let cpu = block("docs/train.md", "OUT=/tmp/train-experiments-cpu");
+    let listed = block(
+        "docs/train.md",
+        "capflow synth --images 2000 --seed 1 --out OUT/data/synth",
+    );
+    let gpu = block("docs/train.md", "CAPFLOW=.gpu/capflow");
+    let scratch = Scratch::new();
+    let script = scratch
+        .localize(&commands(&cpu.text)[0])
+        .replace("IMAGES=2000", "IMAGES=20")
+        .replace("STEPS=200", "STEPS=2 SEEDS=1");
+    let capflow = common::capflow_bin().display().to_string();
+    scratch.sh_ok(&cpu.at(), &format!("CAPFLOW={capflow} {script}"));
+    let out = scratch.path().join("tmp/train-experiments-cpu");
+    let ran = std::fs::read_to_string(out.join("commands.sh")).unwrap();
+    let ran: Vec<String> = ran
+        .lines()
+        .map(|l| {
+            l.replace(&capflow, "capflow")
+                .replace(&out.display().to_string(), "OUT")
+                .trim_end()
+                .to_string()
+        })
+        .collect();
+    for command in commands(&listed.text) {
+        assert!(
+            ran.iter().any(|r| matches(&command, r)),
+            "{}: the script did not run {command:?}:\n{}",
+            listed.at(),
+            ran.join("\n")
+        );
+    }
+    let source =
+        std::fs::read_to_string(common::repo_root().join("benches/train_experiments.sh")).unwrap();
+    for command in commands(&gpu.text) {
+        for word in command.split_whitespace().take_while(|w| w.contains('=')) {
+            let name = word.split('=').next().unwrap();
+            assert!(
+                source.contains(&format!("{name}=\"${{{name}:-")),
+                "{}: benches/train_experiments.sh does not read {name}",
+                gpu.at()
+            );
+        }
+    }
+}

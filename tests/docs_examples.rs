@@ -195,13 +195,17 @@ fn documented_command_blocks_run() {
     );
     let scratch = Scratch::new();
     scratch.sh_ok(&report.at(), &report.text);
-    assert!(
-        scratch.path().join("out/ssa/report/index.html").is_file()
-            || std::fs::read_dir(scratch.path().join("out/ssa/report"))
-                .is_ok_and(|mut d| d.next().is_some()),
-        "{}: no report in out/ssa/report",
-        report.at()
-    );
+    for written in ["report.html", "report.json"] {
+        assert!(
+            scratch
+                .path()
+                .join("out/ssa/report")
+                .join(written)
+                .is_file(),
+            "{}: no {written} in out/ssa/report (the default REPORT_DIR)",
+            report.at()
+        );
+    }
 
     // docs/quality.md: the scorer fitted on the sample captions and on a dataset and a COCO
     // captions file, scoring a file of captions.

@@ -11,8 +11,8 @@ use doc_blocks::{
     assert_synopsis, block, blocks_of, commands, matches, optional_parts, required_part, Scratch,
 };
 
-/// docs/train.md's configuration with its step counts cut to 2 (and the curriculum's iteration
-/// to 1 step), as `train.toml`.
+/// docs/train.md's configuration with its step counts cut to 2 (and the curriculum to two
+/// iterations of 1 step), as `train.toml`.
 fn small_configuration(scratch: &Scratch) -> String {
     let configuration = block("docs/train.md", "seed = 0");
     let mut table: toml::Table = toml::from_str(&configuration.text)
@@ -21,13 +21,15 @@ fn small_configuration(scratch: &Scratch) -> String {
     table["checkpoint_every"] = 1.into();
     table["curriculum"]["scoring_steps"] = 2.into();
     table["curriculum"]["steps_per_iteration"] = 1.into();
+    // Two curriculum iterations instead of fifty.
+    table["curriculum"]["c_percent"] = 50.0.into();
     let text = toml::to_string(&table).unwrap();
     std::fs::write(scratch.path().join("train.toml"), &text).unwrap();
     configuration.at()
 }
 
 /// docs/train.md's commands (and README's), each a synopsis whose options `--help` lists, run
-/// with their required options alone and with each optional one (placeholders filled in), with
+/// with their required options alone and with their optional ones (placeholders filled in), with
 /// the documented configuration as `train.toml`.
 #[test]
 fn documented_train_commands_run() {
@@ -63,11 +65,16 @@ fn documented_train_commands_run() {
     };
     let mut ran = 0;
     for command in commands(&shown.text) {
-        // The required options, then each optional one with them.
+        // The required options, then each optional one with them (training), or all of them
+        // at once (the comparisons and the benchmark, which train several models each).
         let required = required_part(&command);
         let mut forms = vec![required.clone()];
-        for part in optional_parts(&fill(&command)) {
-            forms.push(format!("{required} {part}"));
+        if command.starts_with("capflow train --data") || command.starts_with("capflow eval") {
+            for part in optional_parts(&fill(&command)) {
+                forms.push(format!("{required} {part}"));
+            }
+        } else if command.contains('[') {
+            forms.push(fill(&command).replace(['[', ']'], ""));
         }
         for form in forms {
             let form = scratch.localize(&form);
@@ -80,11 +87,27 @@ fn documented_train_commands_run() {
                 false => form,
             };
             let form = form.replace("--out cmp", &format!("--out cmp{ran}"));
+            // One seed and 20 evaluation samples per comparison and evaluation.
+            let form = match form.starts_with("capflow train compare") {
+                true if form.contains("--seeds") => format!("{form} --max-samples 20"),
+                true => format!("{form} --seeds 1 --max-samples 20"),
+                false if form.starts_with("capflow eval") => format!("{form} --max-samples 20"),
+                false => form,
+            };
+            // `--resume` continues the run of the required options in `ckpt`; the other
+            // variants train into directories of their own.
+            let form = match form.starts_with("capflow train --data")
+                && form != format!("{required} --config train.toml")
+                && !form.contains("--resume")
+            {
+                true => form.replace("--out ckpt", &format!("--out ckpt{ran}")),
+                false => form,
+            };
             scratch.sh_ok(&format!("{} ({configuration})", shown.at()), &form);
             ran += 1;
         }
     }
-    assert!(ran >= 20, "{ran} commands");
+    assert!(ran >= 15, "{ran} commands");
     let compared = std::fs::read_dir(scratch.path())
         .unwrap()
         .map(|e| e.unwrap())
@@ -156,7 +179,7 @@ fn documented_first_experiment_runs_small() {
     );
 }
 
-/// docs/train.md's experiment script, run with the documented CPU settings but 20 images,
+/// docs/train.md's experiment script, run with the documented CPU settings but 200 images,
 /// 2 steps and one seed: it runs the commands the page lists (`OUT/commands.sh`), and reads the
 /// variables of the GPU command.
 #[test]
@@ -170,7 +193,7 @@ fn documented_experiment_script_runs_small() {
     let scratch = Scratch::new();
     let script = scratch
         .localize(&commands(&cpu.text)[0])
-        .replace("IMAGES=2000", "IMAGES=20")
+        .replace("IMAGES=2000", "IMAGES=200")
         .replace("STEPS=200", "STEPS=2 SEEDS=1");
     let capflow = common::capflow_bin().display().to_string();
     scratch.sh_ok(&cpu.at(), &format!("CAPFLOW={capflow} {script}"));
@@ -179,8 +202,10 @@ fn documented_experiment_script_runs_small() {
     let ran: Vec<String> = ran
         .lines()
         .map(|l| {
+            // `printf %q` quoting: `original\,augmented`.
             l.replace(&capflow, "capflow")
                 .replace(&out.display().to_string(), "OUT")
+                .replace('\\', "")
                 .trim_end()
                 .to_string()
         })

@@ -156,6 +156,64 @@ fn documented_train_table_trains_in_a_run() {
     );
 }
 
+/// docs/train.md's `[train]` table that reads the embedded images, appended to the SSA recipe
+/// as documented but with 2 steps: the run trains and leaves `train.json` beside the dataset.
+#[test]
+fn documented_pixel_table_trains_in_a_run() {
+    let shown = block(
+        "docs/train.md",
+        "# appended to dataflows/ssa-flickr30k.toml: the sink trains on the embedded images",
+    );
+    let scratch = Scratch::new();
+    let recipe = scratch.recipe_with(
+        &shown.at(),
+        "dataflows/ssa-flickr30k.toml",
+        &shown.text,
+        "pixels",
+        |t| t["train"]["steps"] = 2.into(),
+    );
+    scratch.sh_ok(
+        &shown.at(),
+        &format!("capflow run {} --out out/ds", recipe.display()),
+    );
+    assert!(
+        scratch.path().join("out/ds.model/train.json").is_file(),
+        "{}: no train.json in out/ds.model",
+        shown.at()
+    );
+}
+
+/// docs/train.md's GPU command of the pixel benchmark sets variables
+/// `benches/train_pixels.sh` reads.
+#[test]
+fn documented_pixel_bench_reads_its_settings() {
+    let shown = block(
+        "docs/train.md",
+        "CAPFLOW=target/release/capflow IMAGES=5000",
+    );
+    let source =
+        std::fs::read_to_string(common::repo_root().join("benches/train_pixels.sh")).unwrap();
+    let command = &commands(&shown.text)[0];
+    assert!(
+        command.ends_with("benches/train_pixels.sh"),
+        "{}",
+        shown.at()
+    );
+    let mut names = 0;
+    for word in command.split_whitespace().filter(|w| w.contains('=')) {
+        let name = word.split('=').next().unwrap();
+        if name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+            assert!(
+                source.contains(&format!("${{{name}:-")),
+                "{}: benches/train_pixels.sh does not read {name}",
+                shown.at()
+            );
+            names += 1;
+        }
+    }
+    assert!(names >= 8, "{}: {names} settings", shown.at());
+}
+
 /// docs/train.md's first experiment, with 20 synthetic images, 2 steps and one seed.
 #[test]
 fn documented_first_experiment_runs_small() {

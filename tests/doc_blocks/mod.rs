@@ -323,6 +323,18 @@ pub const COVERAGE: &[(&str, &str, &str, &str)] = &[
     ),
     (
         "docs/train.md",
+        "# appended to dataflows/ssa-flickr30k.toml: the sink trains on the embedded images",
+        TRAIN,
+        "documented_pixel_table_trains_in_a_run",
+    ),
+    (
+        "docs/train.md",
+        "CAPFLOW=target/release/capflow IMAGES=5000",
+        TRAIN,
+        "documented_pixel_bench_reads_its_settings",
+    ),
+    (
+        "docs/train.md",
         "capflow run dataflows/ssa-flickr30k.toml --out /tmp/exp/emb",
         TRAIN,
         "documented_first_experiment_runs_small",

@@ -372,6 +372,12 @@ pub const COVERAGE: &[(&str, &str, &str, &str)] = &[
     ),
     (
         "README.md",
+        "bash scripts/fuzz.sh",
+        HERE,
+        "documented_build_and_test_commands_name_real_targets",
+    ),
+    (
+        "README.md",
         "DIR/manifest.json",
         HERE,
         "documented_dataset_layout_and_card_are_a_runs",

@@ -84,28 +84,29 @@ pub fn sample_regions(
         .get(&sample.image_id)
         .map_or(&[], Vec::as_slice);
     let labelled = sample.control_labels.len() == sample.control_boxes.len();
-    let uncovered: Vec<(usize, &BoxXyxy)> = sample
+    // Each region with its box, for its crop.
+    let mut regions: Vec<(Region, BoxXyxy)> = sample
         .control_boxes
         .iter()
         .enumerate()
         .filter(|(_, b)| !detections.iter().any(|d| d.bbox.iou(b) >= CONTROL_IOU))
-        .collect();
-    let mut regions: Vec<Region> = uncovered
-        .iter()
-        .map(|&(k, b)| Region {
-            label: if labelled {
-                vocab.label_id(&sample.control_labels[k])
-            } else {
-                LABEL_CONTROL
-            },
-            geometry: geometry(b, size),
-            in_control: true,
-            feature: None,
-            pixels: None,
+        .map(|(k, b)| {
+            let region = Region {
+                label: if labelled {
+                    vocab.label_id(&sample.control_labels[k])
+                } else {
+                    LABEL_CONTROL
+                },
+                geometry: geometry(b, size),
+                in_control: true,
+                feature: None,
+                pixels: None,
+            };
+            (region, *b)
         })
         .collect();
     regions.extend(detections.iter().map(|d| {
-        Region {
+        let region = Region {
             label: vocab.label_id(&d.label),
             geometry: geometry(&d.bbox, size),
             in_control: sample
@@ -114,16 +115,12 @@ pub fn sample_regions(
                 .any(|b| d.bbox.iou(b) >= CONTROL_IOU),
             feature: d.feature.clone(),
             pixels: None,
-        }
+        };
+        (region, d.bbox)
     }));
     regions.truncate(max_regions);
+    let (mut regions, boxes): (Vec<Region>, Vec<BoxXyxy>) = regions.into_iter().unzip();
     if let Some(images) = images {
-        let boxes: Vec<BoxXyxy> = uncovered
-            .iter()
-            .map(|&(_, b)| *b)
-            .chain(detections.iter().map(|d| d.bbox))
-            .take(regions.len())
-            .collect();
         let file_name = context.file_names.get(&sample.image_id).map(String::as_str);
         let crops = images.crops(&sample.image_id, file_name, &boxes, size);
         for (region, crop) in regions.iter_mut().zip(crops) {

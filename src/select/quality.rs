@@ -536,27 +536,13 @@ impl BuiltinQualityScorer {
             let removed: Vec<&[u32]> = part.iter().map(|c| c.ids.as_slice()).collect();
             let words = NgramLm::from_counts_without(&counts, &removed, &lm_config)
                 .map_err(|e| invalid(format!("a held-out caption: {e}")))?;
-            let classes = NgramLm::train_with(
-                sample
-                    .iter()
-                    .filter(|c| !in_fold(c))
-                    .map(|c| c.classes.as_slice()),
-                &class_config,
-            );
-            let backward_words = NgramLm::train_with(
-                sample
-                    .iter()
-                    .filter(|c| !in_fold(c))
-                    .map(|c| c.backward_words.as_slice()),
-                &lm_config,
-            );
-            let backward_classes = NgramLm::train_with(
-                sample
-                    .iter()
-                    .filter(|c| !in_fold(c))
-                    .map(|c| c.backward_classes.as_slice()),
-                &class_config,
-            );
+            // A model of one sequence of every caption outside the fold.
+            let outside = |sequence: fn(&SampleCaption) -> &[String], config: &LmConfig| {
+                NgramLm::train_with(sample.iter().filter(|c| !in_fold(c)).map(sequence), config)
+            };
+            let classes = outside(|c| c.classes.as_slice(), &class_config);
+            let backward_words = outside(|c| c.backward_words.as_slice(), &lm_config);
+            let backward_classes = outside(|c| c.backward_classes.as_slice(), &class_config);
             let models = FeatureModels {
                 words: &words,
                 classes: &classes,

@@ -765,12 +765,7 @@ fn the_documented_image_swap_example_loads_pairs_with_datasets() {
         "{example}\nimport PIL.Image\nassert isinstance(pairs[0][\"image\"], PIL.Image.Image)\n\
          print(len(pairs), pairs[0][\"image\"].size)\n"
     );
-    let output = Command::new(python)
-        .arg("-c")
-        .arg(&script)
-        .env("HF_HOME", tmp.path().join("hf"))
-        .env("HF_DATASETS_CACHE", tmp.path().join("hf/datasets"))
-        .env("HF_HUB_OFFLINE", "1")
+    let output = common::hf_offline(Command::new(python).arg("-c").arg(&script), tmp.path())
         .output()
         .unwrap();
     assert!(

@@ -326,17 +326,9 @@ impl FlickrInput {
         // An hour old, as files that arrived long before the run: a file changed in the second
         // a run records it is read again by the next run.
         let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-        let mut dirs = vec![input.dir.clone()];
-        while let Some(dir) = dirs.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else {
-                    let file = std::fs::File::options().write(true).open(&path).unwrap();
-                    file.set_modified(past).unwrap();
-                }
-            }
+        for path in common::files_under(&input.dir) {
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(past).unwrap();
         }
         input
     }
@@ -768,21 +760,10 @@ fn documented_dataset_layout_and_card_are_a_runs() {
     input.land();
     scratch.sh_ok("a rerun", run);
     let dir = scratch.path().join("out/ds");
-    let mut files = Vec::new();
-    let mut dirs = vec![dir.clone()];
-    while let Some(d) = dirs.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else {
-                files.push(format!(
-                    "DIR/{}",
-                    path.strip_prefix(&dir).unwrap().display()
-                ));
-            }
-        }
-    }
+    let files: Vec<String> = common::files_under(&dir)
+        .iter()
+        .map(|path| format!("DIR/{}", path.strip_prefix(&dir).unwrap().display()))
+        .collect();
     for file in ["docs/datasets.md", "README.md"] {
         let layout = block(file, "DIR/manifest.json");
         for line in layout.text.lines() {
@@ -846,13 +827,8 @@ fn documented_datasets_loading_runs() {
          print(' '.join(sorted(datasets.get_dataset_config_names('out/ssa-flickr30k'))))\n",
         example.text
     );
-    let out = Command::new(&python)
-        .arg("-c")
-        .arg(&script)
+    let out = common::hf_offline(Command::new(&python).arg("-c").arg(&script), scratch.path())
         .current_dir(scratch.path())
-        .env("HF_HOME", scratch.path().join("hf"))
-        .env("HF_DATASETS_CACHE", scratch.path().join("hf/datasets"))
-        .env("HF_HUB_OFFLINE", "1")
         .output()
         .unwrap();
     assert!(

@@ -56,13 +56,7 @@ fn python_with_datasets() -> Option<std::path::PathBuf> {
 
 /// What `datasets` and `huggingface_hub` make of the dataset at `dir`.
 fn load(python: &Path, dir: &Path, cache: &Path) -> Value {
-    let output = Command::new(python)
-        .args(["-c", ORACLE])
-        .arg(dir)
-        .env("HF_HOME", cache.join("home"))
-        .env("HF_DATASETS_CACHE", cache.join("datasets"))
-        .env("HF_HUB_OFFLINE", "1")
-        .env("HF_DATASETS_OFFLINE", "1")
+    let output = common::hf_offline(Command::new(python).args(["-c", ORACLE]).arg(dir), cache)
         .env("HF_HUB_DISABLE_TELEMETRY", "1")
         .output()
         .unwrap();

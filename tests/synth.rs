@@ -28,20 +28,13 @@ fn synth(images: u64, seed: u64) -> (tempfile::TempDir, PathBuf) {
 
 /// Every file under `dir`, relative path → bytes.
 fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path.strip_prefix(dir).unwrap().to_path_buf();
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
+    common::files_under(dir)
+        .into_iter()
+        .map(|path| {
+            let bytes = std::fs::read(&path).unwrap();
+            (path.strip_prefix(dir).unwrap().to_path_buf(), bytes)
+        })
+        .collect()
 }
 
 #[test]

@@ -60,6 +60,23 @@ fn tiny_config() -> TrainConfig {
     config
 }
 
+/// Trains on the CPU with the default job options.
+fn train_on_cpu(
+    samples: &[SampleRow],
+    context: &capflow::train::RegionContext,
+    config: &TrainConfig,
+    out: &Path,
+) -> capflow::error::Result<capflow::train::TrainOutcome> {
+    train_samples(
+        samples,
+        context,
+        config,
+        out,
+        Device::Cpu,
+        &JobOptions::default(),
+    )
+}
+
 fn originals() -> (TrainingData, Vec<SampleRow>) {
     let data = TrainingData::load(&[sample_dataset().to_path_buf()]).unwrap();
     let samples = data.select(&tiny_config());
@@ -86,15 +103,7 @@ fn original_samples_come_from_captions_and_groundings() {
 fn tiny_model_loss_falls_by_half_in_200_steps() {
     let (data, samples) = originals();
     let out = tempfile::tempdir().unwrap();
-    let outcome = train_samples(
-        &samples,
-        &data.context,
-        &tiny_config(),
-        out.path(),
-        Device::Cpu,
-        &JobOptions::default(),
-    )
-    .unwrap();
+    let outcome = train_on_cpu(&samples, &data.context, &tiny_config(), out.path()).unwrap();
     let losses = &outcome.run.losses;
     assert_eq!(losses.len(), 200);
     let first: f64 = losses[..10].iter().sum::<f64>() / 10.0;
@@ -123,15 +132,7 @@ fn resume_continues_bit_for_bit() {
     let mut config = tiny_config();
     config.steps = 40;
     let straight = tempfile::tempdir().unwrap();
-    let full = train_samples(
-        &samples,
-        &data.context,
-        &config,
-        straight.path(),
-        Device::Cpu,
-        &JobOptions::default(),
-    )
-    .unwrap();
+    let full = train_on_cpu(&samples, &data.context, &config, straight.path()).unwrap();
     let resumed = tempfile::tempdir().unwrap();
     let stopped = train_samples(
         &samples,
@@ -202,15 +203,7 @@ fn curriculum_scores_selects_and_trains() {
     config.curriculum.c_percent = 10.0;
     config.curriculum.balanced = true;
     let out = tempfile::tempdir().unwrap();
-    let outcome = train_samples(
-        &samples,
-        &data.context,
-        &config,
-        out.path(),
-        Device::Cpu,
-        &JobOptions::default(),
-    )
-    .unwrap();
+    let outcome = train_on_cpu(&samples, &data.context, &config, out.path()).unwrap();
     assert_eq!(outcome.generated, 100);
     assert_eq!(outcome.iterations, 10);
     assert_eq!(outcome.run.steps, 20);
@@ -411,15 +404,7 @@ fn bf16_matmuls_train_on_cpu() {
     config.steps = 3;
     config.precision = Precision::Bf16;
     let out = tempfile::tempdir().unwrap();
-    let outcome = train_samples(
-        &samples,
-        &data.context,
-        &config,
-        out.path(),
-        Device::Cpu,
-        &JobOptions::default(),
-    )
-    .unwrap();
+    let outcome = train_on_cpu(&samples, &data.context, &config, out.path()).unwrap();
     assert!(outcome.run.losses.iter().all(|l| l.is_finite()));
 }
 
@@ -704,15 +689,7 @@ fn a_model_that_reads_pixels_names_colours_its_labels_do_not_tell() {
     config.images.dir = Some(images.path().to_path_buf());
     let data = TrainingData::default();
     let out = tempfile::tempdir().unwrap();
-    train_samples(
-        &train,
-        &data.context,
-        &config,
-        out.path(),
-        Device::Cpu,
-        &JobOptions::default(),
-    )
-    .unwrap();
+    train_on_cpu(&train, &data.context, &config, out.path()).unwrap();
     let vocab = Vocabulary::load(&out.path().join(VOCAB_FILE)).unwrap();
     let trainer = Trainer::load(out.path(), &vocab, Device::Cpu).unwrap();
     let captions =
@@ -740,16 +717,9 @@ fn unreadable_images_are_counted_and_a_wrong_directory_is_an_error() {
     let empty = tempfile::tempdir().unwrap();
     config.images.dir = Some(empty.path().to_path_buf());
     let out = tempfile::tempdir().unwrap();
-    let err = train_samples(
-        &samples,
-        &data.context,
-        &config,
-        out.path(),
-        Device::Cpu,
-        &JobOptions::default(),
-    )
-    .unwrap_err()
-    .to_string();
+    let err = train_on_cpu(&samples, &data.context, &config, out.path())
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains(&empty.path().display().to_string()) && err.contains("could be read"),
         "{err}"

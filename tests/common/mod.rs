@@ -80,6 +80,35 @@ pub fn data_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
+/// Every regular file under `dir`, at any depth.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+/// Runs Python's Hugging Face libraries offline, with their caches under `home`.
+pub fn hf_offline<'a>(
+    command: &'a mut std::process::Command,
+    home: &Path,
+) -> &'a mut std::process::Command {
+    command
+        .env("HF_HOME", home.join("hf"))
+        .env("HF_DATASETS_CACHE", home.join("hf/datasets"))
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_DATASETS_OFFLINE", "1")
+}
+
 /// Copies the directory tree `from` to `to` (created if missing).
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

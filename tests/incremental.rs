@@ -677,3 +677,68 @@ fn a_rerun_that_changes_nothing_commits_no_version() {
         assert_eq!(read_manifest(&out).unwrap().version, 1);
     }
 }
+
+/// The SSA recipe fits its models on the run's captions, so it reruns on the streaming engine
+/// with its state. When the captions stay the same and one image's boxes move, the models and
+/// every other image's rows are unchanged: that image alone goes through the stages, the
+/// others are carried, only its samples change, and the dataset equals a fresh run's; then
+/// removing an image's captions refits the models and computes every image.
+#[test]
+fn an_ssa_rerun_whose_captions_stay_computes_only_the_image_whose_boxes_moved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("input");
+    let spec = common::repo_root().join("dataflows/ssa-flickr30k.toml");
+    let runs = Runs::new(tmp.path(), "ssa");
+    sample_data(&input, &|_| true, &[]);
+    runs.update(&spec, &input);
+    let before = samples(&runs.out);
+    let moved = 1_000_003u64;
+    let xml = input.join(format!("flickr30k_entities/Annotations/{moved}.xml"));
+    let text = std::fs::read_to_string(&xml).unwrap();
+    assert!(text.contains("<xmin>58</xmin>"));
+    std::fs::write(&xml, text.replace("<xmin>58</xmin>", "<xmin>59</xmin>")).unwrap();
+
+    let log = runs.update(&spec, &input);
+    assert!(
+        log.contains(
+            "computing 1 new or changed images, retracting 0 removed, carrying 19 unchanged"
+        ),
+        "{log}"
+    );
+    let manifest = read_manifest(&runs.out).unwrap();
+    assert_eq!(manifest.version, 2);
+    let changelog = manifest.changelog.expect("a changelog");
+    let changes = read_changelog(&runs.out.join(&changelog.path)).unwrap();
+    assert!(!changes.is_empty());
+    assert!(
+        changes.iter().all(|(s, _)| s.image_id == moved.to_string()),
+        "{changes:?}"
+    );
+    let after = samples(&runs.out);
+    let others = |rows: &[SampleRow]| -> Vec<SampleRow> {
+        rows.iter()
+            .filter(|s| s.image_id != moved.to_string())
+            .cloned()
+            .collect()
+    };
+    assert_eq!(others(&before), others(&after));
+    let (incremental, full) = runs.against_fresh(&spec, &input);
+    assert!(incremental == full, "bytes differ from a fresh run");
+
+    // One image's captions gone: the models learn from the captions, so every image is
+    // computed again, and the dataset still equals a fresh run's.
+    sample_data(&input, &|id| id != 1_000_007, &[]);
+    let log = runs.update(&spec, &input);
+    assert!(
+        log.contains(
+            "computing all 19 images (the rows the corpus-level models are fitted on changed)"
+        ),
+        "{log}"
+    );
+    let (incremental, full) = runs.against_fresh(&spec, &input);
+    assert!(
+        incremental == full,
+        "bytes differ from a fresh run after the removal"
+    );
+    assert!(samples(&runs.out).iter().all(|s| s.image_id != "1000007"));
+}

@@ -55,6 +55,9 @@ use super::runtime::{
 use super::sink::{add_metrics, NamedSink, SinkWriters};
 use super::spill::{BucketPart, BucketSpill, ChangesWriter, PartRows};
 use super::stages::{Failure, SsaImage, StageMeter};
+use super::state::{
+    image_digest, stale, BucketState, ImageState, RowsDigest, StateDir, StateHeader,
+};
 use super::{ClusterOptions, DataflowSpec};
 use crate::augment::ssa::{CaptionNumbering, Drop as SsaDrop};
 use crate::augment::ImageAnnotations;
@@ -92,6 +95,63 @@ pub struct StreamedRun {
     pub dropped: BTreeMap<SsaDrop, u64>,
     /// Wall-clock time of the method stages.
     pub wall: Duration,
+    /// With `--state`: what the run computed and carried, and the header to write.
+    pub state: Option<StatePlanned>,
+}
+
+/// A run with `--state` ([`super::state`]): the state it compares each image with and what it
+/// writes back there.
+pub struct StreamState {
+    pub dir: StateDir,
+    /// The state's header as read before the run started.
+    pub before: Option<StateHeader>,
+    /// The header this run writes after its commit. When the corpus-level models learn from
+    /// the inputs, its models digest is filled in once they are read (a [`RowsDigest`] of the
+    /// rows `model_rows` selects, gathered by the workers).
+    pub now: StateHeader,
+    /// The dataset in the output directory: its manifest and the manifest's SHA-256.
+    pub previous: Option<(Manifest, String)>,
+    /// Whether this process removes the header before the bucket states change (the first).
+    pub first: bool,
+}
+
+/// What a run with `--state` decided and did.
+pub struct StatePlanned {
+    /// Why every image was computed, when that is so.
+    pub full: Option<String>,
+    /// The header to write once the dataset is committed.
+    pub header: StateHeader,
+    /// Images computed, carried forward unchanged, and retracted (of the state, not read).
+    pub computed: u64,
+    pub carried: u64,
+    pub removed: u64,
+}
+
+impl StatePlanned {
+    /// One line for the run's output, as [`super::state::Plan::describe`] words it.
+    pub fn describe(&self) -> String {
+        match &self.full {
+            Some(reason) => format!("computing all {} images ({reason})", self.computed),
+            None => format!(
+                "computing {} new or changed images, retracting {} removed, carrying {} unchanged",
+                self.computed, self.removed, self.carried
+            ),
+        }
+    }
+}
+
+/// What a worker needs of the state: where it is, and whether every image is computed.
+struct WorkerState {
+    dir: StateDir,
+    full: bool,
+}
+
+/// One image of a part with `--state`: its digest, and the method stages' rejections of the
+/// previous run when it is carried forward rather than computed.
+struct ImageRecord {
+    image_id: String,
+    digest: String,
+    carried: Option<Vec<RejectedRow>>,
 }
 
 /// A part's results, sent by the worker that ran its stages to its writer thread.
@@ -108,6 +168,10 @@ struct PartOutput {
     input_samples: Vec<KeyedRow>,
     /// The stages' outputs, by image id.
     outputs: Vec<ImageOutput>,
+    /// With `--state`: every image of the part, and (in the bucket's last part) how many
+    /// images of the bucket's state were not read.
+    images: Vec<ImageRecord>,
+    removed: u64,
 }
 
 enum Message {
@@ -148,6 +212,12 @@ pub fn streams(spec: &DataflowSpec, previous: Option<&Manifest>) -> bool {
 /// of their buckets, and the changes go to runs in `writer`'s scratch directory. Returns what
 /// the commit needs. `corpus` holds the rows of the spec's fixed model corpus, when it has one.
 /// Every part's samples also go to `sinks` ([`super::sink`]) once the part is written.
+///
+/// With `state`, each image's rows are digested as its part is read back; an image whose
+/// digest is the state's is carried forward (its samples read back from the previous version,
+/// its rejections from the state) instead of going through the stages, unless the state
+/// cannot be compared with this run ([`stale`]), and each bucket's new states are written
+/// once its last part is.
 pub fn run_streaming(
     spec: &DataflowSpec,
     cluster: &ClusterOptions,
@@ -155,6 +225,7 @@ pub fn run_streaming(
     mut corpus: Option<CollectedRun>,
     memory_limit: u64,
     sinks: &[NamedSink],
+    mut state: Option<StreamState>,
 ) -> Result<StreamedRun> {
     let config = cluster.timely_config()?;
     let buckets = spec.output.buckets;
@@ -182,6 +253,12 @@ pub fn run_streaming(
         Some(_) => None,
         None => CorpusStats::new(spec),
     };
+    // With a state, the digest of the rows the models learn from, gathered with the statistics.
+    let digest_rows = match (&state, &corpus_stats) {
+        (Some(_), Some(_)) => super::models::model_rows(spec),
+        _ => None,
+    };
+    let state_dir = state.as_ref().map(|s| s.dir.clone());
     let augments = spec.augments() || spec.keeps_originals();
     let (sender, receiver) = crossbeam_channel::bounded::<Message>(4 * 1024);
     let (models_out, models_in) = crossbeam_channel::unbounded::<Option<FittedStages>>();
@@ -257,6 +334,7 @@ pub fn run_streaming(
             stats: corpus_stats.clone(),
             numbering: CaptionNumbering::default(),
             unreported: 0,
+            model_rows: digest_rows.map(|keep| (keep, RowsDigest::default())),
         };
         if let Err(err) = read_units(&units, &shared, worker, input, &mut observer) {
             fail(err);
@@ -295,6 +373,7 @@ pub fn run_streaming(
             let stats = WorkerStats {
                 from: index,
                 stats: Box::new(stats),
+                rows: observer.model_rows.take().map(|(_, rows)| rows),
             };
             // A copy for every process but the last, which takes the statistics themselves:
             // they can be as large as the held-out captions of the whole share.
@@ -316,7 +395,11 @@ pub fn run_streaming(
         drop(read_span);
         // The models, fitted by the main thread once every worker has read its inputs.
         let fitting = tracing::info_span!("await-models").entered();
-        let FittedStages { contexts, names } = match models_in.recv() {
+        let FittedStages {
+            contexts,
+            names,
+            state,
+        } = match models_in.recv() {
             Ok(Some(fitted)) => fitted,
             _ => return,
         };
@@ -361,6 +444,7 @@ pub fn run_streaming(
                 buckets,
                 chunk_images,
                 runs_dir.join(format!("w{index:03}")),
+                state.as_ref().map(|s| s.dir.clone()),
             ),
             Err(err) => return fail(err),
         };
@@ -370,6 +454,8 @@ pub fn run_streaming(
             Err(err) => return fail(err),
         };
         let mut round = 0u64;
+        // With a state: the previous states of the bucket being run, less the images seen.
+        let mut unseen: Option<(usize, BucketState)> = None;
         for part in planned {
             let (bucket, after, through) = (part.bucket, part.after.clone(), part.through.clone());
             let ends_bucket = part.index + 1 == part.count;
@@ -393,14 +479,32 @@ pub fn run_streaming(
                 rows.bytes(),
                 ranges.len()
             );
+            if let Some(state) = &state {
+                if unseen.as_ref().is_none_or(|(b, _)| *b != bucket) {
+                    let previous = match state.full {
+                        true => BucketState::new(),
+                        false => match state.dir.read_bucket(bucket) {
+                            Ok(previous) => previous,
+                            Err(err) => return fail(err),
+                        },
+                    };
+                    unseen = Some((bucket, previous));
+                }
+            }
             // The part's images go through the stages a range at a time.
             let mut input_samples = Vec::new();
             let mut part_outputs = Vec::new();
+            let mut images = Vec::new();
             for (first, last) in &ranges {
-                let typed = match rows.typed_range(first, last) {
+                let mut typed = match rows.typed_range(first, last) {
                     Ok(typed) => typed,
                     Err(err) => return fail(err),
                 };
+                if let (Some(state), Some((_, previous))) = (&state, unseen.as_mut()) {
+                    if let Err(err) = plan_range(&mut typed, state.full, previous, &mut images) {
+                        return fail(err);
+                    }
+                }
                 let (staged, samples) = gather_part(typed, gather_meter.as_ref());
                 input_samples.extend(samples);
                 let expected = staged.len();
@@ -416,6 +520,11 @@ pub fn run_streaming(
                 part_outputs.append(&mut outputs.borrow_mut());
             }
             part_outputs.sort_by(|a, b| a.image_id.cmp(&b.image_id));
+            // The images of the bucket's state that no part held are retracted.
+            let removed = match ends_bucket {
+                true => unseen.take().map_or(0, |(_, left)| left.len() as u64),
+                false => 0,
+            };
             let output = PartOutput {
                 bucket,
                 after,
@@ -424,6 +533,8 @@ pub fn run_streaming(
                 rows,
                 input_samples,
                 outputs: part_outputs,
+                images,
+                removed,
             };
             if to_writer.send(output).is_err() {
                 break; // the writer failed: its error comes from the join below
@@ -474,6 +585,7 @@ pub fn run_streaming(
     let mut written = WrittenParts::default();
     let mut images_done = 0u64;
     let mut parts_planned = 0u64;
+    let mut state_planned: Option<StatePlanned> = None;
     // Rows while reading; then the parts through the stages, with the images written.
     let mut progress = crate::cli::progress::records("read");
     for message in receiver.iter() {
@@ -498,12 +610,36 @@ pub fn run_streaming(
                     None => {
                         let _fit = tracing::info_span!("fit").entered();
                         let fit = corpus.take().unwrap_or_default();
+                        let rows = gathered.iter().fold(None, |total, worker| {
+                            let mut total: RowsDigest = total.unwrap_or_default();
+                            total.merge(worker.rows.as_ref()?);
+                            Some(total)
+                        });
                         let stats = merged_stats(std::mem::take(&mut gathered));
-                        match stats.and_then(|stats| {
-                            fitted_contexts(spec, &fit, stats, augments, &failure)
+                        let planned = state
+                            .as_mut()
+                            .map(|state| plan_state(state, rows.as_ref()))
+                            .transpose();
+                        match planned.and_then(|planned| {
+                            let (fitted, metrics) =
+                                fitted_contexts(spec, &fit, stats?, augments, &failure)?;
+                            Ok((fitted, metrics, planned))
                         }) {
-                            Ok((fitted, metrics)) => {
+                            Ok((mut fitted, metrics, planned)) => {
                                 models_metrics = metrics;
+                                if let Some((full, header)) = planned {
+                                    fitted.state = Some(Arc::new(WorkerState {
+                                        dir: state_dir.clone().expect("a state"),
+                                        full: full.is_some(),
+                                    }));
+                                    state_planned = Some(StatePlanned {
+                                        full,
+                                        header,
+                                        computed: 0,
+                                        carried: 0,
+                                        removed: 0,
+                                    });
+                                }
                                 Some(fitted)
                             }
                             Err(err) => {
@@ -556,6 +692,12 @@ pub fn run_streaming(
     run.image_rejected = std::mem::take(&mut written.image_rejected);
     run.read_rejected.sort_by_key(|r| (r.0, r.1));
     run.image_rejected.sort_by(|a, b| a.0.cmp(&b.0));
+    run.state = state_planned.map(|planned| StatePlanned {
+        computed: written.stage_images,
+        carried: written.carried,
+        removed: written.removed,
+        ..planned
+    });
     let read_ms = read_elapsed.as_millis() as u64;
     run.stages.push(StageMetrics {
         name: "read".into(),
@@ -610,6 +752,7 @@ fn fitted_contexts(
         let fitted = FittedStages {
             contexts: StageContexts::default(),
             names: vec!["gather".to_string()],
+            state: None,
         };
         return Ok((fitted, None));
     }
@@ -618,6 +761,7 @@ fn fitted_contexts(
     let fitted = FittedStages {
         contexts: StageContexts::new(methods, spec.seed, failure),
         names,
+        state: None,
     };
     Ok((fitted, Some(metrics)))
 }
@@ -628,6 +772,8 @@ struct FittedStages {
     contexts: StageContexts,
     /// The stages' names in dataflow order, `gather` first.
     names: Vec<String>,
+    /// With `--state`.
+    state: Option<Arc<WorkerState>>,
 }
 
 /// What a worker sends the models' fitting: the statistics it gathered, with its index.
@@ -635,6 +781,8 @@ struct FittedStages {
 struct WorkerStats {
     from: usize,
     stats: Box<CorpusStats>,
+    /// With `--state`, the digest of the rows the models learn from that the worker read.
+    rows: Option<RowsDigest>,
 }
 
 /// The model inputs' dataflow input: `(worker to deliver to, statistics)`.
@@ -669,6 +817,71 @@ fn add_images(parts: &[BucketPart], stats: &mut CorpusStats) -> Result<()> {
             .flat_map(|(_, keyed)| keyed.into_iter().map(|keyed| keyed.row));
         for image in ImageAnnotations::group(inputs).values() {
             stats.add_image(image);
+        }
+    }
+    Ok(())
+}
+
+/// Decides, once the inputs are read, whether the state can be compared with this run
+/// ([`stale`]): fills in the header's models digest from the workers' `rows` when the models
+/// learn from the inputs, and removes the state's header (the first process) before any
+/// bucket state changes. Returns why every image is computed, if so, and the header to write.
+fn plan_state(
+    state: &mut StreamState,
+    rows: Option<&RowsDigest>,
+) -> Result<(Option<String>, StateHeader)> {
+    if let Some(rows) = rows {
+        state.now.models_digest = Some(rows.hex());
+    }
+    let previous = state.previous.as_ref().map(|(m, sha)| (m, sha.as_str()));
+    let full = stale(state.before.as_ref(), &state.now, previous);
+    if state.first {
+        state.dir.invalidate()?;
+    }
+    Ok((full, state.now.clone()))
+}
+
+/// With `--state`: digests every image of a range of a part and records it in `images`; an
+/// image whose digest is its state's in `previous` (unless `full`) is carried forward, and its
+/// input rows are taken out of `typed` so that it skips the stages. Every image seen is taken
+/// out of `previous`, which ends holding the bucket's images that were not read.
+fn plan_range(
+    typed: &mut [(TableKind, Vec<KeyedRow>)],
+    full: bool,
+    previous: &mut BucketState,
+    images: &mut Vec<ImageRecord>,
+) -> Result<()> {
+    let mut by_image: BTreeMap<&str, Vec<&KeyedRow>> = BTreeMap::new();
+    for (_, rows) in typed.iter() {
+        for keyed in rows {
+            by_image
+                .entry(keyed.row.image_id())
+                .or_default()
+                .push(keyed);
+        }
+    }
+    let mut carried: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for (image_id, mut rows) in by_image {
+        let digest = image_digest(&mut rows)?;
+        let old = previous.remove(image_id);
+        let carry = match old {
+            Some(old) if !full && old.digest == digest => Some(old.rejected),
+            _ => None,
+        };
+        if carry.is_some() {
+            carried.insert(image_id.to_string());
+        }
+        images.push(ImageRecord {
+            image_id: image_id.to_string(),
+            digest,
+            carried: carry,
+        });
+    }
+    if !carried.is_empty() {
+        for (table, rows) in typed.iter_mut() {
+            if *table != TableKind::Samples {
+                rows.retain(|keyed| !carried.contains(keyed.row.image_id()));
+            }
         }
     }
     Ok(())
@@ -799,7 +1012,12 @@ struct SpillObserver<'a> {
     numbering: CaptionNumbering,
     /// Rows read and not yet counted on the progress display.
     unreported: u64,
+    /// With `--state`: which rows the models learn from, and their digest so far.
+    model_rows: Option<(ModelRows, RowsDigest)>,
 }
+
+/// Which rows the corpus-level models learn from ([`super::models::model_rows`]).
+type ModelRows = fn(&Row) -> bool;
 
 /// Rows a reader reads between two updates of the progress display.
 const READ_REPORT_ROWS: u64 = 8192;
@@ -831,6 +1049,11 @@ impl ReadObserver for SpillObserver<'_> {
             self.numbering
                 .add(stats, keyed.unit, keyed.ordinal, &caption.text);
         }
+        if let Some((keep, digest)) = &mut self.model_rows {
+            if keep(&keyed.row) {
+                digest.add(keyed)?;
+            }
+        }
         Ok(())
     }
 
@@ -860,6 +1083,9 @@ struct WrittenParts {
     samples: BTreeMap<String, u64>,
     dropped: BTreeMap<SsaDrop, u64>,
     image_rejected: Vec<(String, Vec<RejectedRow>)>,
+    /// With `--state`: images carried forward, and images of the state not read.
+    carried: u64,
+    removed: u64,
     elapsed: Duration,
     /// The metrics of the worker's sink writers.
     sinks: Vec<StageMetrics>,
@@ -879,6 +1105,8 @@ impl WrittenParts {
             *self.dropped.entry(reason).or_insert(0) += n;
         }
         self.image_rejected.extend(other.image_rejected);
+        self.carried += other.carried;
+        self.removed += other.removed;
         self.elapsed = self.elapsed.max(other.elapsed);
         add_metrics(&mut self.sinks, other.sinks);
     }
@@ -899,6 +1127,10 @@ struct PartWriter {
     /// The chunk that the last part began or went on with and a later part ends.
     open: Option<OpenChunk>,
     written: WrittenParts,
+    /// With `--state`: where the buckets' states go, and the states of the bucket being
+    /// written so far.
+    state: Option<StateDir>,
+    bucket_state: BucketState,
 }
 
 /// The chunk being written, which a later part ends. Its input tables' rows go to its shards
@@ -925,7 +1157,13 @@ struct PreviousChunk {
 const OPEN_CHUNK: &str = "";
 
 impl PartWriter {
-    fn new(writer: DatasetWriter, buckets: usize, chunk_images: usize, runs_dir: PathBuf) -> Self {
+    fn new(
+        writer: DatasetWriter,
+        buckets: usize,
+        chunk_images: usize,
+        runs_dir: PathBuf,
+        state: Option<StateDir>,
+    ) -> Self {
         let mut previous: BTreeMap<usize, Vec<(String, FileEntry)>> = BTreeMap::new();
         if let Some((manifest, _)) = writer.previous() {
             for file in manifest.table_files(TableKind::Samples) {
@@ -967,6 +1205,8 @@ impl PartWriter {
             run: None,
             open: None,
             written: WrittenParts::default(),
+            state,
+            bucket_state: BucketState::new(),
         }
     }
 
@@ -1009,10 +1249,19 @@ impl PartWriter {
             rows,
             input_samples,
             outputs,
+            images,
+            removed,
         } = part;
         let retracted = self.previous_samples(bucket, after.as_deref(), through.as_deref())?;
+        self.record_states(&images, &outputs, removed);
         let written = &mut self.written;
         let mut samples: BTreeMap<&str, &[SampleRow]> = BTreeMap::new();
+        // An image carried forward keeps the samples the previous version holds of it.
+        for image in images.iter().filter(|image| image.carried.is_some()) {
+            if let Some(previous) = retracted.get(&image.image_id) {
+                samples.insert(&image.image_id, previous);
+            }
+        }
         for output in &outputs {
             samples.insert(&output.image_id, &output.samples);
             for sample in &output.samples {
@@ -1110,6 +1359,9 @@ impl PartWriter {
             if let Some(chunk) = self.open.take() {
                 self.close_chunk(OPEN_CHUNK, chunk)?;
             }
+            if let Some(state) = &self.state {
+                state.write_bucket(bucket, &std::mem::take(&mut self.bucket_state))?;
+            }
         }
         let changes = image_changes(retracted, added);
         if !changes.is_empty() {
@@ -1120,6 +1372,38 @@ impl PartWriter {
         }
         self.written.elapsed += started.elapsed();
         sinks.write(&handed)
+    }
+
+    /// With `--state`: adds the part's images to its bucket's new states (a computed image
+    /// with the stages' rejections, a carried one with the previous run's, which go to the
+    /// ledger again) and counts them.
+    fn record_states(&mut self, images: &[ImageRecord], outputs: &[ImageOutput], removed: u64) {
+        let written = &mut self.written;
+        written.removed += removed;
+        for image in images {
+            let rejected = match &image.carried {
+                Some(rejected) => {
+                    written.carried += 1;
+                    if !rejected.is_empty() {
+                        written
+                            .image_rejected
+                            .push((image.image_id.clone(), rejected.clone()));
+                    }
+                    rejected.clone()
+                }
+                None => outputs
+                    .binary_search_by(|o| o.image_id.as_str().cmp(&image.image_id))
+                    .map(|i| outputs[i].rejected.clone())
+                    .unwrap_or_default(),
+            };
+            self.bucket_state.insert(
+                image.image_id.clone(),
+                ImageState {
+                    digest: image.digest.clone(),
+                    rejected,
+                },
+            );
+        }
     }
 
     /// Writes the samples of the chunk being written, gives it its key `key` and closes its

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::augment::{run_augment, AugmentRun};
 use super::buckets::BucketExport;
-use super::engine::{run_streaming, streams};
+use super::engine::{run_streaming, streams, StreamState};
 use super::inputs::InputsState;
 use super::models::{fit_methods, model_rows, models_digest};
 use super::sink::{self, NamedSink};
@@ -173,16 +173,29 @@ fn run_with_sinks(
         (None, None) => Some(None),
         (None, Some(_)) => None,
     };
-    if state.is_none() && streamed_run(cluster, created.as_ref(), spec)? {
-        return run_streamed(
-            spec,
-            cluster,
-            created,
+    // A run with a state streams too unless it can read its inputs piece by piece: when the
+    // models learn from the inputs (a new caption changes them, so every input is read) or
+    // with several processes.
+    let stream_state = state.is_some() && (cluster.processes > 1 || pinned_models.is_none());
+    if (state.is_none() || stream_state) && streamed_run(cluster, created.as_ref(), spec)? {
+        let state = match state {
+            Some(dir) => {
+                // The inputs are read whole, so the pieces' state would describe nothing.
+                InputsState::remove(dir.dir())?;
+                Some(StreamStateOf {
+                    dir,
+                    before: header_before,
+                    models: pinned_models.flatten(),
+                })
+            }
+            None => None,
+        };
+        let streamed = Streamed {
             corpus,
-            options.memory_limit,
-            &out,
-            sinks,
-        );
+            memory_limit: options.memory_limit,
+            state,
+        };
+        return run_streamed(spec, cluster, created, streamed, &out, sinks);
     }
     let mut read_inputs = None;
     let mut collected = match (&state, &created) {
@@ -504,16 +517,31 @@ fn confirm_commit(cluster: &ClusterOptions, committed: &Result<RunOutcome>) -> R
     Ok(())
 }
 
+/// What a streamed run takes besides the spec: the rows of a fixed model corpus, the memory
+/// budget, and with `--state` the state.
+struct Streamed {
+    corpus: Option<CollectedRun>,
+    memory_limit: u64,
+    state: Option<StreamStateOf>,
+}
+
+/// A streamed run's state: its directory, its header as read before the run, and the models'
+/// digest when it is known before the inputs are read.
+struct StreamStateOf {
+    dir: StateDir,
+    before: Option<state::StateHeader>,
+    models: Option<String>,
+}
+
 /// A run on the streaming engine ([`crate::dataflow::engine`]): every process writes the
 /// shards of its buckets while it runs and keeps its changes as sorted runs; then the first
 /// process merges every process's runs into the changelog and commits the ledger and the
-/// manifest. `created` is the first process's writer.
+/// manifest, and with a state writes its header. `created` is the first process's writer.
 fn run_streamed(
     spec: &DataflowSpec,
     cluster: &ClusterOptions,
     created: Option<DatasetWriter>,
-    corpus: Option<CollectedRun>,
-    memory_limit: u64,
+    run: Streamed,
     out: &std::path::Path,
     sinks: &[NamedSink],
 ) -> Result<RunOutcome> {
@@ -523,7 +551,39 @@ fn run_streamed(
         Some(writer) => writer,
         None => DatasetWriter::part(out, &spec.config_hash(), process)?,
     };
-    let streamed = run_streaming(spec, cluster, &mut writer, corpus, memory_limit, sinks)?;
+    let state = run.state.map(|state| {
+        let previous = writer
+            .previous()
+            .map(|(manifest, sha)| (manifest.clone(), sha.to_string()));
+        let previous_ref = previous.as_ref().map(|(m, sha)| (m, sha.as_str()));
+        let now = state::header(
+            spec.config_hash(),
+            state.models,
+            spec.output.buckets,
+            previous_ref,
+        );
+        StreamState {
+            dir: state.dir,
+            before: state.before,
+            now,
+            previous,
+            first: process == 0,
+        }
+    });
+    let state_dir = state.as_ref().map(|s| s.dir.clone());
+    let streamed = run_streaming(
+        spec,
+        cluster,
+        &mut writer,
+        run.corpus,
+        run.memory_limit,
+        sinks,
+        state,
+    )?;
+    let planned = streamed.state;
+    if let Some(planned) = &planned {
+        crate::cli::out::status!("capflow run {}: {}", spec.name, planned.describe());
+    }
     if spec.augments() || spec.keeps_originals() {
         print_summary(
             spec,
@@ -577,9 +637,12 @@ fn run_streamed(
     let committed = {
         let _commit = tracing::info_span!("commit").entered();
         let progress = crate::cli::progress::spinner("commit: merging the changes");
+        let state = state_dir
+            .as_ref()
+            .zip(planned.map(|planned| planned.header));
         let committed = commit_streamed(&mut writer, &mut parts, out).and_then(|()| {
             progress.set_message("commit: ledger, manifest, dataset card");
-            commit(writer, parts, cluster.processes, None, out, &spec.name)
+            commit(writer, parts, cluster.processes, state, out, &spec.name)
         });
         progress.finish_and_clear();
         committed

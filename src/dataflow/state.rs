@@ -218,13 +218,79 @@ pub fn image_digests(rows: &[Arc<KeyedRow>]) -> Result<BTreeMap<String, String>>
         .collect())
 }
 
-/// The digest of a list of rows in order (the rows a corpus-level model is fitted on).
-pub fn rows_digest<'a>(rows: impl IntoIterator<Item = &'a Arc<KeyedRow>>) -> Result<String> {
+/// The digest of one image's rows, given in any order: they are hashed in read order (input
+/// unit, then ordinal), so it equals [`image_digests`]' digest of the image.
+pub fn image_digest(rows: &mut [&KeyedRow]) -> Result<String> {
+    rows.sort_by_key(|keyed| (keyed.unit, keyed.ordinal));
     let mut hasher = Sha256::new();
-    for keyed in rows {
+    for keyed in rows.iter() {
         hash_row(&mut hasher, keyed)?;
     }
     Ok(hex::encode(hasher.finalize()))
+}
+
+/// The digest of a list of rows with their read positions (the rows the corpus-level models
+/// are fitted on): [`RowsDigest`], so the same whichever workers read them in which order.
+pub fn rows_digest<'a>(rows: impl IntoIterator<Item = &'a Arc<KeyedRow>>) -> Result<String> {
+    let mut digest = RowsDigest::default();
+    for keyed in rows {
+        digest.add(keyed)?;
+    }
+    Ok(digest.hex())
+}
+
+/// An order-independent digest of rows and their read positions: the number of rows and the
+/// sum, modulo 2^256, of every row's SHA-256 over its input unit, ordinal and content. Two
+/// lists of rows have the same digest exactly when they hold the same rows at the same
+/// positions (but for SHA-256 collisions), whatever order they were added and merged in, so
+/// each worker adds the rows it reads and the sums are merged.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowsDigest {
+    rows: u64,
+    /// Little-endian 64-bit limbs of the sum.
+    sum: [u64; 4],
+}
+
+impl RowsDigest {
+    /// Adds one row at its read position.
+    pub fn add(&mut self, keyed: &KeyedRow) -> Result<()> {
+        let mut hasher = Sha256::new();
+        hasher.update(keyed.unit.to_le_bytes());
+        hasher.update(keyed.ordinal.to_le_bytes());
+        hash_row(&mut hasher, keyed)?;
+        let hash = hasher.finalize();
+        let mut limbs = [0u64; 4];
+        for (limb, bytes) in limbs.iter_mut().zip(hash.chunks_exact(8)) {
+            *limb = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+        }
+        self.add_sum(limbs, 1);
+        Ok(())
+    }
+
+    /// Adds the rows of `other`.
+    pub fn merge(&mut self, other: &RowsDigest) {
+        self.add_sum(other.sum, other.rows);
+    }
+
+    fn add_sum(&mut self, limbs: [u64; 4], rows: u64) {
+        let mut carry = false;
+        for (sum, limb) in self.sum.iter_mut().zip(limbs) {
+            let (partial, first) = sum.overflowing_add(limb);
+            let (total, second) = partial.overflowing_add(u64::from(carry));
+            *sum = total;
+            carry = first || second;
+        }
+        self.rows += rows;
+    }
+
+    /// The digest as hex: the row count, then the sum.
+    pub fn hex(&self) -> String {
+        let mut bytes = self.rows.to_le_bytes().to_vec();
+        for limb in self.sum {
+            bytes.extend_from_slice(&limb.to_le_bytes());
+        }
+        hex::encode(bytes)
+    }
 }
 
 /// Which images a run computes, and why.
@@ -297,32 +363,7 @@ pub fn plan(
     touched: Option<&BTreeSet<String>>,
     owned: &[usize],
 ) -> Result<Plan> {
-    let Some(header) = header else {
-        return Ok(Plan::full(digests, "the state is new"));
-    };
-    let Some((manifest, manifest_sha)) = previous else {
-        return Ok(Plan::full(digests, "the output directory holds no dataset"));
-    };
-    let mismatch = if header.engine_version != current.engine_version {
-        Some(format!(
-            "the state was written by capflow {}",
-            header.engine_version
-        ))
-    } else if header.config_hash != current.config_hash {
-        Some("the dataflow's configuration changed".to_string())
-    } else if header.buckets != current.buckets {
-        Some("the bucket count changed".to_string())
-    } else if header.models_digest != current.models_digest {
-        Some("the rows the corpus-level models are fitted on changed".to_string())
-    } else if header.dataset_version != manifest.version || header.manifest_sha256 != manifest_sha {
-        Some(format!(
-            "the state describes dataset version {} but the output directory holds version {}",
-            header.dataset_version, manifest.version
-        ))
-    } else {
-        None
-    };
-    if let Some(reason) = mismatch {
+    if let Some(reason) = stale(header.as_ref(), current, previous) {
         return Ok(Plan::full(digests, reason));
     }
     let mut plan = Plan::default();
@@ -348,6 +389,42 @@ pub fn plan(
         }
     }
     Ok(plan)
+}
+
+/// Why a state's per-image digests cannot be compared with this run's, so that every image is
+/// computed: no header (a new state, or a run that died before its commit), another engine,
+/// configuration, bucket count or models digest, or a dataset in the output directory other
+/// than the one the state describes. `None` when they can.
+pub fn stale(
+    header: Option<&StateHeader>,
+    current: &StateHeader,
+    previous: Option<(&Manifest, &str)>,
+) -> Option<String> {
+    let Some(header) = header else {
+        return Some("the state is new".into());
+    };
+    let Some((manifest, manifest_sha)) = previous else {
+        return Some("the output directory holds no dataset".into());
+    };
+    if header.engine_version != current.engine_version {
+        Some(format!(
+            "the state was written by capflow {}",
+            header.engine_version
+        ))
+    } else if header.config_hash != current.config_hash {
+        Some("the dataflow's configuration changed".to_string())
+    } else if header.buckets != current.buckets {
+        Some("the bucket count changed".to_string())
+    } else if header.models_digest != current.models_digest {
+        Some("the rows the corpus-level models are fitted on changed".to_string())
+    } else if header.dataset_version != manifest.version || header.manifest_sha256 != manifest_sha {
+        Some(format!(
+            "the state describes dataset version {} but the output directory holds version {}",
+            header.dataset_version, manifest.version
+        ))
+    } else {
+        None
+    }
 }
 
 /// Header fields for `format` and `format_version`.

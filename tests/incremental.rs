@@ -742,3 +742,58 @@ fn an_ssa_rerun_whose_captions_stay_computes_only_the_image_whose_boxes_moved() 
     );
     assert!(samples(&runs.out).iter().all(|s| s.image_id != "1000007"));
 }
+
+/// A run whose budget cuts every bucket into several parts, over a dataset whose chunks hold
+/// samples of several splits (one bucket, chunks of about four images): each part reads back
+/// every previous sample file of its range, whichever split, so a rerun that changes nothing
+/// commits nothing, with a state (every image carried) and without one (every image
+/// recomputed and compared), and the bytes are those of a run in one part.
+#[test]
+fn reruns_in_many_parts_read_back_every_split_of_every_chunk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text =
+        std::fs::read_to_string(common::repo_root().join("dataflows/ssa-flickr30k.toml")).unwrap();
+    assert!(text.contains("\n[output]\n"));
+    let text = text
+        .replace(
+            "\n[output]\n",
+            "\n[output]\nbuckets = 1\nchunk_images = 4\n",
+        )
+        .replace("../examples/data", examples().to_str().unwrap());
+    let spec = tmp.path().join("ssa-parts.toml");
+    std::fs::write(&spec, text).unwrap();
+    let spec = spec.to_str().unwrap();
+    let whole = tmp.path().join("whole");
+    run_ok(&["run", spec, "--out", whole.to_str().unwrap()]);
+    let splits: BTreeSet<String> = samples(&whole).into_iter().map(|s| s.split).collect();
+    assert!(splits.len() > 1, "{splits:?}");
+    for state in [false, true] {
+        let out = tmp.path().join(format!("parts-{state}"));
+        let state_dir = tmp.path().join(format!("parts-{state}.state"));
+        let mut args = vec![
+            "run",
+            spec,
+            "--out",
+            out.to_str().unwrap(),
+            "--memory-limit",
+            "16KiB",
+        ];
+        if state {
+            args.extend(["--state", state_dir.to_str().unwrap()]);
+        }
+        run_ok(&args);
+        assert!(
+            data_files(&out) == data_files(&whole),
+            "state {state}: bytes differ"
+        );
+        let log = run_ok(&args);
+        assert!(
+            log.contains("nothing changed, so no new version"),
+            "state {state}: {log}"
+        );
+        assert!(
+            data_files(&out) == data_files(&whole),
+            "state {state}: rerun bytes differ"
+        );
+    }
+}

@@ -1178,20 +1178,24 @@ impl PartWriter {
         let previous = previous
             .into_iter()
             .map(|(bucket, mut files)| {
-                // Closed chunks by their last id, the open last chunk (key "") after them.
+                // Closed chunks by their last id, the open last chunk (key "") after them. A
+                // chunk has a file per split, and each covers the ids after the previous
+                // chunk's last one.
                 files.sort_by(|a, b| (a.0.is_empty(), &a.0).cmp(&(b.0.is_empty(), &b.0)));
-                let mut after: Option<String> = None;
+                let mut before: Option<String> = None;
+                let mut listing: Option<String> = None;
                 let mut chunks = Vec::new();
                 for (key, file) in files {
-                    let through = (!key.is_empty()).then(|| key.clone());
+                    if listing.as_ref() != Some(&key) {
+                        if let Some(previous) = listing.replace(key.clone()) {
+                            before = (!previous.is_empty()).then_some(previous).or(before);
+                        }
+                    }
                     chunks.push(PreviousChunk {
                         file,
-                        after: after.clone(),
-                        through: through.clone(),
+                        after: before.clone(),
+                        through: (!key.is_empty()).then(|| key.clone()),
                     });
-                    if through.is_some() {
-                        after = through;
-                    }
                 }
                 (bucket, chunks)
             })

@@ -10,6 +10,8 @@
 #   BASELINE=path        also run this binary on the same data (a build of an older commit)
 #   SYNTH_DIR=dir        keeps generated data between runs (one subdirectory per size)
 #   CAPFLOW=path         the capflow binary to measure (default: a release build of this checkout)
+#   STATE=1              every run with a new --state, then a rerun with that state on the same
+#                        data (every image compared with the state and carried)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 sizes=("${@:-20000 200000 1000000}")
@@ -41,15 +43,26 @@ digest() {
 measure() {
   local label="$1" bin="$2" synth="$3" images="$4"
   shift 4
-  local out="$work/out-$label" log="$work/log" timing="$work/time"
-  rm -rf "$out"
+  local out="$work/out-$label"
+  rm -rf "$out" "$work/state-$label"
+  if [ -n "${STATE:-}" ]; then
+    once "$label" "$bin" "$synth" "$images" "$out" --state "$work/state-$label" "$@"
+    once "$label-rerun" "$bin" "$synth" "$images" "$out" --state "$work/state-$label" "$@"
+  else
+    once "$label" "$bin" "$synth" "$images" "$out" "$@"
+  fi
+}
+once() {
+  local label="$1" bin="$2" synth="$3" images="$4" out="$5"
+  shift 5
+  local log="$work/log" timing="$work/time"
   /usr/bin/time -f '%M %e' -o "$timing" \
     "$bin" run "$root/dataflows/ssa-flickr30k.toml" --input "$synth" --out "$out" -w "$workers" "$@" \
     2> "$log"
   read -r kib seconds < "$timing"
   printf '%-9s %8s images  -w %s  peak %7.0f MB  wall %7.1f s  data %s  %s\n' "$label" "$images" \
     "$workers" "$(awk -v k="$kib" 'BEGIN { print k / 1024 }')" "$seconds" "$(digest "$out")" \
-    "$(grep '^augment: ' "$log" || true)"
+    "$(grep -E '^augment: |: computing ' "$log" | tr '\n' ' ' || true)"
 }
 for images in "${sizes[@]}"; do
   synth="$synth_root/$images"
@@ -63,5 +76,5 @@ for images in "${sizes[@]}"; do
       echo "data files differ from the baseline's at $images images" >&2
     fi
   fi
-  rm -rf "$work"/out-*
+  rm -rf "$work"/out-* "$work"/state-*
 done

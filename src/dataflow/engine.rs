@@ -56,7 +56,7 @@ use super::sink::{add_metrics, NamedSink, SinkWriters};
 use super::spill::{BucketPart, BucketSpill, ChangesWriter, PartRows};
 use super::stages::{Failure, SsaImage, StageMeter};
 use super::state::{
-    image_digest, stale, BucketState, ImageState, RowsDigest, StateDir, StateHeader,
+    describe_plan, image_digest, stale, BucketState, ImageState, RowsDigest, StateDir, StateHeader,
 };
 use super::{ClusterOptions, DataflowSpec};
 use crate::augment::ssa::{CaptionNumbering, Drop as SsaDrop};
@@ -66,6 +66,7 @@ use crate::export::{
     read_file_rows, shard_index, DatasetSink, DatasetWriter, FileEntry, Manifest, StageMetrics,
 };
 use crate::ingest::{IngestCounts, RecordSink, Row};
+use crate::models::ParseCache;
 use crate::schema::{rows_to_batch, RejectedRow, SampleRow, TableKind};
 
 /// The default memory budget of a run.
@@ -128,15 +129,14 @@ pub struct StatePlanned {
 }
 
 impl StatePlanned {
-    /// One line for the run's output, as [`super::state::Plan::describe`] words it.
+    /// One line for the run's output ([`describe_plan`]).
     pub fn describe(&self) -> String {
-        match &self.full {
-            Some(reason) => format!("computing all {} images ({reason})", self.computed),
-            None => format!(
-                "computing {} new or changed images, retracting {} removed, carrying {} unchanged",
-                self.computed, self.removed, self.carried
-            ),
-        }
+        describe_plan(
+            self.full.as_deref(),
+            self.computed,
+            self.removed,
+            self.carried,
+        )
     }
 }
 
@@ -586,6 +586,8 @@ pub fn run_streaming(
     let mut images_done = 0u64;
     let mut parts_planned = 0u64;
     let mut state_planned: Option<StatePlanned> = None;
+    // With a state, the external parser's answers, saved once the run ends.
+    let mut parse_cache = None;
     // Rows while reading; then the parts through the stages, with the images written.
     let mut progress = crate::cli::progress::records("read");
     for message in receiver.iter() {
@@ -621,12 +623,19 @@ pub fn run_streaming(
                             .map(|state| plan_state(state, rows.as_ref()))
                             .transpose();
                         match planned.and_then(|planned| {
-                            let (fitted, metrics) =
-                                fitted_contexts(spec, &fit, stats?, augments, &failure)?;
-                            Ok((fitted, metrics, planned))
+                            let (fitted, metrics, cache) = fitted_contexts(
+                                spec,
+                                &fit,
+                                stats?,
+                                augments,
+                                &failure,
+                                state_dir.as_ref(),
+                            )?;
+                            Ok((fitted, metrics, planned, cache))
                         }) {
-                            Ok((mut fitted, metrics, planned)) => {
+                            Ok((mut fitted, metrics, planned, cache)) => {
                                 models_metrics = metrics;
+                                parse_cache = cache;
                                 if let Some((full, header)) = planned {
                                     fitted.state = Some(Arc::new(WorkerState {
                                         dir: state_dir.clone().expect("a state"),
@@ -678,6 +687,10 @@ pub fn run_streaming(
         }
     }
     if let Some(error) = failure.take() {
+        first_error.get_or_insert(error);
+    }
+    // The answers got before a failure are kept too.
+    if let Err(error) = super::models::save_parses(parse_cache) {
         first_error.get_or_insert(error);
     }
     if let Some(err) = first_error {
@@ -740,30 +753,33 @@ pub fn run_streaming(
 }
 
 /// The stage contexts of the spec's methods with their models fitted on `fit`, the names of
-/// the stages, and the `models` stage's metrics.
+/// the stages, the `models` stage's metrics, and with a `state` the cache of an external
+/// parser's answers kept there ([`super::models::cache_parses`]).
 fn fitted_contexts(
     spec: &DataflowSpec,
     fit: &CollectedRun,
     stats: Option<CorpusStats>,
     augments: bool,
     failure: &Failure,
-) -> Result<(FittedStages, Option<StageMetrics>)> {
+    state: Option<&StateDir>,
+) -> Result<(FittedStages, Option<StageMetrics>, Option<Arc<ParseCache>>)> {
     if !augments {
         let fitted = FittedStages {
             contexts: StageContexts::default(),
             names: vec!["gather".to_string()],
             state: None,
         };
-        return Ok((fitted, None));
+        return Ok((fitted, None, None));
     }
-    let (methods, metrics) = fit_methods_with(spec, fit, stats)?;
+    let (mut methods, metrics) = fit_methods_with(spec, fit, stats)?;
+    let cache = super::models::cache_parses(spec, state, &mut methods)?;
     let names = methods.stage_names();
     let fitted = FittedStages {
         contexts: StageContexts::new(methods, spec.seed, failure),
         names,
         state: None,
     };
-    Ok((fitted, Some(metrics)))
+    Ok((fitted, Some(metrics), cache))
 }
 
 /// What the main thread hands every worker once the models are fitted.

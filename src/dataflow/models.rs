@@ -9,8 +9,11 @@ use crate::augment::cutswap::CutswapMethod;
 use crate::augment::detections::{DetectionFilter, WithDetectionFilter};
 use crate::augment::relatedness::sif::SentenceEncoder;
 use crate::augment::relatedness::{RelatednessModel, RelatednessStats};
+use crate::augment::ssa::CaptionParser;
 use crate::augment::ImageAnnotations;
-use crate::models::{Embedder, ImageTextScorer, ModelKind, SubprocessAdapter};
+use crate::models::{
+    CachedTextToAmr, Embedder, ImageTextScorer, ModelKind, ParseCache, SubprocessAdapter,
+};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -256,4 +259,45 @@ pub fn fit_methods_with(
         elapsed_ms: started.elapsed().as_millis() as u64,
     };
     Ok((methods, metrics))
+}
+
+/// With a state, an external text-to-AMR model's answers are kept in it: `methods`' SSA parser
+/// is wrapped so that a caption's parse comes from the state's [`ParseCache`] when it is there
+/// and is added to it otherwise. Returns the cache, which the caller saves once the run ends
+/// (failed or not: the answers got before a failure are kept too).
+pub fn cache_parses(
+    spec: &DataflowSpec,
+    state: Option<&super::state::StateDir>,
+    methods: &mut Methods,
+) -> Result<Option<Arc<ParseCache>>> {
+    let (Some(state), Some(adapter), Some((_, models))) =
+        (state, &spec.models.text_to_amr, methods.ssa.as_mut())
+    else {
+        return Ok(None);
+    };
+    let CaptionParser::External { name, model } = &models.parser else {
+        return Ok(None);
+    };
+    let cache = Arc::new(ParseCache::open(state.dir(), adapter)?);
+    models.parser = CaptionParser::External {
+        name: name.clone(),
+        model: Arc::new(CachedTextToAmr {
+            cache: Arc::clone(&cache),
+            model: Arc::clone(model),
+        }),
+    };
+    Ok(Some(cache))
+}
+
+/// Saves the parses `cache` holds into the state ([`cache_parses`]).
+pub fn save_parses(cache: Option<Arc<ParseCache>>) -> Result<()> {
+    if let Some(cache) = cache {
+        let kept = cache.save()?;
+        tracing::info!(
+            kept,
+            cached = cache.len(),
+            "text-to-AMR answers kept in the state"
+        );
+    }
+    Ok(())
 }

@@ -4,20 +4,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use super::augment::{run_augment, AugmentRun};
 use super::buckets::BucketExport;
 use super::engine::{run_streaming, streams, StreamState};
 use super::inputs::InputsState;
-use super::models::{fit_methods, model_rows, models_digest};
+use super::models::{cache_parses, fit_methods, model_rows, models_digest, save_parses};
 use super::sink::{self, NamedSink};
 use super::state::{self, bucket_of, image_digests, BucketState, ImageState, Plan, StateDir};
 use super::{run_collect, run_collect_sharing, ClusterOptions, CollectedRun, DataflowSpec};
-use crate::augment::ssa::CaptionParser;
 use crate::error::{Error, Result};
 use crate::export::{Committed, DatasetWriter, FileEntry, StageMetrics};
-use crate::models::{CachedTextToAmr, ParseCache};
 use crate::schema::{RejectedRow, SampleRow};
 use crate::select::mix::{mix, MixConfig};
 
@@ -1040,23 +1037,7 @@ fn run_augment_phase(
     state: Option<&StateDir>,
 ) -> Result<AugmentRun> {
     let (mut methods, models_metrics) = fit_methods(spec, fit)?;
-    let cache = match (state, &spec.models.text_to_amr, methods.ssa.as_mut()) {
-        (Some(state), Some(adapter), Some((_, models))) => match &models.parser {
-            CaptionParser::External { name, model } => {
-                let cache = Arc::new(ParseCache::open(state.dir(), adapter)?);
-                models.parser = CaptionParser::External {
-                    name: name.clone(),
-                    model: Arc::new(CachedTextToAmr {
-                        cache: Arc::clone(&cache),
-                        model: Arc::clone(model),
-                    }),
-                };
-                Some(cache)
-            }
-            CaptionParser::Builtin => None,
-        },
-        _ => None,
-    };
+    let cache = cache_parses(spec, state, &mut methods)?;
     let run = run_augment(
         collected,
         spec.seed,
@@ -1066,14 +1047,7 @@ fn run_augment_phase(
         spec.output.buckets,
     );
     // The answers got before a failure are kept too.
-    if let Some(cache) = cache {
-        let kept = cache.save()?;
-        tracing::info!(
-            kept,
-            cached = cache.len(),
-            "text-to-AMR answers kept in the state"
-        );
-    }
+    save_parses(cache)?;
     let mut run = run?;
     let mix_started = std::time::Instant::now();
     let before = run.samples.len();

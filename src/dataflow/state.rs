@@ -330,15 +330,24 @@ impl Plan {
 
     /// One line for the run's output.
     pub fn describe(&self) -> String {
-        match &self.full {
-            Some(reason) => format!("computing all {} images ({reason})", self.compute.len()),
-            None => format!(
-                "computing {} new or changed images, retracting {} removed, carrying {} unchanged",
-                self.compute.len(),
-                self.removed.len(),
-                self.unchanged
-            ),
-        }
+        describe_plan(
+            self.full.as_deref(),
+            self.compute.len() as u64,
+            self.removed.len() as u64,
+            self.unchanged as u64,
+        )
+    }
+}
+
+/// The line a run with a state prints about its plan: why every image is computed (`full`),
+/// or how many are computed, retracted and carried.
+pub fn describe_plan(full: Option<&str>, computed: u64, removed: u64, carried: u64) -> String {
+    match full {
+        Some(reason) => format!("computing all {computed} images ({reason})"),
+        None => format!(
+            "computing {computed} new or changed images, retracting {removed} removed, carrying \
+             {carried} unchanged"
+        ),
     }
 }
 

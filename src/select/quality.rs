@@ -581,6 +581,18 @@ impl BuiltinQualityScorer {
         real.sort_by(f64::total_cmp);
         let anchor = sorted_quantile(&real, ANCHOR_QUANTILE);
         classifier.bias += logit(DEFAULT_THRESHOLD) - anchor;
+        let left_out: Vec<&str> = features::FEATURE_NAMES
+            .iter()
+            .zip(classifier.weights)
+            .filter(|(_, weight)| *weight == 0.0)
+            .map(|(name, _)| *name)
+            .collect();
+        tracing::debug!(
+            calibration_captions = sample.len(),
+            anchor,
+            ?left_out,
+            "quality scorer calibrated (features left out: their weight pointed against them)"
+        );
         drop(examples);
         let lm = NgramLm::from_counts(&counts, &lm_config);
         drop(counts);

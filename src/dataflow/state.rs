@@ -205,21 +205,24 @@ fn hash_row(hasher: &mut Sha256, keyed: &KeyedRow) -> Result<()> {
     Ok(())
 }
 
-/// The digest of every image's rows; `rows` must be in read order.
+/// The digest of every image's rows ([`image_digest`]).
 pub fn image_digests(rows: &[Arc<KeyedRow>]) -> Result<BTreeMap<String, String>> {
-    let mut hashers: BTreeMap<&str, Sha256> = BTreeMap::new();
+    let mut by_image: BTreeMap<&str, Vec<&KeyedRow>> = BTreeMap::new();
     for keyed in rows {
-        let hasher = hashers.entry(keyed.row.image_id()).or_default();
-        hash_row(hasher, keyed)?;
+        by_image
+            .entry(keyed.row.image_id())
+            .or_default()
+            .push(keyed);
     }
-    Ok(hashers
+    by_image
         .into_iter()
-        .map(|(id, h)| (id.to_string(), hex::encode(h.finalize())))
-        .collect())
+        .map(|(id, mut rows)| Ok((id.to_string(), image_digest(&mut rows)?)))
+        .collect()
 }
 
-/// The digest of one image's rows, given in any order: they are hashed in read order (input
-/// unit, then ordinal), so it equals [`image_digests`]' digest of the image.
+/// The digest of one image's rows, given in any order: the SHA-256 of its rows in read order
+/// (input unit, then ordinal). Both engines digest images with it, so a state written by one
+/// compares with the other's runs.
 pub fn image_digest(rows: &mut [&KeyedRow]) -> Result<String> {
     rows.sort_by_key(|keyed| (keyed.unit, keyed.ordinal));
     let mut hasher = Sha256::new();

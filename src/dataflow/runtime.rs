@@ -10,8 +10,8 @@
 
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -210,7 +210,14 @@ impl SharedUnit {
 }
 
 /// The [`SharedUnit`]s of a run, by unit index (`None` for the units one worker reads whole).
-pub(super) struct SharedUnits(Vec<Option<SharedUnit>>);
+/// Their listings are let go once every worker of the process has read its share: a listing
+/// holds every image of its directory (tens of MB at a million images), which the stages
+/// after the read no longer need.
+pub(super) struct SharedUnits {
+    units: Mutex<Option<Arc<Vec<Option<SharedUnit>>>>>,
+    /// This process's workers that have not yet finished reading.
+    reading: AtomicUsize,
+}
 
 impl SharedUnits {
     /// Lists the units of `units` that are read together: Flickr30k Entities directories.
@@ -231,11 +238,50 @@ impl SharedUnits {
                     .transpose()
             })
             .collect::<Result<_>>()?;
-        Ok(Arc::new(SharedUnits(shared)))
+        Ok(Arc::new(SharedUnits {
+            units: Mutex::new(Some(Arc::new(shared))),
+            reading: AtomicUsize::new(cluster.workers.max(1)),
+        }))
     }
 
+    /// The units for a worker that starts reading; every worker of the process takes them
+    /// once, before it finishes, and hands them back when it has read its share.
+    fn start_reading(&self) -> Reading<'_> {
+        let units = self
+            .units
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+            .unwrap_or_default();
+        Reading {
+            units,
+            shared: self,
+        }
+    }
+}
+
+/// A worker's hold on the [`SharedUnits`] while it reads; the last one dropped lets the
+/// listings go.
+struct Reading<'a> {
+    units: Arc<Vec<Option<SharedUnit>>>,
+    shared: &'a SharedUnits,
+}
+
+impl Reading<'_> {
     fn get(&self, unit: usize) -> Option<&SharedUnit> {
-        self.0.get(unit).and_then(Option::as_ref)
+        self.units.get(unit).and_then(Option::as_ref)
+    }
+}
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        if self.shared.reading.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shared
+                .units
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .take();
+        }
     }
 }
 
@@ -250,6 +296,7 @@ pub(super) fn read_units<F: RowFeed>(
     observer: &mut dyn ReadObserver,
 ) -> Result<()> {
     let (index, peers) = (worker.index(), worker.peers());
+    let shared = shared.start_reading();
     for (i, unit) in units.iter().enumerate() {
         if shared.get(i).is_some() || i % peers != index {
             continue;

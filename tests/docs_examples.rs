@@ -353,7 +353,7 @@ fn documented_incremental_rerun_runs() {
     let input = FlickrInput::new(scratch.path().join("data/flickr"));
     let rerun = block(
         "docs/incremental.md",
-        "capflow run dataflows/ssa-flickr30k.toml --input /data/flickr",
+        "capflow run dataflows/ssa-flickr30k.toml --input /data/flickr --out /data/ssa --state",
     );
     let lines: Vec<&str> = rerun.text.lines().collect();
     let (first, landing, second, printed) = (lines[0], lines[1], lines[2], &lines[3..]);
@@ -366,6 +366,45 @@ fn documented_incremental_rerun_runs() {
         .unwrap()
         .version;
     assert_eq!(versions, 2, "{}: two versions", rerun.at());
+
+    // The state's models file has the documented fields.
+    let shown = block("docs/incremental.md", "{\n  \"format\": \"capflow-models\"");
+    let fields: Vec<&str> = shown
+        .text
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix('"')?.split('"').next())
+        .collect();
+    let kept: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(scratch.path().join("data/ssa.state/models.json")).unwrap(),
+    )
+    .unwrap();
+    let kept_fields: Vec<&str> = kept
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(fields, kept_fields, "{}", shown.at());
+    assert_eq!(kept["format"], "capflow-models", "{}", shown.at());
+
+    // A fresh run with the models the state keeps writes the rerun's bytes.
+    let check = block(
+        "docs/incremental.md",
+        "capflow run dataflows/ssa-flickr30k.toml --input /data/flickr --out /data/ssa-check",
+    );
+    scratch.sh_ok(&check.at(), &scratch.localize(check.text.trim()));
+    assert_eq!(
+        common::data_files(&scratch.path().join("data/ssa-check")),
+        common::data_files(&scratch.path().join("data/ssa")),
+        "{}: the fresh run with the kept models is the rerun",
+        check.at()
+    );
+    let fresh = first.replace(
+        "--out /data/ssa --state /data/ssa.state",
+        "--out /data/ssa-fresh",
+    );
+    assert_ne!(fresh, first);
+    scratch.sh_ok(&rerun.at(), &scratch.localize(&fresh));
 
     let inspect = block("docs/incremental.md", "capflow inspect /data/ssa");
     for command in commands(&inspect.text) {
@@ -389,11 +428,12 @@ fn documented_incremental_rerun_runs() {
     // Every option once, so the watcher stops after its first commit.
     let form = command.replace(['[', ']'], "");
     scratch.sh_ok(&watch.at(), &scratch.localize(&form));
+    // The watcher's first commit fits the models on every input, as a fresh run does.
     let watched = scratch.path().join("data/ssa-watch");
     assert_eq!(
         common::data_files(&watched),
-        common::data_files(&scratch.path().join("data/ssa")),
-        "{}: the watcher's dataset is the run's",
+        common::data_files(&scratch.path().join("data/ssa-fresh")),
+        "{}: the watcher's dataset is a fresh run's",
         watch.at()
     );
 }

@@ -197,15 +197,30 @@ impl Runs {
         spec: &Path,
         input: &Path,
     ) -> (BTreeMap<String, Vec<u8>>, BTreeMap<String, Vec<u8>>) {
+        self.against_fresh_with(spec, input, None)
+    }
+
+    /// [`against_fresh`](Self::against_fresh), the fresh run with the models kept in the
+    /// state directory `models` when given.
+    fn against_fresh_with(
+        &self,
+        spec: &Path,
+        input: &Path,
+        models: Option<&str>,
+    ) -> (BTreeMap<String, Vec<u8>>, BTreeMap<String, Vec<u8>>) {
         let _ = std::fs::remove_dir_all(&self.fresh);
-        run_ok(&[
+        let mut args = vec![
             "run",
             spec.to_str().unwrap(),
             "--input",
             input.to_str().unwrap(),
             "--out",
             self.fresh.to_str().unwrap(),
-        ]);
+        ];
+        if let Some(models) = models {
+            args.extend(["--models", models]);
+        }
+        run_ok(&args);
         (data_files(&self.out), data_files(&self.fresh))
     }
 }
@@ -225,7 +240,7 @@ fn first_half(id: u64) -> bool {
 }
 
 #[test]
-fn half_then_all_with_state_equals_a_fresh_full_run_for_every_recipe() {
+fn half_then_all_with_state_equals_a_fresh_run_with_the_same_models_for_every_recipe() {
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("input");
     for recipe in RECIPES {
@@ -235,7 +250,11 @@ fn half_then_all_with_state_equals_a_fresh_full_run_for_every_recipe() {
         runs.update(&spec, &input);
         sample_data(&input, &|_| true, &[]);
         let log = runs.update(&spec, &input);
-        let (incremental, full) = runs.against_fresh(&spec, &input);
+        // Recipes whose models learn from the inputs keep the models fitted on the first half
+        // (the state's artifact): a fresh run with those models writes the same bytes.
+        let learns = !["sample", "clid-vg", "gbc"].contains(&recipe);
+        let models = learns.then(|| runs.state.to_str().unwrap().to_string());
+        let (incremental, full) = runs.against_fresh_with(&spec, &input, models.as_deref());
         assert_eq!(
             incremental.keys().collect::<Vec<_>>(),
             full.keys().collect::<Vec<_>>(),
@@ -243,20 +262,155 @@ fn half_then_all_with_state_equals_a_fresh_full_run_for_every_recipe() {
         );
         assert!(incremental == full, "{recipe}: bytes differ");
         assert_eq!(read_manifest(&runs.out).unwrap().version, 2, "{recipe}");
-        // Recipes without corpus-level models recompute only the new images; the others refit
-        // their models on the new captions, which changes every image (see docs/incremental.md).
-        if ["sample", "clid-vg", "gbc"].contains(&recipe) {
-            // The first half is carried: the rerun computes only images it had not seen.
-            let carried = log
-                .split("carrying ")
-                .nth(1)
-                .and_then(|rest| rest.split(' ').next())
-                .and_then(|n| n.parse::<usize>().ok())
-                .unwrap_or(0);
-            assert!(carried > 0, "{recipe}: {log}");
-            assert!(log.contains("retracting 0 removed"), "{recipe}: {log}");
-        }
+        // The first half is carried: the rerun computes only images it had not seen.
+        let carried = log
+            .split("carrying ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(0);
+        assert!(carried > 0, "{recipe}: {log}");
+        assert!(log.contains("retracting 0 removed"), "{recipe}: {log}");
+        assert_eq!(runs.state.join("models.json").exists(), learns, "{recipe}");
     }
+}
+
+/// The shipped SSA recipe fits its models on its own inputs. With `--state` the first run keeps
+/// them in the state, so one added caption recomputes only its image; the rerun writes what a
+/// fresh run with those models (`--models STATE`) writes on the same inputs. `--refit` fits them
+/// on all the inputs again: every image is computed, and the dataset is a fresh full run's.
+#[test]
+fn an_ssa_rerun_keeps_the_fitted_models_and_computes_only_the_changed_image() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::repo_root().join("dataflows/ssa-flickr30k.toml");
+    let input = tmp.path().join("input");
+    let runs = Runs::new(tmp.path(), "ssa");
+    sample_data(&input, &|_| true, &[]);
+    runs.update(&spec, &input);
+    let info: Value =
+        serde_json::from_slice(&std::fs::read(runs.state.join("models.json")).unwrap()).unwrap();
+    assert_eq!(info["learned_from"], 100, "{info}");
+
+    let sentences = input.join("flickr30k_entities/Sentences/1000001.txt");
+    let mut text = std::fs::read_to_string(&sentences).unwrap();
+    text.push_str("[/EN#1001/people A young cyclist] rides [/EN#1002/vehicles a black bicycle] in the sun .\n");
+    std::fs::write(&sentences, text).unwrap();
+    let log = runs.update(&spec, &input);
+    assert!(
+        log.contains(
+            "computing 1 new or changed images, retracting 0 removed, carrying 19 unchanged"
+        ),
+        "{log}"
+    );
+    let changes = read_changelog(&runs.out.join("changes/v2.parquet")).unwrap();
+    assert!(!changes.is_empty());
+    assert!(
+        changes.iter().all(|(s, _)| s.image_id == "1000001"),
+        "{changes:?}"
+    );
+    let state = runs.state.to_str().unwrap();
+    let (incremental, fresh) = runs.against_fresh_with(&spec, &input, Some(state));
+    assert!(
+        incremental == fresh,
+        "the rerun differs from a fresh run with its models"
+    );
+
+    let log = run_ok(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        runs.out.to_str().unwrap(),
+        "--state",
+        state,
+        "--refit",
+    ]);
+    assert!(log.contains("computing all 20 images"), "{log}");
+    let (refitted, full) = runs.against_fresh_with(&spec, &input, None);
+    assert!(refitted == full, "--refit differs from a fresh full run");
+    let artifacts = std::fs::read_dir(runs.state.join("models"))
+        .unwrap()
+        .count();
+    assert_eq!(artifacts, 2);
+}
+
+/// A damaged models file in the state stops the run with an error that names it; `--models`
+/// where no models were kept, or on a recipe that fits none, is a usage error.
+#[test]
+fn damaged_or_missing_models_are_refused_with_their_file_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::repo_root().join("dataflows/ssa-flickr30k.toml");
+    let input = tmp.path().join("input");
+    let runs = Runs::new(tmp.path(), "ssa");
+    sample_data(&input, &|_| true, &[]);
+    runs.update(&spec, &input);
+    let artifact = std::fs::read_dir(runs.state.join("models"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut bytes = std::fs::read(&artifact).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(&artifact, bytes).unwrap();
+    let args = |extra: &[&str]| {
+        let mut args = vec![
+            "run".to_string(),
+            spec.to_str().unwrap().to_string(),
+            "--input".to_string(),
+            input.to_str().unwrap().to_string(),
+            "--out".to_string(),
+            runs.out.to_str().unwrap().to_string(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args
+    };
+    let state = runs.state.to_str().unwrap();
+    let out = capflow(
+        &args(&["--state", state])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains(artifact.file_name().unwrap().to_str().unwrap()),
+        "{stderr}"
+    );
+    assert!(stderr.contains("SHA-256"), "{stderr}");
+    // `--refit` does not read the damaged file and replaces what models.json names.
+    run_ok(
+        &args(&["--state", state, "--refit"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+
+    let empty = tmp.path().join("no-models");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = capflow(
+        &args(&["--models", empty.to_str().unwrap()])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("models.json"));
+    let gbc = common::repo_root().join("dataflows/gbc.toml");
+    let out = capflow(&[
+        "run",
+        gbc.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        tmp.path().join("gbc").to_str().unwrap(),
+        "--models",
+        state,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fits no models"));
 }
 
 /// `dataflows/ssa-flickr30k.toml` with its models fitted on a fixed corpus (the embedded
@@ -507,7 +661,9 @@ fn small_chunks_carry_the_untouched_ones_and_equal_a_fresh_full_run() {
         runs.update(&spec, &input);
         sample_data(&input, &|_| true, &[]);
         runs.update(&spec, &input);
-        let (incremental, fresh) = runs.against_fresh(&spec, &input);
+        // SSA keeps the models fitted on the first half.
+        let models = (recipe == "ssa-flickr30k").then(|| runs.state.to_str().unwrap().to_string());
+        let (incremental, fresh) = runs.against_fresh_with(&spec, &input, models.as_deref());
         assert!(incremental == fresh, "{recipe}: bytes differ");
         let v1 = read_manifest_version(&runs.out, 1).unwrap();
         let v2 = read_manifest(&runs.out).unwrap();
@@ -682,7 +838,7 @@ fn a_rerun_that_changes_nothing_commits_no_version() {
 /// with its state. When the captions stay the same and one image's boxes move, the models and
 /// every other image's rows are unchanged: that image alone goes through the stages, the
 /// others are carried, only its samples change, and the dataset equals a fresh run's; then
-/// removing an image's captions refits the models and computes every image.
+/// removing an image's captions retracts its samples alone (the state keeps the models).
 #[test]
 fn an_ssa_rerun_whose_captions_stay_computes_only_the_image_whose_boxes_moved() {
     let tmp = tempfile::tempdir().unwrap();
@@ -725,17 +881,19 @@ fn an_ssa_rerun_whose_captions_stay_computes_only_the_image_whose_boxes_moved() 
     let (incremental, full) = runs.against_fresh(&spec, &input);
     assert!(incremental == full, "bytes differ from a fresh run");
 
-    // One image's captions gone: the models learn from the captions, so every image is
-    // computed again, and the dataset still equals a fresh run's.
+    // One image's captions gone (and the moved boxes back as they were): the models stay those
+    // the state keeps, so that image's samples are retracted and the moved one computed again,
+    // and the dataset equals a fresh run's with the same models.
     sample_data(&input, &|id| id != 1_000_007, &[]);
     let log = runs.update(&spec, &input);
     assert!(
         log.contains(
-            "computing all 19 images (the rows the corpus-level models are fitted on changed)"
+            "computing 1 new or changed images, retracting 1 removed, carrying 18 unchanged"
         ),
         "{log}"
     );
-    let (incremental, full) = runs.against_fresh(&spec, &input);
+    let state = runs.state.to_str().unwrap().to_string();
+    let (incremental, full) = runs.against_fresh_with(&spec, &input, Some(&state));
     assert!(
         incremental == full,
         "bytes differ from a fresh run after the removal"

@@ -320,7 +320,8 @@ fn an_external_parser_gets_batches_across_images_and_feeds_amr_align() {
 }
 
 /// With `--state`, the parser's answers are kept: a rerun that recomputes every image (one new
-/// caption changes the corpus-level models) sends only the new caption to the parser.
+/// caption, and `--refit` fits the corpus-level models on it too) sends only the new caption
+/// to the parser.
 #[test]
 fn reruns_with_a_state_never_parse_a_caption_twice() {
     let tmp = tempfile::tempdir().unwrap();
@@ -346,7 +347,7 @@ fn reruns_with_a_state_never_parse_a_caption_twice() {
     text.push_str("[/EN#1001/people A man] rides [/EN#1002/other a bike] .\n");
     std::fs::write(&sentences, text).unwrap();
     std::fs::remove_file(&log).unwrap();
-    let stderr = run_ok(&spec, &out, &["--state", &state_arg]);
+    let stderr = run_ok(&spec, &out, &["--state", &state_arg, "--refit"]);
     assert!(stderr.contains("computing all 20 images"), "{stderr}");
     let batches = logged_batches(&log);
     assert_eq!(

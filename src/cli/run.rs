@@ -30,6 +30,15 @@ pub struct RunArgs {
     /// disk and are processed in parts that fit it.
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
     pub memory_limit: u64,
+    /// Fit the corpus-level models on the inputs again, even when the state holds the models
+    /// an earlier run fitted (a rerun with a state uses those, so that only new and changed
+    /// images are computed; see docs/incremental.md).
+    #[arg(long)]
+    pub refit: bool,
+    /// Use the models a run with `--state DIR` fitted and kept there instead of fitting them on
+    /// the inputs (a fresh run then writes what a rerun with that state writes).
+    #[arg(long, value_name = "DIR")]
+    pub models: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterOptions,
     /// Also print the summary as one JSON object on stdout: the dataset directory, version,
@@ -130,6 +139,8 @@ fn run_spec(spec: &DataflowSpec, args: RunArgs, skip_unchanged: bool) -> Result<
         state: args.state,
         memory_limit: args.memory_limit,
         skip_unchanged,
+        refit: args.refit,
+        models: args.models,
         cluster: args.cluster,
     };
     crate::dataflow::run(spec, &options)

@@ -115,6 +115,8 @@ pub fn run(args: WatchArgs) -> Result<()> {
         input: Some(args.input_dir.clone()),
         state: Some(state.clone()),
         memory_limit: crate::dataflow::engine::DEFAULT_MEMORY_LIMIT,
+        refit: false,
+        models: None,
         cluster: ClusterOptions {
             workers: args.workers,
             ..ClusterOptions::default()

@@ -47,7 +47,7 @@ use timely::dataflow::operators::{Exchange, Input, Probe};
 use super::augment::{ImageOutput, StageContexts};
 use super::buckets::{changelog as image_changes, chunks};
 use super::exchange::{to_owners, InFlight, TableBatch, TableBatcher};
-use super::models::{fit_methods_with, CorpusStats};
+use super::models::{fit_methods_with, CorpusStats, ModelsFrom};
 use super::record::Staged;
 use super::runtime::{
     input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed, SharedUnits,
@@ -98,6 +98,9 @@ pub struct StreamedRun {
     pub wall: Duration,
     /// With `--state`: what the run computed and carried, and the header to write.
     pub state: Option<StatePlanned>,
+    /// With `--state`, the statistics the models were fitted from when they learned from the
+    /// inputs: the artifact the state keeps for later runs ([`super::artifact`]).
+    pub fitted: Option<CorpusStats>,
 }
 
 /// A run with `--state` ([`super::state`]): the state it compares each image with and what it
@@ -210,7 +213,7 @@ pub fn streams(spec: &DataflowSpec, previous: Option<&Manifest>) -> bool {
 
 /// Runs this process's share of `spec` with the streaming engine: its workers write the shards
 /// of their buckets, and the changes go to runs in `writer`'s scratch directory. Returns what
-/// the commit needs. `corpus` holds the rows of the spec's fixed model corpus, when it has one.
+/// the commit needs. `models` says what the corpus-level models are fitted from.
 /// Every part's samples also go to `sinks` ([`super::sink`]) once the part is written.
 ///
 /// With `state`, each image's rows are digested as its part is read back; an image whose
@@ -222,7 +225,7 @@ pub fn run_streaming(
     spec: &DataflowSpec,
     cluster: &ClusterOptions,
     writer: &mut DatasetWriter,
-    mut corpus: Option<CollectedRun>,
+    models: ModelsFrom,
     memory_limit: u64,
     sinks: &[NamedSink],
     mut state: Option<StreamState>,
@@ -249,10 +252,11 @@ pub fn run_streaming(
     let in_flight_window = 4 * part_bytes;
     // The models are fitted from statistics the workers gather (unless the spec names a fixed
     // corpus): SSA's while reading, the others' from the spilled images once all is read.
-    let corpus_stats = match &corpus {
-        Some(_) => None,
-        None => CorpusStats::new(spec),
+    let corpus_stats = match &models {
+        ModelsFrom::Inputs => CorpusStats::new(spec),
+        ModelsFrom::Corpus(_) | ModelsFrom::Artifact(_) => None,
     };
+    let mut models = Some(models);
     // With a state, the digest of the rows the models learn from, gathered with the statistics.
     let digest_rows = match (&state, &corpus_stats) {
         (Some(_), Some(_)) => super::models::model_rows(spec),
@@ -611,13 +615,25 @@ pub fn run_streaming(
                     Some(_) => None,
                     None => {
                         let _fit = tracing::info_span!("fit").entered();
-                        let fit = corpus.take().unwrap_or_default();
                         let rows = gathered.iter().fold(None, |total, worker| {
                             let mut total: RowsDigest = total.unwrap_or_default();
                             total.merge(worker.rows.as_ref()?);
                             Some(total)
                         });
-                        let stats = merged_stats(std::mem::take(&mut gathered));
+                        let (fit, stats) = match models.take() {
+                            Some(ModelsFrom::Corpus(rows)) => (rows, Ok(None)),
+                            Some(ModelsFrom::Artifact(stats)) => {
+                                (CollectedRun::default(), Ok(Some(*stats)))
+                            }
+                            Some(ModelsFrom::Inputs) | None => {
+                                let stats = merged_stats(std::mem::take(&mut gathered));
+                                // With a state, what the models were fitted from is kept.
+                                if let (Ok(Some(stats)), Some(_)) = (&stats, &state) {
+                                    run.fitted = Some(stats.clone());
+                                }
+                                (CollectedRun::default(), stats)
+                            }
+                        };
                         let planned = state
                             .as_mut()
                             .map(|state| plan_state(state, rows.as_ref()))

@@ -8,11 +8,13 @@
 //! IPC ([`spill`]), fits the corpus-level models once ([`models`]), runs the spec's stages part
 //! by part and writes each part's bucket chunks as it finishes: one shard per bucket chunk, rows
 //! by image id, each image's rows in read order. Output never depends on the number of workers
-//! or processes. With `--state` ([`state`]), a single process reads its inputs piece by piece
-//! ([`inputs`]) and only new, changed and removed images go through the stages; those runs,
-//! cluster runs and runs over an existing dataset still collect their rows first ([`runtime`],
-//! [`augment`], [`buckets`]); [`cluster`] holds the multi-process plumbing.
+//! or processes. With `--state` ([`state`]), only new, changed and removed images go through the
+//! stages, and models fitted on the inputs are kept in the state for later runs ([`artifact`]).
+//! A single process with a state whose models do not learn from its inputs reads them piece by
+//! piece ([`inputs`]) and collects their rows first ([`runtime`], [`augment`], [`buckets`]), as
+//! runs with `[mix]` other than `all` do; [`cluster`] holds the multi-process plumbing.
 
+pub mod artifact;
 pub mod augment;
 pub mod buckets;
 pub mod cluster;

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use crate::augment::method::{self, Method};
-use crate::augment::ssa::{builtin_realizer, OriginalCaptions};
+use crate::augment::ssa::{builtin_realizer, CaptionNumbering, OriginalCaptions};
 use crate::error::Result;
 use crate::export::StageMetrics;
 use crate::ingest::Row;
@@ -120,6 +120,37 @@ impl CorpusStats {
         Ok(())
     }
 
+    /// The statistics of the rows in `fit` (in read order) that the spec's models learn from:
+    /// what the streaming engine's workers gather while they read the same rows. `None` when
+    /// the spec has no corpus-level models.
+    pub fn of_rows(spec: &DataflowSpec, fit: &CollectedRun) -> Option<CorpusStats> {
+        let mut stats = CorpusStats::new(spec)?;
+        if let Some(ssa) = &mut stats.ssa {
+            let mut numbering = CaptionNumbering::default();
+            for row in &fit.rows {
+                if let Row::Caption(caption) = &row.row {
+                    numbering.add(ssa, row.unit, row.ordinal, &caption.text);
+                }
+            }
+        }
+        if stats.by_image() {
+            for image in group_images(fit) {
+                stats.add_image(&image);
+            }
+        }
+        Some(stats)
+    }
+
+    /// What the models learn from: captions with SSA, else images.
+    pub fn learned_from(&self) -> u64 {
+        match (&self.ssa, &self.relatedness, &self.cutswap) {
+            (Some(ssa), _, _) => ssa.captions(),
+            (None, Some(relatedness), _) => relatedness.images(),
+            (None, None, Some(cutswap)) => cutswap.images(),
+            (None, None, None) => 0,
+        }
+    }
+
     /// Heap bytes held, roughly.
     pub fn approx_bytes(&self) -> usize {
         self.ssa.as_ref().map_or(0, SsaCorpusStats::approx_bytes)
@@ -129,6 +160,17 @@ impl CorpusStats {
                 .map_or(0, RelatednessStats::approx_bytes)
             + self.cutswap.as_ref().map_or(0, CutswapStats::approx_bytes)
     }
+}
+
+/// Where a run's corpus-level models are fitted from.
+pub enum ModelsFrom {
+    /// The run's own inputs: statistics its workers gather as they read.
+    Inputs,
+    /// The rows of the spec's fixed `[[models.corpus]]`.
+    Corpus(CollectedRun),
+    /// The statistics of a model artifact ([`super::artifact`]): the models of the run that
+    /// stored it.
+    Artifact(Box<CorpusStats>),
 }
 
 /// [`fit_methods`], with the models fitted from `stats` where it holds theirs.

@@ -5,11 +5,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use super::artifact::{ModelArtifact, MODELS_FILE};
 use super::augment::{run_augment, AugmentRun};
 use super::buckets::BucketExport;
 use super::engine::{run_streaming, streams, StreamState};
 use super::inputs::InputsState;
-use super::models::{cache_parses, fit_methods, model_rows, models_digest, save_parses};
+use super::models::{
+    cache_parses, fit_methods_with, model_rows, models_digest, save_parses, CorpusStats, ModelsFrom,
+};
 use super::sink::{self, NamedSink};
 use super::state::{self, bucket_of, image_digests, BucketState, ImageState, Plan, StateDir};
 use super::{run_collect, run_collect_sharing, ClusterOptions, CollectedRun, DataflowSpec};
@@ -32,6 +35,11 @@ pub struct RunOptions {
     pub memory_limit: u64,
     /// With a state, commit nothing when no image changed ([`RunOutcome::Unchanged`]).
     pub skip_unchanged: bool,
+    /// Fit the corpus-level models on the inputs even when the state holds fitted ones
+    /// ([`super::artifact`]).
+    pub refit: bool,
+    /// Use the models stored in this state directory instead of fitting them.
+    pub models: Option<PathBuf>,
     pub cluster: ClusterOptions,
 }
 
@@ -42,6 +50,8 @@ impl Default for RunOptions {
             state: None,
             memory_limit: super::engine::DEFAULT_MEMORY_LIMIT,
             skip_unchanged: false,
+            refit: false,
+            models: None,
             cluster: ClusterOptions::default(),
         }
     }
@@ -163,17 +173,22 @@ fn run_with_sinks(
         Some(corpus) => Some(run_collect(&corpus, &ClusterOptions::default())?),
         None => None,
     };
-    // When the models do not learn from the inputs (none, or a fixed corpus), their digest is
-    // known before the inputs are read.
-    let pinned_models = match (&corpus, model_rows(spec)) {
-        (Some(corpus), _) => Some(models_digest(spec, corpus)?),
-        (None, None) => Some(None),
-        (None, Some(_)) => None,
+    // Models an earlier run fitted: `--models`, else the state's (unless `--refit`).
+    let artifact = model_artifact(spec, options, state.as_ref())?;
+    // When the models do not learn from the inputs (none, a fixed corpus, or fitted before),
+    // their digest is known before the inputs are read.
+    let pinned_models = match (&corpus, &artifact, model_rows(spec)) {
+        (Some(corpus), _, _) => Some(models_digest(spec, corpus)?),
+        (None, Some(artifact), _) => Some(Some(artifact.info.id.clone())),
+        (None, None, None) => Some(None),
+        (None, None, Some(_)) => None,
     };
     // A run with a state streams too unless it can read its inputs piece by piece: when the
-    // models learn from the inputs (a new caption changes them, so every input is read) or
-    // with several processes.
-    let stream_state = state.is_some() && (cluster.processes > 1 || pinned_models.is_none());
+    // models learn from the inputs (a new caption changes them, so every input is read), when
+    // they come from a stored artifact (whose first run streamed and kept no pieces), or with
+    // several processes.
+    let stream_state =
+        state.is_some() && (cluster.processes > 1 || pinned_models.is_none() || artifact.is_some());
     if (state.is_none() || stream_state) && streamed_run(cluster, created.as_ref(), spec)? {
         let state = match state {
             Some(dir) => {
@@ -187,8 +202,13 @@ fn run_with_sinks(
             }
             None => None,
         };
+        let models = match (corpus, artifact) {
+            (Some(corpus), _) => ModelsFrom::Corpus(corpus),
+            (None, Some(artifact)) => ModelsFrom::Artifact(Box::new(artifact.stats)),
+            (None, None) => ModelsFrom::Inputs,
+        };
         let streamed = Streamed {
-            corpus,
+            models,
             memory_limit: options.memory_limit,
             state,
         };
@@ -220,11 +240,11 @@ fn run_with_sinks(
                 // A cluster run reads whole inputs and leaves no piece state behind.
                 InputsState::remove(state_dir.dir())?;
             }
-            // Without a fixed model corpus, every process fits the models on every process's
-            // rows.
-            let share = match spec.corpus_spec() {
-                Some(_) => None,
-                None => model_rows(spec),
+            // Without a fixed model corpus or fitted models, every process fits the models on
+            // every process's rows.
+            let share = match (spec.corpus_spec(), &artifact) {
+                (None, None) => model_rows(spec),
+                _ => None,
             };
             run_collect_sharing(spec, cluster, share)?
         }
@@ -258,6 +278,7 @@ fn run_with_sinks(
 
     let planned = std::time::Instant::now();
     let digests = image_digests(&collected.rows)?;
+    let fits_on_inputs = pinned_models.is_none();
     let models_digest = match pinned_models {
         Some(digest) => digest,
         None => models_digest(spec, fit)?,
@@ -305,11 +326,23 @@ fn run_with_sinks(
     }
     let plan_ms = planned.elapsed().as_millis() as u64;
 
+    // The statistics the models are fitted from: the artifact's, else, with a state and models
+    // that learn from the inputs, those of the rows they learn from (kept in the state).
+    let stats = match (artifact, &state, &corpus) {
+        (Some(artifact), _, _) => Some(artifact.stats),
+        (None, Some(_), None) => CorpusStats::of_rows(spec, fit),
+        _ => None,
+    };
+    let fitted = match (&stats, &header_now.models_digest) {
+        (Some(stats), Some(id)) if fits_on_inputs => {
+            Some(ModelArtifact::new(spec, id.clone(), stats.clone()))
+        }
+        _ => None,
+    };
     let augmented = if spec.augments() || spec.keeps_originals() {
         Some(run_augment_phase(
             spec,
-            &collected,
-            fit,
+            (&collected, fit, stats),
             cluster,
             &plan.compute,
             state.as_ref(),
@@ -443,7 +476,11 @@ fn run_with_sinks(
             writer,
             parts,
             cluster.processes,
-            state.as_ref().map(|s| (s, header_now)),
+            state.as_ref().map(|dir| StateCommit {
+                dir,
+                header: header_now,
+                artifact: fitted,
+            }),
             &out,
             &spec.name,
         )
@@ -467,6 +504,65 @@ fn streamed_run(
     let message = decision.map(|streams| if streams { "stream" } else { "collect" }.to_string());
     let decided = crate::dataflow::cluster::broadcast_from_first(cluster, message)?;
     Ok(decided == "stream")
+}
+
+/// The models of an earlier fit that this run uses instead of fitting them on its inputs:
+/// those in `--models`, else those the state keeps (unless `--refit`, or they were fitted for
+/// another configuration or engine: then the run fits them again and says why).
+fn model_artifact(
+    spec: &DataflowSpec,
+    options: &RunOptions,
+    state: Option<&StateDir>,
+) -> Result<Option<ModelArtifact>> {
+    let learns = model_rows(spec).is_some() && spec.corpus_spec().is_none();
+    if let Some(dir) = &options.models {
+        if options.refit {
+            return Err(Error::Usage(
+                "--models uses fitted models and --refit fits them again: give one of them".into(),
+            ));
+        }
+        if !learns {
+            return Err(Error::Usage(format!(
+                "--models: the dataflow {} fits no models on its inputs (it has none, or a \
+                 fixed [[models.corpus]])",
+                spec.name
+            )));
+        }
+        let artifact = ModelArtifact::load(dir)?.ok_or_else(|| {
+            Error::Usage(format!(
+                "--models {0}: no {MODELS_FILE} there; a run with --state {0} keeps its models \
+                 in it",
+                dir.display()
+            ))
+        })?;
+        if let Some(why) = artifact.mismatch(spec) {
+            return Err(Error::Usage(format!("--models {}: {why}", dir.display())));
+        }
+        return Ok(Some(artifact));
+    }
+    let (Some(state), false, true) = (state, options.refit, learns) else {
+        return Ok(None);
+    };
+    let Some(artifact) = ModelArtifact::load(state.dir())? else {
+        return Ok(None);
+    };
+    match artifact.mismatch(spec) {
+        Some(why) => {
+            crate::cli::out::status!(
+                "capflow run {}: fitting the models on the inputs again ({why})",
+                spec.name
+            );
+            Ok(None)
+        }
+        None => {
+            tracing::info!(
+                id = artifact.info.id,
+                learned_from = artifact.info.learned_from,
+                "the state's fitted models"
+            );
+            Ok(Some(artifact))
+        }
+    }
 }
 
 /// A process other than the first: hands its part to process 0 and waits for its commit.
@@ -514,10 +610,10 @@ fn confirm_commit(cluster: &ClusterOptions, committed: &Result<RunOutcome>) -> R
     Ok(())
 }
 
-/// What a streamed run takes besides the spec: the rows of a fixed model corpus, the memory
+/// What a streamed run takes besides the spec: what the models are fitted from, the memory
 /// budget, and with `--state` the state.
 struct Streamed {
-    corpus: Option<CollectedRun>,
+    models: ModelsFrom,
     memory_limit: u64,
     state: Option<StreamStateOf>,
 }
@@ -572,7 +668,7 @@ fn run_streamed(
         spec,
         cluster,
         &mut writer,
-        run.corpus,
+        run.models,
         run.memory_limit,
         sinks,
         state,
@@ -634,9 +730,20 @@ fn run_streamed(
     let committed = {
         let _commit = tracing::info_span!("commit").entered();
         let progress = crate::cli::progress::spinner("commit: merging the changes");
+        let fitted = streamed.fitted;
         let state = state_dir
             .as_ref()
-            .zip(planned.map(|planned| planned.header));
+            .zip(planned.map(|planned| planned.header))
+            .map(|(dir, header)| {
+                let artifact = fitted
+                    .zip(header.models_digest.clone())
+                    .map(|(stats, id)| ModelArtifact::new(spec, id, stats));
+                StateCommit {
+                    dir,
+                    header,
+                    artifact,
+                }
+            });
         let committed = commit_streamed(&mut writer, &mut parts, out).and_then(|()| {
             progress.set_message("commit: ledger, manifest, dataset card");
             commit(writer, parts, cluster.processes, state, out, &spec.name)
@@ -740,14 +847,22 @@ fn gather_parts(cluster: &ClusterOptions, part: &Part) -> Result<Vec<Part>> {
         .collect()
 }
 
+/// What process 0 writes into the state after its commit: the header, and the models fitted
+/// on the inputs ([`super::artifact`]) before it.
+struct StateCommit<'a> {
+    dir: &'a StateDir,
+    header: state::StateHeader,
+    artifact: Option<ModelArtifact>,
+}
+
 /// Process 0's commit: every part into one manifest, the ledger, the changelog, then the
-/// state's header; nothing when nothing changed ([`DatasetWriter::commit_changes`]): then the
-/// outcome is [`RunOutcome::Kept`].
+/// state's models and header; nothing when nothing changed
+/// ([`DatasetWriter::commit_changes`]): then the outcome is [`RunOutcome::Kept`].
 fn commit(
     mut writer: DatasetWriter,
     parts: Vec<Part>,
     processes: usize,
-    state: Option<(&StateDir, state::StateHeader)>,
+    state: Option<StateCommit<'_>>,
     out: &std::path::Path,
     name: &str,
 ) -> Result<RunOutcome> {
@@ -776,7 +891,15 @@ fn commit(
     let committed = writer.commit_changes(counts)?;
     let unchanged = matches!(committed, Committed::Unchanged(_));
     let manifest = committed.into_manifest();
-    if let Some((state, header_now)) = state {
+    if let Some(StateCommit {
+        dir: state,
+        header: header_now,
+        artifact,
+    }) = state
+    {
+        if let Some(mut artifact) = artifact {
+            artifact.save(state.dir())?;
+        }
         let manifest_path = out.join(crate::export::MANIFEST_FILE);
         let text = std::fs::read(&manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
         let mut header = header_now;
@@ -1030,13 +1153,12 @@ fn print_summary(
 /// ([`ParseCache`]), so that no caption is sent to the model twice.
 fn run_augment_phase(
     spec: &DataflowSpec,
-    collected: &CollectedRun,
-    fit: &CollectedRun,
+    (collected, fit, stats): (&CollectedRun, &CollectedRun, Option<CorpusStats>),
     cluster: &ClusterOptions,
     compute: &BTreeSet<String>,
     state: Option<&StateDir>,
 ) -> Result<AugmentRun> {
-    let (mut methods, models_metrics) = fit_methods(spec, fit)?;
+    let (mut methods, models_metrics) = fit_methods_with(spec, fit, stats)?;
     let cache = cache_parses(spec, state, &mut methods)?;
     let run = run_augment(
         collected,

@@ -170,6 +170,12 @@ pub const COVERAGE: &[(&str, &str, &str, &str)] = &[
     ),
     (
         "docs/incremental.md",
+        "{\n  \"format\": \"capflow-models\"",
+        HERE,
+        "documented_incremental_rerun_runs",
+    ),
+    (
+        "docs/incremental.md",
         "[[models.corpus]]",
         HERE,
         "documented_recipe_tables_run",

@@ -10,6 +10,10 @@
 #   benches/incremental.sh [IMAGES]        # default 100000
 #
 # SYNTH_DIR / SYNTH_GROWN_DIR keep the generated data between runs (default: temp dirs).
+# MODELS=kept runs the shipped recipe as it is: its models are fitted on version 1's inputs and
+# kept in the state (docs/incremental.md), the fresh run gets the same models (`--models
+# STATE`), and a `--refit` rerun is then timed against a fresh full run that fits them on all
+# the inputs.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 images="${1:-100000}"
@@ -26,8 +30,13 @@ grown="${SYNTH_GROWN_DIR:-$work/grown}"
 "$capflow" synth --images 2000 --seed 7 --out "$work/corpus" >&2
 spec="$work/ssa-fixed-corpus.toml"
 sed "s|\.\./examples/data|$root/examples/data|g" "$root/dataflows/ssa-flickr30k.toml" > "$spec"
-printf '\n[[models.corpus]]\nformat = "flickr30k-entities"\npaths = ["%s"]\n' \
-  "$work/corpus/flickr30k_entities" >> "$spec"
+fresh_models=()
+if [ "${MODELS:-}" = kept ]; then
+  fresh_models=(--models "$work/state")
+else
+  printf '\n[[models.corpus]]\nformat = "flickr30k-entities"\npaths = ["%s"]\n' \
+    "$work/corpus/flickr30k_entities" >> "$spec"
+fi
 
 echo "machine: $(nproc) cores, $(uname -m); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 seconds() { local t0 t1; t0=$(date +%s.%N); "$@"; t1=$(date +%s.%N); awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }'; }
@@ -74,7 +83,7 @@ PY
 warm "$input"
 rerun=$(seconds "$capflow" run "$spec" --input "$input" --out "$work/inc" --state "$work/state" 2> "$work/log-rerun")
 grep '^capflow run .*: \(computing\|read \)' "$work/log-rerun" || true
-full=$(seconds "$capflow" run "$spec" --input "$input" --out "$work/fresh" 2> "$work/log-full")
+full=$(seconds "$capflow" run "$spec" --input "$input" --out "$work/fresh" "${fresh_models[@]}" 2> "$work/log-full")
 echo "rerun after +1% images ($grown_images in all): $rerun s"
 echo "fresh full run on $grown_images images: $full s"
 awk -v r="$rerun" -v f="$full" 'BEGIN { printf "rerun / full wall time: %.1f%%\n", 100 * r / f }'
@@ -86,10 +95,27 @@ for label, path in zip(["rerun", "full"], sys.argv[1:]):
     m = json.load(open(path))
     print(f"  {label}: " + ", ".join(f"{s['name']} {s['elapsed_ms']} ms" for s in m["stages"]))
 PY
-if diff <(cd "$work/inc" && python3 -c "import json;[print(f['path'],f['sha256']) for f in json.load(open('manifest.json'))['files']]") \
-        <(cd "$work/fresh" && python3 -c "import json;[print(f['path'],f['sha256']) for f in json.load(open('manifest.json'))['files']]") > /dev/null; then
-  echo "data files: byte-identical to the fresh full run"
+# Whether two datasets' current versions list the same files with the same checksums.
+same_files() {
+  diff <(cd "$1" && python3 -c "import json;[print(f['path'],f['sha256']) for f in json.load(open('manifest.json'))['files']]") \
+    <(cd "$2" && python3 -c "import json;[print(f['path'],f['sha256']) for f in json.load(open('manifest.json'))['files']]") > /dev/null
+}
+if same_files "$work/inc" "$work/fresh"; then
+  echo "data files: byte-identical to the fresh full run${fresh_models:+ with the kept models}"
 else
   echo "data files: DIFFER from the fresh full run"
   exit 1
+fi
+if [ "${MODELS:-}" = kept ]; then
+  refit=$(seconds "$capflow" run "$spec" --input "$input" --out "$work/inc" --state "$work/state" --refit 2> "$work/log-refit")
+  grep '^capflow run .*: computing' "$work/log-refit" || true
+  fitted=$(seconds "$capflow" run "$spec" --input "$input" --out "$work/fitted" 2> "$work/log-fitted")
+  echo "rerun with --refit: $refit s; fresh full run fitting the models: $fitted s"
+  awk -v r="$refit" -v f="$fitted" 'BEGIN { printf "refit / full wall time: %.1f%%\n", 100 * r / f }'
+  if same_files "$work/inc" "$work/fitted"; then
+    echo "data files after --refit: byte-identical to the fresh full run"
+  else
+    echo "data files after --refit: DIFFER from the fresh full run"
+    exit 1
+  fi
 fi

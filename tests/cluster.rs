@@ -290,3 +290,72 @@ fn an_incremental_rerun_on_two_processes_equals_a_fresh_run() {
     assert!(data_files(&out) == data_files(&fresh), "bytes differ");
     assert_eq!(read_manifest(&out).unwrap().version, 2);
 }
+
+/// The SSA recipe fits its models on its inputs; on two processes with one shared state the
+/// first run keeps them there, a rerun after one added caption computes that image alone on the
+/// process owning it, and the dataset is what one process writes with the same models
+/// (`--models`). A process whose state holds other models than process 0's refuses to run.
+#[test]
+fn a_cluster_rerun_uses_the_models_kept_in_the_shared_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("input");
+    for sub in ["flickr30k_entities", "amr"] {
+        common::copy_dir(
+            &common::repo_root().join("examples/data").join(sub),
+            &input.join(sub),
+        );
+    }
+    let (out, state, fresh) = (
+        tmp.path().join("out"),
+        tmp.path().join("state"),
+        tmp.path().join("fresh"),
+    );
+    let args = [
+        "dataflows/ssa-flickr30k.toml",
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    run_cluster(tmp.path(), &args, 2, 1);
+    assert!(state.join("models.json").exists());
+    let sentences = input.join("flickr30k_entities/Sentences/1000001.txt");
+    let mut text = std::fs::read_to_string(&sentences).unwrap();
+    text.push_str("[/EN#1001/people A young cyclist] rides [/EN#1002/vehicles a black bicycle] in the sun .\n");
+    std::fs::write(&sentences, text).unwrap();
+    run_cluster(tmp.path(), &args, 2, 1);
+    let logs: String = (0..2)
+        .map(|i| std::fs::read_to_string(tmp.path().join(format!("log-2-{i}"))).unwrap())
+        .collect();
+    assert!(logs.contains("computing 1 new or changed images"), "{logs}");
+    assert!(!logs.contains("computing all"), "{logs}");
+    run_single(&[
+        "dataflows/ssa-flickr30k.toml",
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        fresh.to_str().unwrap(),
+        "--models",
+        state.to_str().unwrap(),
+    ]);
+    assert!(data_files(&out) == data_files(&fresh), "bytes differ");
+
+    // Process 1 with a state of its own (no models): it stops with a usage error.
+    let hosts = hostfile(tmp.path(), 2);
+    let other = tmp.path().join("other-state");
+    let mut first = spawn(&args, 2, 0, &hosts, &tmp.path().join("mismatch-0"));
+    let mut second_args = args.to_vec();
+    second_args[6] = other.to_str().unwrap();
+    let mut second = spawn(&second_args, 2, 1, &hosts, &tmp.path().join("mismatch-1"));
+    let status = second.wait().unwrap();
+    let log = std::fs::read_to_string(tmp.path().join("mismatch-1")).unwrap();
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert!(
+        log.contains("would fit other models than process 0"),
+        "{log}"
+    );
+    assert!(!first.wait().unwrap().success());
+    assert_eq!(read_manifest(&out).unwrap().version, 2);
+}

@@ -175,6 +175,19 @@ fn run_with_sinks(
     };
     // Models an earlier run fitted: `--models`, else the state's (unless `--refit`).
     let artifact = model_artifact(spec, options, state.as_ref())?;
+    if cluster.processes > 1 {
+        // Every process must fit the same models: process 0's choice is checked by the others.
+        let id = artifact.as_ref().map_or("none", |a| a.info.id.as_str());
+        let chosen =
+            crate::dataflow::cluster::broadcast_from_first(cluster, first.then(|| id.to_string()))?;
+        if chosen != id {
+            return Err(Error::Usage(format!(
+                "process {process} would fit other models than process 0 (its state or \
+                 --models holds {id}, process 0's {chosen}): give every process the same \
+                 --state or --models on shared storage (docs/cluster.md)"
+            )));
+        }
+    }
     // When the models do not learn from the inputs (none, a fixed corpus, or fitted before),
     // their digest is known before the inputs are read.
     let pinned_models = match (&corpus, &artifact, model_rows(spec)) {

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::models::CorpusStats;
+use super::models::FittedModels;
 use super::state::{read_json, write_replacing};
 use super::DataflowSpec;
 use crate::error::{Error, Result};
@@ -49,16 +49,16 @@ pub struct ArtifactInfo {
     pub sha256: String,
 }
 
-/// Fitted models: the statistics they are fitted from, and what `models.json` says of them.
+/// Fitted models, and what `models.json` says of them.
 #[derive(Clone, Debug)]
 pub struct ModelArtifact {
     pub info: ArtifactInfo,
-    pub stats: CorpusStats,
+    pub models: FittedModels,
 }
 
 impl ModelArtifact {
-    /// An artifact of `stats`, fitted for `spec` on the rows of digest `id`.
-    pub fn new(spec: &DataflowSpec, id: String, stats: CorpusStats) -> ModelArtifact {
+    /// An artifact of `models`, fitted for `spec` on the rows of digest `id`.
+    pub fn new(spec: &DataflowSpec, id: String, models: FittedModels) -> ModelArtifact {
         ModelArtifact {
             info: ArtifactInfo {
                 format: FORMAT.to_string(),
@@ -67,10 +67,10 @@ impl ModelArtifact {
                 id,
                 config_hash: spec.config_hash(),
                 engine_version: crate::ENGINE_VERSION.to_string(),
-                learned_from: stats.learned_from(),
+                learned_from: models.learned_from,
                 sha256: String::new(),
             },
-            stats,
+            models,
         }
     }
 
@@ -78,7 +78,7 @@ impl ModelArtifact {
     /// Artifacts of earlier fits stay (each is named by its id).
     pub fn save(&mut self, dir: &Path) -> Result<()> {
         let path = dir.join(&self.info.file);
-        let bytes = bincode::serialize(&self.stats)
+        let bytes = bincode::serialize(&self.models)
             .map_err(|e| Error::invalid(path.display().to_string(), e.to_string()))?;
         let models_dir = dir.join(MODELS_DIR);
         std::fs::create_dir_all(&models_dir).map_err(|e| Error::io(&models_dir, e))?;
@@ -121,8 +121,8 @@ impl ModelArtifact {
                 ),
             ));
         }
-        let stats = bincode::deserialize(&bytes).map_err(|e| invalid(&path, e.to_string()))?;
-        Ok(Some(ModelArtifact { info, stats }))
+        let models = bincode::deserialize(&bytes).map_err(|e| invalid(&path, e.to_string()))?;
+        Ok(Some(ModelArtifact { info, models }))
     }
 
     /// Why these models cannot serve a run of `spec` (fitted for another configuration or by

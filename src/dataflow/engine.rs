@@ -47,7 +47,7 @@ use timely::dataflow::operators::{Exchange, Input, Probe};
 use super::augment::{ImageOutput, StageContexts};
 use super::buckets::{changelog as image_changes, chunks};
 use super::exchange::{to_owners, InFlight, TableBatch, TableBatcher};
-use super::models::{fit_methods_with, CorpusStats, ModelsFrom};
+use super::models::{fit_methods_with, CorpusStats, FittedModels, ModelSource, ModelsFrom};
 use super::record::Staged;
 use super::runtime::{
     input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed, SharedUnits,
@@ -98,9 +98,9 @@ pub struct StreamedRun {
     pub wall: Duration,
     /// With `--state`: what the run computed and carried, and the header to write.
     pub state: Option<StatePlanned>,
-    /// With `--state`, the statistics the models were fitted from when they learned from the
-    /// inputs: the artifact the state keeps for later runs ([`super::artifact`]).
-    pub fitted: Option<CorpusStats>,
+    /// With `--state`, the models when they were fitted on the inputs: the artifact the state
+    /// keeps for later runs ([`super::artifact`]).
+    pub fitted: Option<FittedModels>,
 }
 
 /// A run with `--state` ([`super::state`]): the state it compares each image with and what it
@@ -620,33 +620,37 @@ pub fn run_streaming(
                             total.merge(worker.rows.as_ref()?);
                             Some(total)
                         });
-                        let (fit, stats) = match models.take() {
-                            Some(ModelsFrom::Corpus(rows)) => (rows, Ok(None)),
-                            Some(ModelsFrom::Artifact(stats)) => {
-                                (CollectedRun::default(), Ok(Some(*stats)))
+                        let (fit, source) = match models.take() {
+                            Some(ModelsFrom::Corpus(rows)) => (rows, Ok(ModelSource::Rows)),
+                            Some(ModelsFrom::Artifact(fitted)) => {
+                                (CollectedRun::default(), Ok(ModelSource::Fitted(fitted)))
                             }
                             Some(ModelsFrom::Inputs) | None => {
                                 let stats = merged_stats(std::mem::take(&mut gathered));
-                                // With a state, what the models were fitted from is kept.
-                                if let (Ok(Some(stats)), Some(_)) = (&stats, &state) {
-                                    run.fitted = Some(stats.clone());
-                                }
-                                (CollectedRun::default(), stats)
+                                let source = stats.map(|stats| {
+                                    stats.map_or(ModelSource::Rows, |stats| {
+                                        ModelSource::Stats(Box::new(stats))
+                                    })
+                                });
+                                (CollectedRun::default(), source)
                             }
                         };
+                        // With a state, models fitted on the inputs are kept there.
+                        let keep = state.is_some() && matches!(source, Ok(ModelSource::Stats(_)));
                         let planned = state
                             .as_mut()
                             .map(|state| plan_state(state, rows.as_ref()))
                             .transpose();
                         match planned.and_then(|planned| {
-                            let (fitted, metrics, cache) = fitted_contexts(
+                            let (fitted, metrics, cache, kept) = fitted_contexts(
                                 spec,
                                 &fit,
-                                stats?,
+                                (source?, keep),
                                 augments,
                                 &failure,
                                 state_dir.as_ref(),
                             )?;
+                            run.fitted = kept;
                             Ok((fitted, metrics, planned, cache))
                         }) {
                             Ok((mut fitted, metrics, planned, cache)) => {
@@ -771,23 +775,29 @@ pub fn run_streaming(
 /// The stage contexts of the spec's methods with their models fitted on `fit`, the names of
 /// the stages, the `models` stage's metrics, and with a `state` the cache of an external
 /// parser's answers kept there ([`super::models::cache_parses`]).
+#[allow(clippy::type_complexity)]
 fn fitted_contexts(
     spec: &DataflowSpec,
     fit: &CollectedRun,
-    stats: Option<CorpusStats>,
+    (source, keep): (ModelSource, bool),
     augments: bool,
     failure: &Failure,
     state: Option<&StateDir>,
-) -> Result<(FittedStages, Option<StageMetrics>, Option<Arc<ParseCache>>)> {
+) -> Result<(
+    FittedStages,
+    Option<StageMetrics>,
+    Option<Arc<ParseCache>>,
+    Option<FittedModels>,
+)> {
     if !augments {
         let fitted = FittedStages {
             contexts: StageContexts::default(),
             names: vec!["gather".to_string()],
             state: None,
         };
-        return Ok((fitted, None, None));
+        return Ok((fitted, None, None, None));
     }
-    let (mut methods, metrics) = fit_methods_with(spec, fit, stats)?;
+    let (mut methods, metrics, kept) = fit_methods_with(spec, fit, source, keep)?;
     let cache = super::models::cache_parses(spec, state, &mut methods)?;
     let names = methods.stage_names();
     let fitted = FittedStages {
@@ -795,7 +805,7 @@ fn fitted_contexts(
         names,
         state: None,
     };
-    Ok((fitted, Some(metrics), cache))
+    Ok((fitted, Some(metrics), cache, kept))
 }
 
 /// What the main thread hands every worker once the models are fitted.

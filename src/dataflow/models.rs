@@ -18,14 +18,14 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use crate::augment::method::{self, Method};
-use crate::augment::ssa::{builtin_realizer, CaptionNumbering, OriginalCaptions};
+use crate::augment::ssa::{builtin_realizer, OriginalCaptions};
 use crate::error::Result;
 use crate::export::StageMetrics;
 use crate::ingest::Row;
 
 use super::augment::{group_images, Methods};
 use super::runtime::CollectedRun;
-use super::ssa::{build_models, build_models_from_stats, corpus_stats};
+use super::ssa::{corpus_stats, fit_models, models_of_fitted, ssa_stats_of_rows, SsaFitted};
 use super::state::rows_digest;
 use super::DataflowSpec;
 use crate::augment::ssa::SsaCorpusStats;
@@ -53,7 +53,8 @@ pub fn models_digest(spec: &DataflowSpec, fit: &CollectedRun) -> Result<Option<S
 /// Fits the spec's methods' models on `fit` (rows in read order) and returns the methods with
 /// the `models` stage's metrics.
 pub fn fit_methods(spec: &DataflowSpec, fit: &CollectedRun) -> Result<(Methods, StageMetrics)> {
-    fit_methods_with(spec, fit, None)
+    fit_methods_with(spec, fit, ModelSource::Rows, false)
+        .map(|(methods, metrics, _)| (methods, metrics))
 }
 
 /// What a run's corpus-level models are fitted from in place of rows: statistics each worker
@@ -120,37 +121,6 @@ impl CorpusStats {
         Ok(())
     }
 
-    /// The statistics of the rows in `fit` (in read order) that the spec's models learn from:
-    /// what the streaming engine's workers gather while they read the same rows. `None` when
-    /// the spec has no corpus-level models.
-    pub fn of_rows(spec: &DataflowSpec, fit: &CollectedRun) -> Option<CorpusStats> {
-        let mut stats = CorpusStats::new(spec)?;
-        if let Some(ssa) = &mut stats.ssa {
-            let mut numbering = CaptionNumbering::default();
-            for row in &fit.rows {
-                if let Row::Caption(caption) = &row.row {
-                    numbering.add(ssa, row.unit, row.ordinal, &caption.text);
-                }
-            }
-        }
-        if stats.by_image() {
-            for image in group_images(fit) {
-                stats.add_image(&image);
-            }
-        }
-        Some(stats)
-    }
-
-    /// What the models learn from: captions with SSA, else images.
-    pub fn learned_from(&self) -> u64 {
-        match (&self.ssa, &self.relatedness, &self.cutswap) {
-            (Some(ssa), _, _) => ssa.captions(),
-            (None, Some(relatedness), _) => relatedness.images(),
-            (None, None, Some(cutswap)) => cutswap.images(),
-            (None, None, None) => 0,
-        }
-    }
-
     /// Heap bytes held, roughly.
     pub fn approx_bytes(&self) -> usize {
         self.ssa.as_ref().map_or(0, SsaCorpusStats::approx_bytes)
@@ -168,19 +138,49 @@ pub enum ModelsFrom {
     Inputs,
     /// The rows of the spec's fixed `[[models.corpus]]`.
     Corpus(CollectedRun),
-    /// The statistics of a model artifact ([`super::artifact`]): the models of the run that
-    /// stored it.
-    Artifact(Box<CorpusStats>),
+    /// The models a state keeps ([`super::artifact`]): those of the run that stored them.
+    Artifact(Box<FittedModels>),
 }
 
-/// [`fit_methods`], with the models fitted from `stats` where it holds theirs.
+/// The corpus-level models a state keeps ([`super::artifact`]): SSA's as fitted, and the
+/// statistics the others are fitted from (an exact, quick fit).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FittedModels {
+    pub ssa: Option<SsaFitted>,
+    /// The relatedness encoder's and CutSwap's statistics (no SSA statistics).
+    pub stats: Option<CorpusStats>,
+    /// What the models learned from: captions with SSA, else images.
+    pub learned_from: u64,
+}
+
+/// What [`fit_methods_with`] fits the models from.
+pub enum ModelSource {
+    /// The rows of `fit`.
+    Rows,
+    /// Statistics gathered over the rows they learn from.
+    Stats(Box<CorpusStats>),
+    /// Models fitted before.
+    Fitted(Box<FittedModels>),
+}
+
+/// [`fit_methods`], with the models fitted from `source`; with `keep`, also returns them as
+/// fitted, for the state to keep.
 pub fn fit_methods_with(
     spec: &DataflowSpec,
     fit: &CollectedRun,
-    stats: Option<CorpusStats>,
-) -> Result<(Methods, StageMetrics)> {
+    source: ModelSource,
+    keep: bool,
+) -> Result<(Methods, StageMetrics, Option<FittedModels>)> {
     let started = std::time::Instant::now();
-    let mut stats = stats;
+    let (mut fitted_ssa, mut stats, fitted_from) = match source {
+        ModelSource::Rows => (None, None, None),
+        ModelSource::Stats(stats) => (None, Some(*stats), None),
+        ModelSource::Fitted(fitted) => {
+            let fitted = *fitted;
+            (fitted.ssa, fitted.stats, Some(fitted.learned_from))
+        }
+    };
+    let mut kept_ssa = None;
     let mut methods = Methods {
         originals: spec
             .keeps_originals()
@@ -201,14 +201,18 @@ pub fn fit_methods_with(
         .filter(|r| matches!(r.row, Row::Caption(_)))
         .count() as u64;
     if let Some(config) = &spec.ssa {
-        let adapters = &spec.models;
-        let models = match stats.as_mut().and_then(|s| s.ssa.take()) {
-            Some(stats) => {
+        let ssa = match (fitted_ssa.take(), stats.as_mut().and_then(|s| s.ssa.take())) {
+            (Some(ssa), _) => ssa,
+            (None, Some(stats)) => {
                 learned_from = stats.captions();
-                build_models_from_stats(config, stats, adapters, builtin_realizer())?
+                fit_models(config, stats)?
             }
-            None => build_models(config, &fit.rows, adapters, builtin_realizer())?,
+            (None, None) => fit_models(config, ssa_stats_of_rows(config, &fit.rows))?,
         };
+        if keep {
+            kept_ssa = Some(ssa.clone());
+        }
+        let models = models_of_fitted(config, ssa, &spec.models, builtin_realizer())?;
         methods.ssa = Some((config.clone(), models));
         fitted += 2;
     }
@@ -240,6 +244,19 @@ pub fn fit_methods_with(
     if let (None, Some(images)) = (&spec.ssa, images) {
         learned_from = images;
     }
+    if let Some(from) = fitted_from {
+        learned_from = from;
+    }
+    let kept = keep.then(|| FittedModels {
+        ssa: kept_ssa,
+        stats: (relatedness.is_some() || cutswap.is_some()).then(|| CorpusStats {
+            ssa: None,
+            relatedness: relatedness.clone(),
+            cutswap: cutswap.clone(),
+            detections: spec.detections.clone(),
+        }),
+        learned_from,
+    });
     // One embedder process serves both methods that call it.
     let embedder: Option<Arc<dyn Embedder>> = match &spec.models.embedder {
         Some(adapter) => Some(Arc::new(SubprocessAdapter::new(
@@ -300,7 +317,7 @@ pub fn fit_methods_with(
         rejected: 0,
         elapsed_ms: started.elapsed().as_millis() as u64,
     };
-    Ok((methods, metrics))
+    Ok((methods, metrics, kept))
 }
 
 /// With a state, an external text-to-AMR model's answers are kept in it: `methods`' SSA parser

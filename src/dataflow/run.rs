@@ -11,7 +11,8 @@ use super::buckets::BucketExport;
 use super::engine::{run_streaming, streams, StreamState};
 use super::inputs::InputsState;
 use super::models::{
-    cache_parses, fit_methods_with, model_rows, models_digest, save_parses, CorpusStats, ModelsFrom,
+    cache_parses, fit_methods_with, model_rows, models_digest, save_parses, FittedModels,
+    ModelSource, ModelsFrom,
 };
 use super::sink::{self, NamedSink};
 use super::state::{self, bucket_of, image_digests, BucketState, ImageState, Plan, StateDir};
@@ -217,7 +218,7 @@ fn run_with_sinks(
         };
         let models = match (corpus, artifact) {
             (Some(corpus), _) => ModelsFrom::Corpus(corpus),
-            (None, Some(artifact)) => ModelsFrom::Artifact(Box::new(artifact.stats)),
+            (None, Some(artifact)) => ModelsFrom::Artifact(Box::new(artifact.models)),
             (None, None) => ModelsFrom::Inputs,
         };
         let streamed = Streamed {
@@ -339,27 +340,26 @@ fn run_with_sinks(
     }
     let plan_ms = planned.elapsed().as_millis() as u64;
 
-    // The statistics the models are fitted from: the artifact's, else, with a state and models
-    // that learn from the inputs, those of the rows they learn from (kept in the state).
-    let stats = match (artifact, &state, &corpus) {
-        (Some(artifact), _, _) => Some(artifact.stats),
-        (None, Some(_), None) => CorpusStats::of_rows(spec, fit),
-        _ => None,
+    // The models: the artifact's, else fitted on `fit`'s rows (and, with a state and models
+    // that learn from the inputs, kept in the state).
+    let source = match artifact {
+        Some(artifact) => ModelSource::Fitted(Box::new(artifact.models)),
+        None => ModelSource::Rows,
     };
-    let fitted = match (&stats, &header_now.models_digest) {
-        (Some(stats), Some(id)) if fits_on_inputs => {
-            Some(ModelArtifact::new(spec, id.clone(), stats.clone()))
-        }
-        _ => None,
-    };
+    let keep = fits_on_inputs && state.is_some();
+    let mut fitted = None;
     let augmented = if spec.augments() || spec.keeps_originals() {
-        Some(run_augment_phase(
+        let (run, kept) = run_augment_phase(
             spec,
-            (&collected, fit, stats),
+            (&collected, fit, source, keep),
             cluster,
             &plan.compute,
             state.as_ref(),
-        )?)
+        )?;
+        fitted = kept
+            .zip(header_now.models_digest.clone())
+            .map(|(models, id)| ModelArtifact::new(spec, id, models));
+        Some(run)
     } else {
         None
     };
@@ -1166,12 +1166,12 @@ fn print_summary(
 /// ([`ParseCache`]), so that no caption is sent to the model twice.
 fn run_augment_phase(
     spec: &DataflowSpec,
-    (collected, fit, stats): (&CollectedRun, &CollectedRun, Option<CorpusStats>),
+    (collected, fit, source, keep): (&CollectedRun, &CollectedRun, ModelSource, bool),
     cluster: &ClusterOptions,
     compute: &BTreeSet<String>,
     state: Option<&StateDir>,
-) -> Result<AugmentRun> {
-    let (mut methods, models_metrics) = fit_methods_with(spec, fit, stats)?;
+) -> Result<(AugmentRun, Option<FittedModels>)> {
+    let (mut methods, models_metrics, kept) = fit_methods_with(spec, fit, source, keep)?;
     let cache = cache_parses(spec, state, &mut methods)?;
     let run = run_augment(
         collected,
@@ -1195,5 +1195,5 @@ fn run_augment_phase(
         elapsed_ms: mix_started.elapsed().as_millis() as u64,
     });
     run.stages.insert(0, models_metrics);
-    Ok(run)
+    Ok((run, kept))
 }

@@ -11,6 +11,8 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use crate::amr::align::ModifierLexicon;
 use crate::augment::ssa::{
     CaptionNumbering, CaptionParser, EventRealizer, ExternalQuality, ExternalRealizer, SsaConfig,
@@ -58,15 +60,9 @@ pub fn corpus_stats(config: &SsaConfig) -> SsaCorpusStats {
     SsaCorpusStats::new(&quality_config(config), &PpmiConfig::default())
 }
 
-/// Trains or loads the corpus-level models SSA needs, from the run's rows in read order: the
-/// models [`build_models_from_stats`] fits from the statistics of the same captions, numbered
-/// per input unit as the streaming engine's readers number them.
-pub fn build_models(
-    config: &SsaConfig,
-    rows: &[Arc<KeyedRow>],
-    adapters: &ModelsSpec,
-    realizer: Arc<dyn EventRealizer>,
-) -> Result<SsaModels> {
+/// The statistics of the run's captions (`rows` in read order) that SSA's corpus-level models
+/// are fitted from, numbered per input unit as the streaming engine's readers number them.
+pub fn ssa_stats_of_rows(config: &SsaConfig, rows: &[Arc<KeyedRow>]) -> SsaCorpusStats {
     let mut stats = corpus_stats(config);
     let mut numbering = CaptionNumbering::default();
     for row in rows {
@@ -74,7 +70,18 @@ pub fn build_models(
             numbering.add(&mut stats, row.unit, row.ordinal, &caption.text);
         }
     }
-    build_models_from_stats(config, stats, adapters, realizer)
+    stats
+}
+
+/// Trains or loads the corpus-level models SSA needs, from the run's rows in read order: the
+/// models [`build_models_from_stats`] fits from the statistics of the same captions.
+pub fn build_models(
+    config: &SsaConfig,
+    rows: &[Arc<KeyedRow>],
+    adapters: &ModelsSpec,
+    realizer: Arc<dyn EventRealizer>,
+) -> Result<SsaModels> {
+    build_models_from_stats(config, ssa_stats_of_rows(config, rows), adapters, realizer)
 }
 
 /// [`build_models`] from statistics the workers gathered while reading
@@ -85,14 +92,48 @@ pub fn build_models_from_stats(
     adapters: &ModelsSpec,
     realizer: Arc<dyn EventRealizer>,
 ) -> Result<SsaModels> {
+    models_of_fitted(config, fit_models(config, stats)?, adapters, realizer)
+}
+
+/// SSA's corpus-level models as fitted: the quality scorer and, unless the spec names a
+/// vectors file, the word vectors. What a state keeps of SSA's models ([`super::artifact`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SsaFitted {
+    pub quality: BuiltinQualityScorer,
+    /// `None` when the vectors are read from `[ssa] vectors`.
+    pub vectors: Option<WordVectors>,
+}
+
+/// Fits SSA's corpus-level models from the statistics of the run's captions.
+pub fn fit_models(config: &SsaConfig, stats: SsaCorpusStats) -> Result<SsaFitted> {
     let (quality, pairs) = stats
         .fit(&quality_config(config), &PpmiConfig::default())
         .map_err(training_error)?;
     let vectors = match &config.vectors {
-        Some(path) => WordVectors::read(path, VectorFormat::Detect)?,
-        None => WordVectors::from_pairs(pairs)?,
+        Some(_) => None,
+        None => Some(WordVectors::from_pairs(pairs)?),
     };
-    assemble(config, quality, vectors, adapters, realizer)
+    Ok(SsaFitted { quality, vectors })
+}
+
+/// SSA's models from fitted ones, with the spec's adapters and files.
+pub fn models_of_fitted(
+    config: &SsaConfig,
+    fitted: SsaFitted,
+    adapters: &ModelsSpec,
+    realizer: Arc<dyn EventRealizer>,
+) -> Result<SsaModels> {
+    let vectors = match (fitted.vectors, &config.vectors) {
+        (Some(vectors), _) => vectors,
+        (None, Some(path)) => WordVectors::read(path, VectorFormat::Detect)?,
+        (None, None) => {
+            return Err(Error::invalid(
+                "ssa models",
+                "the fitted models hold no word vectors and [ssa] names no vectors file",
+            ))
+        }
+    };
+    assemble(config, fitted.quality, vectors, adapters, realizer)
 }
 
 fn assemble(

@@ -93,7 +93,7 @@ pub trait QualityScorer: Send + Sync {
 pub const DEFAULT_THRESHOLD: f64 = 0.7;
 
 /// Settings of a [`BuiltinQualityScorer`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QualityConfig {
     /// The language model's order.
     pub order: usize,
@@ -422,7 +422,7 @@ const CLASS_ORDER: usize = 4;
 /// 5th percentile of the run's own captions' log-odds, each scored by models that did not see
 /// it: a score above 0.7 says the caption is at least as caption-like as all but the worst 5 %
 /// of the run's captions. The calibration is documented in `docs/quality.md`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BuiltinQualityScorer {
     lm: NgramLm,
     class_lm: NgramLm,

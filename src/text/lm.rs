@@ -90,7 +90,7 @@ pub fn modified_kn_discounts(count_of_counts: [u64; 4]) -> [f64; 3] {
 }
 
 /// What the model keeps about one context at one order.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct ContextStats {
     /// Sum of the (adjusted) counts of the words seen after the context.
     total: u64,
@@ -101,7 +101,7 @@ struct ContextStats {
 }
 
 /// One order k: adjusted counts of k-grams, and statistics of their (k-1)-word contexts.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct OrderTable {
     counts: HashMap<Vec<u32>, u64>,
     contexts: HashMap<Vec<u32>, ContextStats>,
@@ -139,7 +139,7 @@ impl OrderTable {
 }
 
 /// An interpolated modified Kneser-Ney n-gram language model over caption tokens.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NgramLm {
     order: usize,
     ids: HashMap<String, u32>,

@@ -35,7 +35,7 @@ pub enum VectorFormat {
 }
 
 /// A table of unit-length word vectors.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct WordVectors {
     dim: usize,
     words: Vec<Box<str>>,

@@ -14,7 +14,7 @@ pub struct Example {
 }
 
 /// `P(real | features) = σ(bias + Σ weight_k · (feature_k - mean_k) / scale_k)`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LogisticModel {
     pub means: Features,
     pub scales: Features,

@@ -276,7 +276,8 @@ fn half_then_all_with_state_equals_a_fresh_run_with_the_same_models_for_every_re
 }
 
 /// The shipped SSA recipe fits its models on its own inputs. With `--state` the first run keeps
-/// them in the state, so one added caption recomputes only its image; the rerun writes what a
+/// them in the state and records the input pieces, so one added caption is read and recomputed
+/// alone; the rerun writes what a
 /// fresh run with those models (`--models STATE`) writes on the same inputs. `--refit` fits them
 /// on all the inputs again: every image is computed, and the dataset is a fresh full run's.
 #[test]
@@ -286,6 +287,8 @@ fn an_ssa_rerun_keeps_the_fitted_models_and_computes_only_the_changed_image() {
     let input = tmp.path().join("input");
     let runs = Runs::new(tmp.path(), "ssa");
     sample_data(&input, &|_| true, &[]);
+    // Files written within the timestamp window of a read are read again by the next run.
+    age(&input);
     runs.update(&spec, &input);
     let info: Value =
         serde_json::from_slice(&std::fs::read(runs.state.join("models.json")).unwrap()).unwrap();
@@ -296,6 +299,11 @@ fn an_ssa_rerun_keeps_the_fitted_models_and_computes_only_the_changed_image() {
     text.push_str("[/EN#1001/people A young cyclist] rides [/EN#1002/vehicles a black bicycle] in the sun .\n");
     std::fs::write(&sentences, text).unwrap();
     let log = runs.update(&spec, &input);
+    // The first run recorded the input pieces: the rerun reads the changed file alone.
+    assert!(
+        log.contains("read 1 new or changed of 21 input pieces"),
+        "{log}"
+    );
     assert!(
         log.contains(
             "computing 1 new or changed images, retracting 0 removed, carrying 19 unchanged"

@@ -170,11 +170,31 @@ impl InputsState {
         super::state::write_replacing(&path, &bytes)
     }
 
-    /// Removes `STATE/inputs.json` (a run that does not read piece by piece leaves none).
+    /// Removes `STATE/inputs.json` (a run that does not read piece by piece leaves none), and
+    /// a record [`write_pending`](Self::write_pending) left.
     pub fn remove(state_dir: &Path) -> Result<()> {
-        super::state::remove_if_present(&state_dir.join(INPUTS_FILE))
+        super::state::remove_if_present(&state_dir.join(INPUTS_FILE))?;
+        super::state::remove_if_present(&state_dir.join(PENDING_INPUTS_FILE))
+    }
+
+    /// Writes the record to `STATE/inputs.pending.json`, where it waits for the run's commit
+    /// ([`commit_pending`](Self::commit_pending)) without being held in memory.
+    pub fn write_pending(&self, state_dir: &Path) -> Result<()> {
+        let path = state_dir.join(PENDING_INPUTS_FILE);
+        let bytes = serde_json::to_vec(self)
+            .map_err(|e| Error::invalid(path.display().to_string(), e.to_string()))?;
+        super::state::write_replacing(&path, &bytes)
+    }
+
+    /// Makes the pending record the state's `inputs.json`.
+    pub fn commit_pending(state_dir: &Path) -> Result<()> {
+        let pending = state_dir.join(PENDING_INPUTS_FILE);
+        std::fs::rename(&pending, state_dir.join(INPUTS_FILE)).map_err(|e| Error::io(&pending, e))
     }
 }
+
+/// Where a streamed run's record of its input pieces waits for the commit.
+const PENDING_INPUTS_FILE: &str = "inputs.pending.json";
 
 /// What [`read_inputs`] read.
 #[derive(Debug)]
@@ -329,6 +349,8 @@ struct PieceSink<'a> {
     numbering: RecordNumbering<'a>,
     /// Keep only the rows of these images (all when `None`).
     keep: Option<&'a HashSet<String>>,
+    /// Keep no rows at all, only what the piece's state records ([`stamp_inputs`]).
+    stamp_only: bool,
     rows: Vec<KeyedRow>,
     images: BTreeSet<String>,
     rejected: Vec<(u64, RejectedRow)>,
@@ -342,6 +364,7 @@ impl<'a> PieceSink<'a> {
             base: unit.base(piece),
             numbering: RecordNumbering::new(unit.tables.as_deref()),
             keep,
+            stamp_only: false,
             rows: Vec::new(),
             images: BTreeSet::new(),
             rejected: Vec::new(),
@@ -360,6 +383,9 @@ impl RecordSink for PieceSink<'_> {
         }
         if !self.images.contains(row.image_id()) {
             self.images.insert(row.image_id().to_string());
+        }
+        if self.stamp_only {
+            return Ok(());
         }
         self.rows.push(KeyedRow {
             unit: self.unit,
@@ -612,6 +638,71 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
     })
 }
 
+/// The inputs' state a piece-by-piece read of every input would leave ([`read_inputs`] with
+/// no previous state), read piece by piece without keeping any row: what a run that read its
+/// inputs on the streaming engine leaves, so that the next run with the same models reads only
+/// new and changed pieces. Called before the run reads its inputs, so that a file changed while
+/// the run reads it has a stamp older than what the run read and is read again next time.
+pub fn stamp_inputs(spec: &DataflowSpec) -> Result<InputsState> {
+    let started_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut units = Vec::new();
+    for input in &spec.inputs {
+        for path in &input.paths {
+            units.push(Unit::list(
+                units.len() as u32,
+                input.format,
+                path,
+                input.tables.clone(),
+            )?);
+        }
+    }
+    let pieces: Vec<Result<Vec<PieceState>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = units
+            .iter()
+            .map(|unit| {
+                scope.spawn(move || {
+                    unit.pieces
+                        .iter()
+                        .map(|piece| {
+                            let mut sink = PieceSink::new(unit, piece, None);
+                            sink.stamp_only = true;
+                            let mut state = read_piece_into(unit, piece, None, sink)?.state;
+                            for stamp in &mut state.files {
+                                stamp.modified_ns = stamp
+                                    .modified_ns
+                                    .filter(|m| m.saturating_add(RACY_NS) < started_ns);
+                            }
+                            Ok(state)
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Config("an input reader panicked".into())))
+            })
+            .collect()
+    });
+    let mut state = InputsState {
+        format: INPUTS_FORMAT.to_string(),
+        format_version: INPUTS_FORMAT_VERSION,
+        units: Vec::new(),
+    };
+    for (unit, pieces) in units.iter().zip(pieces) {
+        state.units.push(UnitState {
+            format: unit.format,
+            path: unit.path.display().to_string(),
+            pieces: pieces?,
+        });
+    }
+    Ok(state)
+}
+
 /// Whether `piece` is `old` with graphs appended: a PENMAN file whose first bytes are the ones
 /// the last run read to a resumable end. Returns the hash of those bytes.
 fn appended(unit: &Unit, piece: &Listed, old: &PieceState) -> Result<Option<Xxh3>> {
@@ -685,7 +776,17 @@ fn read_piece(
     old: Option<(&PieceState, &Xxh3)>,
     keep: Option<&HashSet<String>>,
 ) -> Result<Outcome> {
-    let mut sink = PieceSink::new(unit, piece, keep);
+    read_piece_into(unit, piece, old, PieceSink::new(unit, piece, keep))
+}
+
+/// [`read_piece`] into `sink`.
+fn read_piece_into(
+    unit: &Unit,
+    piece: &Listed,
+    old: Option<(&PieceState, &Xxh3)>,
+    mut sink: PieceSink<'_>,
+) -> Result<Outcome> {
+    let keep = sink.keep;
     let old_end = old.and_then(|(o, _)| o.end.as_ref());
     unit.read(piece, old_end, &mut sink)?;
     let end = match sink.end {

@@ -197,21 +197,48 @@ fn run_with_sinks(
         (None, None, None) => Some(None),
         (None, None, Some(_)) => None,
     };
+    // Whether the state's record of the input pieces describes the dataset in the output
+    // directory, read with these models: then only new and changed pieces need to be read.
+    let previous = created.as_ref().and_then(DatasetWriter::previous);
+    let pieces_reusable = |models: &Option<String>| {
+        spec.mix == MixConfig::All
+            && header_before.as_ref()
+                == Some(&state::header(
+                    spec.config_hash(),
+                    models.clone(),
+                    spec.output.buckets,
+                    previous,
+                ))
+    };
+    let reusable = piecewise && pinned_models.as_ref().is_some_and(pieces_reusable);
+    let pieces_kept = reusable
+        && state
+            .as_ref()
+            .is_some_and(|s| s.dir().join(crate::dataflow::inputs::INPUTS_FILE).exists());
     // A run with a state streams too unless it can read its inputs piece by piece: when the
     // models learn from the inputs (a new caption changes them, so every input is read), when
-    // they come from a stored artifact (whose first run streamed and kept no pieces), or with
-    // several processes.
-    let stream_state =
-        state.is_some() && (cluster.processes > 1 || pinned_models.is_none() || artifact.is_some());
+    // they come from a stored artifact but the state's pieces cannot be reused, or with several
+    // processes.
+    let stream_state = state.is_some()
+        && (cluster.processes > 1
+            || pinned_models.is_none()
+            || (artifact.is_some() && !pieces_kept));
     if (state.is_none() || stream_state) && streamed_run(cluster, created.as_ref(), spec)? {
         let state = match state {
             Some(dir) => {
-                // The inputs are read whole, so the pieces' state would describe nothing.
+                // The inputs are read whole; a single process records their pieces first (not
+                // keeping their rows), so that a rerun with the models kept reads only new and
+                // changed pieces.
                 InputsState::remove(dir.dir())?;
+                let pieces = cluster.processes == 1;
+                if pieces {
+                    crate::dataflow::inputs::stamp_inputs(spec)?.write_pending(dir.dir())?;
+                }
                 Some(StreamStateOf {
                     dir,
                     before: header_before,
                     models: pinned_models.flatten(),
+                    pieces,
                 })
             }
             None => None,
@@ -230,18 +257,7 @@ fn run_with_sinks(
     }
     let mut read_inputs = None;
     let mut collected = match (&state, &created) {
-        (Some(state_dir), Some(writer)) if piecewise => {
-            let previous = writer.previous();
-            let reusable = pinned_models.as_ref().is_some_and(|models| {
-                spec.mix == MixConfig::All
-                    && header_before.as_ref()
-                        == Some(&state::header(
-                            spec.config_hash(),
-                            models.clone(),
-                            spec.output.buckets,
-                            previous,
-                        ))
-            });
+        (Some(state_dir), Some(_)) if piecewise => {
             let previous_inputs = reusable.then(|| state_dir.dir());
             let read = crate::dataflow::inputs::read_inputs(spec, previous_inputs)?;
             crate::cli::out::status!("capflow run {}: {}", spec.name, read.summary);
@@ -493,6 +509,7 @@ fn run_with_sinks(
                 dir,
                 header: header_now,
                 artifact: fitted,
+                pieces: false,
             }),
             &out,
             &spec.name,
@@ -637,6 +654,9 @@ struct StreamStateOf {
     dir: StateDir,
     before: Option<state::StateHeader>,
     models: Option<String>,
+    /// Whether a single process's record of its input pieces
+    /// ([`crate::dataflow::inputs::stamp_inputs`]) waits in the state for the commit.
+    pieces: bool,
 }
 
 /// A run on the streaming engine ([`crate::dataflow::engine`]): every process writes the
@@ -657,7 +677,9 @@ fn run_streamed(
         Some(writer) => writer,
         None => DatasetWriter::part(out, &spec.config_hash(), process)?,
     };
+    let mut pieces = false;
     let state = run.state.map(|state| {
+        pieces = state.pieces;
         let previous = writer
             .previous()
             .map(|(manifest, sha)| (manifest.clone(), sha.to_string()));
@@ -755,6 +777,7 @@ fn run_streamed(
                     dir,
                     header,
                     artifact,
+                    pieces,
                 }
             });
         let committed = commit_streamed(&mut writer, &mut parts, out).and_then(|()| {
@@ -866,6 +889,9 @@ struct StateCommit<'a> {
     dir: &'a StateDir,
     header: state::StateHeader,
     artifact: Option<ModelArtifact>,
+    /// Whether a streamed run's record of its input pieces waits to be committed (a collecting
+    /// run writes its own before).
+    pieces: bool,
 }
 
 /// Process 0's commit: every part into one manifest, the ledger, the changelog, then the
@@ -908,10 +934,14 @@ fn commit(
         dir: state,
         header: header_now,
         artifact,
+        pieces,
     }) = state
     {
         if let Some(mut artifact) = artifact {
             artifact.save(state.dir())?;
+        }
+        if pieces {
+            InputsState::commit_pending(state.dir())?;
         }
         let manifest_path = out.join(crate::export::MANIFEST_FILE);
         let text = std::fs::read(&manifest_path).map_err(|e| Error::io(&manifest_path, e))?;

@@ -3,10 +3,11 @@
 //! The shipped recipes fit their models (SSA's quality scorer and word vectors, the relatedness
 //! encoder, CutSwap's vocabulary and clusters) on the run's own inputs. Without an artifact, a
 //! new caption changes what the models learn from, so a rerun with `--state` would recompute
-//! every image. A run with a state that fits its models stores what it fitted them from, the
-//! merged [`CorpusStats`], as an artifact in the state (`STATE/models/ID.bin`, named in
-//! `STATE/models.json`); later runs with that state fit the same models from it, bit for bit,
-//! so only new, changed and removed images are computed. `capflow run --refit` fits them on the
+//! every image. A run with a state that fits its models stores them as an artifact in the state
+//! (`STATE/models/ID.bin`, named in `STATE/models.json`): SSA's scorer and word vectors as
+//! fitted, the other models' statistics (their fit from them is exact and quick); later runs
+//! with that state use the same models, bit for bit, so only new, changed and removed images
+//! are computed. `capflow run --refit` fits them on the
 //! inputs again (and stores the new artifact); `capflow run --models STATE` gives a run without
 //! that state the same models.
 //!

@@ -181,9 +181,15 @@ impl InputsState {
     /// ([`commit_pending`](Self::commit_pending)) without being held in memory.
     pub fn write_pending(&self, state_dir: &Path) -> Result<()> {
         let path = state_dir.join(PENDING_INPUTS_FILE);
-        let bytes = serde_json::to_vec(self)
+        // Written as it is encoded: the record is tens of MB at hundreds of thousands of pieces.
+        let file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+        let mut out = std::io::BufWriter::new(file);
+        serde_json::to_writer(&mut out, self)
             .map_err(|e| Error::invalid(path.display().to_string(), e.to_string()))?;
-        super::state::write_replacing(&path, &bytes)
+        let file = out
+            .into_inner()
+            .map_err(|e| Error::io(&path, e.into_error()))?;
+        file.sync_all().map_err(|e| Error::io(&path, e))
     }
 
     /// Makes the pending record the state's `inputs.json`.

@@ -67,6 +67,13 @@ fn run_cluster(dir: &Path, args: &[&str], n: usize, workers: usize) {
     }
 }
 
+/// The logs of the last [`run_cluster`] of `n` processes in `dir`, one after the other.
+fn logs_of(dir: &Path, n: usize) -> String {
+    (0..n)
+        .map(|i| std::fs::read_to_string(dir.join(format!("log-{n}-{i}"))).unwrap())
+        .collect()
+}
+
 fn run_single(args: &[&str]) {
     let out = capflow().arg("run").args(args).output().unwrap();
     assert!(
@@ -275,9 +282,7 @@ fn an_incremental_rerun_on_two_processes_equals_a_fresh_run() {
     std::fs::remove_file(&input).unwrap();
     std::os::unix::fs::symlink(&large, &input).unwrap();
     run_cluster(tmp.path(), &args, 2, 1);
-    let logs: String = (0..2)
-        .map(|i| std::fs::read_to_string(tmp.path().join(format!("log-2-{i}"))).unwrap())
-        .collect();
+    let logs = logs_of(tmp.path(), 2);
     assert!(logs.contains("carrying"), "{logs}");
     assert!(!logs.contains("computing all"), "{logs}");
     run_single(&[
@@ -326,9 +331,7 @@ fn a_cluster_rerun_uses_the_models_kept_in_the_shared_state() {
     text.push_str("[/EN#1001/people A young cyclist] rides [/EN#1002/vehicles a black bicycle] in the sun .\n");
     std::fs::write(&sentences, text).unwrap();
     run_cluster(tmp.path(), &args, 2, 1);
-    let logs: String = (0..2)
-        .map(|i| std::fs::read_to_string(tmp.path().join(format!("log-2-{i}"))).unwrap())
-        .collect();
+    let logs = logs_of(tmp.path(), 2);
     assert!(logs.contains("computing 1 new or changed images"), "{logs}");
     assert!(!logs.contains("computing all"), "{logs}");
     run_single(&[

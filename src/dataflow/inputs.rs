@@ -460,23 +460,11 @@ struct Outcome {
 /// module documentation); without it, or when it holds no such file, all.
 pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<InputRead> {
     let started = Instant::now();
-    let started_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    let started_ns = now_ns();
     // The state is loaded while the inputs are listed.
     let (units, previous) = std::thread::scope(|scope| {
         let loaded = previous.map(|dir| scope.spawn(move || InputsState::read(dir)));
-        let mut units = Vec::new();
-        for input in &spec.inputs {
-            for path in &input.paths {
-                units.push(Unit::list(
-                    units.len() as u32,
-                    input.format,
-                    path,
-                    input.tables.clone(),
-                )?);
-            }
-        }
+        let units = list_units(spec)?;
         let loaded = loaded.map(|handle| {
             handle
                 .join()
@@ -592,11 +580,7 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
                 }
             };
             let mut state = state;
-            for stamp in &mut state.files {
-                stamp.modified_ns = stamp
-                    .modified_ns
-                    .filter(|m| m.saturating_add(RACY_NS) < started_ns);
-            }
+            forget_racy_stamps(&mut state, started_ns);
             let base = unit.base(piece);
             collected.counts.add(state.counts);
             for (ordinal, rejected) in &state.rejected {
@@ -650,20 +634,8 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
 /// new and changed pieces. Called before the run reads its inputs, so that a file changed while
 /// the run reads it has a stamp older than what the run read and is read again next time.
 pub fn stamp_inputs(spec: &DataflowSpec) -> Result<InputsState> {
-    let started_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let mut units = Vec::new();
-    for input in &spec.inputs {
-        for path in &input.paths {
-            units.push(Unit::list(
-                units.len() as u32,
-                input.format,
-                path,
-                input.tables.clone(),
-            )?);
-        }
-    }
+    let started_ns = now_ns();
+    let units = list_units(spec)?;
     let pieces: Vec<Result<Vec<PieceState>>> = std::thread::scope(|scope| {
         let handles: Vec<_> = units
             .iter()
@@ -675,11 +647,7 @@ pub fn stamp_inputs(spec: &DataflowSpec) -> Result<InputsState> {
                             let mut sink = PieceSink::new(unit, piece, None);
                             sink.stamp_only = true;
                             let mut state = read_piece_into(unit, piece, None, sink)?.state;
-                            for stamp in &mut state.files {
-                                stamp.modified_ns = stamp
-                                    .modified_ns
-                                    .filter(|m| m.saturating_add(RACY_NS) < started_ns);
-                            }
+                            forget_racy_stamps(&mut state, started_ns);
                             Ok(state)
                         })
                         .collect()
@@ -707,6 +675,39 @@ pub fn stamp_inputs(spec: &DataflowSpec) -> Result<InputsState> {
         });
     }
     Ok(state)
+}
+
+/// Every input path of the spec, listed into its pieces.
+fn list_units(spec: &DataflowSpec) -> Result<Vec<Unit>> {
+    let mut units = Vec::new();
+    for input in &spec.inputs {
+        for path in &input.paths {
+            units.push(Unit::list(
+                units.len() as u32,
+                input.format,
+                path,
+                input.tables.clone(),
+            )?);
+        }
+    }
+    Ok(units)
+}
+
+/// Nanoseconds since the Unix epoch.
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Drops the modification times of the piece's files too close to `started_ns` (when a read
+/// started) to be trusted: such a file is read again next time.
+fn forget_racy_stamps(state: &mut PieceState, started_ns: u64) {
+    for stamp in &mut state.files {
+        stamp.modified_ns = stamp
+            .modified_ns
+            .filter(|m| m.saturating_add(RACY_NS) < started_ns);
+    }
 }
 
 /// Whether `piece` is `old` with graphs appended: a PENMAN file whose first bytes are the ones

@@ -50,13 +50,6 @@ pub fn models_digest(spec: &DataflowSpec, fit: &CollectedRun) -> Result<Option<S
         .transpose()
 }
 
-/// Fits the spec's methods' models on `fit` (rows in read order) and returns the methods with
-/// the `models` stage's metrics.
-pub fn fit_methods(spec: &DataflowSpec, fit: &CollectedRun) -> Result<(Methods, StageMetrics)> {
-    fit_methods_with(spec, fit, ModelSource::Rows, false)
-        .map(|(methods, metrics, _)| (methods, metrics))
-}
-
 /// What a run's corpus-level models are fitted from in place of rows: statistics each worker
 /// gathers over its share of the data, merged in worker order ([`merge`](Self::merge)).
 /// Every fit from them is independent of how the data were split among workers and
@@ -163,8 +156,9 @@ pub enum ModelSource {
     Fitted(Box<FittedModels>),
 }
 
-/// [`fit_methods`], with the models fitted from `source`; with `keep`, also returns them as
-/// fitted, for the state to keep.
+/// Fits the spec's methods' models from `source` (with [`ModelSource::Rows`], on `fit`'s rows in
+/// read order) and returns the methods with the `models` stage's metrics; with `keep`, also the
+/// models as fitted, for the state to keep.
 pub fn fit_methods_with(
     spec: &DataflowSpec,
     fit: &CollectedRun,

@@ -55,7 +55,7 @@ fn training_error(e: Error) -> Error {
     )
 }
 
-/// Empty statistics for SSA's corpus-level models ([`build_models_from_stats`]).
+/// Empty statistics for SSA's corpus-level models ([`fit_models`]).
 pub fn corpus_stats(config: &SsaConfig) -> SsaCorpusStats {
     SsaCorpusStats::new(&quality_config(config), &PpmiConfig::default())
 }
@@ -71,28 +71,6 @@ pub fn ssa_stats_of_rows(config: &SsaConfig, rows: &[Arc<KeyedRow>]) -> SsaCorpu
         }
     }
     stats
-}
-
-/// Trains or loads the corpus-level models SSA needs, from the run's rows in read order: the
-/// models [`build_models_from_stats`] fits from the statistics of the same captions.
-pub fn build_models(
-    config: &SsaConfig,
-    rows: &[Arc<KeyedRow>],
-    adapters: &ModelsSpec,
-    realizer: Arc<dyn EventRealizer>,
-) -> Result<SsaModels> {
-    build_models_from_stats(config, ssa_stats_of_rows(config, rows), adapters, realizer)
-}
-
-/// [`build_models`] from statistics the workers gathered while reading
-/// ([`crate::augment::ssa::SsaCorpusStats`]).
-pub fn build_models_from_stats(
-    config: &SsaConfig,
-    stats: SsaCorpusStats,
-    adapters: &ModelsSpec,
-    realizer: Arc<dyn EventRealizer>,
-) -> Result<SsaModels> {
-    models_of_fitted(config, fit_models(config, stats)?, adapters, realizer)
 }
 
 /// SSA's corpus-level models as fitted: the quality scorer and, unless the spec names a

@@ -566,15 +566,18 @@ impl BuiltinQualityScorer {
             }
             Ok(examples)
         };
-        let mut examples: Vec<Example> = Vec::new();
-        for part in parallel_map(&folds, fold_examples) {
-            examples.extend(part?);
-        }
+        // The parts' examples stay in their parts: the classifier reads them one part after
+        // another, so they are held once.
+        let parts: Vec<Vec<Example>> = parallel_map(&folds, fold_examples)
+            .into_iter()
+            .collect::<Result<_>>()?;
+        let examples: Vec<&[Example]> = parts.iter().map(Vec::as_slice).collect();
         let mut classifier = LogisticModel::fit(&examples);
         // Anchor: the real captions' low quantile, each scored by models that did not see
         // it, goes to DEFAULT_THRESHOLD.
         let mut real: Vec<f64> = examples
             .iter()
+            .flat_map(|part| part.iter())
             .filter(|e| e.real)
             .map(|e| classifier.log_odds(&e.features))
             .collect();
@@ -594,6 +597,7 @@ impl BuiltinQualityScorer {
             "quality scorer calibrated (features left out: their weight pointed against them)"
         );
         drop(examples);
+        drop(parts);
         let lm = NgramLm::from_counts(&counts, &lm_config);
         drop(counts);
         let class_lm =

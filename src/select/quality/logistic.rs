@@ -28,15 +28,15 @@ const L2: f64 = 1.0;
 const MAX_ITERATIONS: usize = 100;
 
 impl LogisticModel {
-    /// Fits the model to `examples`, every weight in its feature's direction
-    /// ([`FEATURE_SIGNS`]): a feature whose fitted weight points the other way is left out and
-    /// the rest refitted, until none does. A weight against a feature's meaning can only come
-    /// from a contrast between correlated features that the training corruptions happen to
-    /// reward, which other kinds of broken text do not share.
-    pub fn fit(examples: &[Example]) -> LogisticModel {
+    /// Fits the model to the examples of `parts`, read one part after another, every weight in
+    /// its feature's direction ([`FEATURE_SIGNS`]): a feature whose fitted weight points the
+    /// other way is left out and the rest refitted, until none does. A weight against a
+    /// feature's meaning can only come from a contrast between correlated features that the
+    /// training corruptions happen to reward, which other kinds of broken text do not share.
+    pub fn fit(parts: &[&[Example]]) -> LogisticModel {
         let mut used = [true; FEATURES];
         loop {
-            let model = LogisticModel::fit_using(examples, &used);
+            let model = LogisticModel::fit_using(parts, &used);
             let mut changed = false;
             for k in 0..FEATURES {
                 if used[k] && model.weights[k] * FEATURE_SIGNS[k] < 0.0 {
@@ -52,19 +52,17 @@ impl LogisticModel {
 
     /// Fits the model on the features `used` (the others get weight 0). With no examples, or
     /// only one class, every weight is 0 and the bias gives the (weighted) share of real ones.
-    fn fit_using(examples: &[Example], used: &[bool; FEATURES]) -> LogisticModel {
-        let total: f64 = examples.iter().map(|e| e.weight).sum();
+    fn fit_using(parts: &[&[Example]], used: &[bool; FEATURES]) -> LogisticModel {
+        let total: f64 = examples(parts).map(|e| e.weight).sum();
         let mut means = [0.0; FEATURES];
         let mut scales = [1.0; FEATURES];
         if total > 0.0 {
             for k in 0..FEATURES {
-                let mean = examples
-                    .iter()
+                let mean = examples(parts)
                     .map(|e| e.weight * finite(e.features[k]))
                     .sum::<f64>()
                     / total;
-                let variance = examples
-                    .iter()
+                let variance = examples(parts)
                     .map(|e| e.weight * (finite(e.features[k]) - mean).powi(2))
                     .sum::<f64>()
                     / total;
@@ -78,23 +76,16 @@ impl LogisticModel {
             weights: [0.0; FEATURES],
             bias: 0.0,
         };
-        let standardised: Vec<[f64; FEATURES + 1]> = examples
-            .iter()
-            .map(|e| {
-                let mut row = model.design_row(&e.features);
-                for k in 0..FEATURES {
-                    if !used[k] {
-                        row[k + 1] = 0.0;
-                    }
-                }
-                row
-            })
-            .collect();
+        let design = Design {
+            parts,
+            model: &model,
+            used,
+        };
         // θ = [bias, weights…].
         let mut theta = [0.0; FEATURES + 1];
-        let mut loss = objective(&theta, &standardised, examples);
+        let mut loss = objective(&theta, &design);
         for _ in 0..MAX_ITERATIONS {
-            let (gradient, hessian) = derivatives(&theta, &standardised, examples);
+            let (gradient, hessian) = derivatives(&theta, &design);
             let Some(step) = solve(hessian, gradient) else {
                 break;
             };
@@ -106,7 +97,7 @@ impl LogisticModel {
                 for k in 0..=FEATURES {
                     candidate[k] -= scale * step[k];
                 }
-                let candidate_loss = objective(&candidate, &standardised, examples);
+                let candidate_loss = objective(&candidate, &design);
                 if candidate_loss <= loss {
                     theta = candidate;
                     loss = candidate_loss;
@@ -152,6 +143,34 @@ impl LogisticModel {
     }
 }
 
+/// The examples of `parts`, one part after another.
+fn examples<'a>(parts: &'a [&'a [Example]]) -> impl Iterator<Item = &'a Example> {
+    parts.iter().flat_map(|part| part.iter())
+}
+
+/// The examples with their standardised rows `[1, features…]`, the features not `used` at 0;
+/// each row is computed as it is read, so that a fit holds no standardised copy of the
+/// examples.
+struct Design<'a> {
+    parts: &'a [&'a [Example]],
+    model: &'a LogisticModel,
+    used: &'a [bool; FEATURES],
+}
+
+impl Design<'_> {
+    fn rows(&self) -> impl Iterator<Item = ([f64; FEATURES + 1], &Example)> {
+        examples(self.parts).map(|example| {
+            let mut row = self.model.design_row(&example.features);
+            for k in 0..FEATURES {
+                if !self.used[k] {
+                    row[k + 1] = 0.0;
+                }
+            }
+            (row, example)
+        })
+    }
+}
+
 /// A feature that is not a finite number reads as 0 (none of the features should be one).
 fn finite(x: f64) -> f64 {
     if x.is_finite() {
@@ -181,14 +200,10 @@ fn softplus(z: f64) -> f64 {
 
 /// The weighted negative log-likelihood plus `L2 / 2 · |weights|²` (the bias is not
 /// regularised).
-fn objective(
-    theta: &[f64; FEATURES + 1],
-    rows: &[[f64; FEATURES + 1]],
-    examples: &[Example],
-) -> f64 {
+fn objective(theta: &[f64; FEATURES + 1], design: &Design) -> f64 {
     let mut loss = 0.0;
-    for (row, example) in rows.iter().zip(examples) {
-        let z: f64 = theta.iter().zip(row).map(|(t, x)| t * x).sum();
+    for (row, example) in design.rows() {
+        let z: f64 = theta.iter().zip(&row).map(|(t, x)| t * x).sum();
         // -ln σ(z) for a real caption, -ln(1 - σ(z)) = -ln σ(-z) for a corrupted one.
         loss += example.weight * softplus(if example.real { -z } else { z });
     }
@@ -197,15 +212,11 @@ fn objective(
 
 type Matrix = [[f64; FEATURES + 1]; FEATURES + 1];
 
-fn derivatives(
-    theta: &[f64; FEATURES + 1],
-    rows: &[[f64; FEATURES + 1]],
-    examples: &[Example],
-) -> ([f64; FEATURES + 1], Matrix) {
+fn derivatives(theta: &[f64; FEATURES + 1], design: &Design) -> ([f64; FEATURES + 1], Matrix) {
     let mut gradient = [0.0; FEATURES + 1];
     let mut hessian = [[0.0; FEATURES + 1]; FEATURES + 1];
-    for (row, example) in rows.iter().zip(examples) {
-        let z: f64 = theta.iter().zip(row).map(|(t, x)| t * x).sum();
+    for (row, example) in design.rows() {
+        let z: f64 = theta.iter().zip(&row).map(|(t, x)| t * x).sum();
         let p = sigmoid(z);
         let residual = example.weight * (p - f64::from(u8::from(example.real)));
         let curvature = example.weight * p * (1.0 - p);
@@ -283,7 +294,7 @@ mod tests {
         // Feature 0 is evidence of a real caption; here the corrupted ones have the higher
         // values, so an unconstrained fit would weigh it negatively.
         let examples: Vec<Example> = (0..20).map(|i| example(f64::from(i), i < 10)).collect();
-        let model = LogisticModel::fit(&examples);
+        let model = LogisticModel::fit(&[&examples]);
         assert_eq!(model.weights[0], 0.0);
         assert_eq!(model.probability(&example(3.0, true).features), 0.5);
     }
@@ -299,7 +310,7 @@ mod tests {
         for x in [-1.0, -2.0, -3.0, 1.0] {
             examples.push(example(x, false));
         }
-        let model = LogisticModel::fit(&examples);
+        let model = LogisticModel::fit(&[&examples]);
         let p = |x: f64| model.probability(&example(x, true).features);
         assert!((p(0.0) - 0.5).abs() < 1e-9, "{}", p(0.0));
         assert!(p(2.0) > 0.6 && p(-2.0) < 0.4, "{} {}", p(2.0), p(-2.0));
@@ -315,15 +326,16 @@ mod tests {
                 example(x, (i * 7 % 5) as f64 / 2.0 - 1.0 < x)
             })
             .collect();
-        let model = LogisticModel::fit(&examples);
-        let rows: Vec<_> = examples
-            .iter()
-            .map(|e| model.design_row(&e.features))
-            .collect();
+        let model = LogisticModel::fit(&[&examples]);
         let mut theta = [0.0; FEATURES + 1];
         theta[0] = model.bias;
         theta[1..].copy_from_slice(&model.weights);
-        let (gradient, _) = derivatives(&theta, &rows, &examples);
+        let design = Design {
+            parts: &[&examples],
+            model: &model,
+            used: &[true; FEATURES],
+        };
+        let (gradient, _) = derivatives(&theta, &design);
         assert!(gradient.iter().all(|g| g.abs() < 1e-8), "{gradient:?}");
     }
 

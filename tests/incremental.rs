@@ -293,6 +293,15 @@ fn an_ssa_rerun_keeps_the_fitted_models_and_computes_only_the_changed_image() {
     let info: Value =
         serde_json::from_slice(&std::fs::read(runs.state.join("models.json")).unwrap()).unwrap();
     assert_eq!(info["learned_from"], 100, "{info}");
+    // The manifest names the models the version used: fitted on its inputs, kept in the state.
+    let manifest = |runs: &Runs| -> Value {
+        serde_json::from_slice(&std::fs::read(runs.out.join("manifest.json")).unwrap()).unwrap()
+    };
+    let first_id = info["id"].as_str().unwrap().to_string();
+    assert!(runs.state.join(format!("models/{first_id}.bin")).is_file());
+    let v1 = manifest(&runs);
+    assert_eq!(v1["models"]["source"], "fitted on the inputs", "{v1}");
+    assert_eq!(v1["models"]["id"], first_id.as_str(), "{v1}");
 
     let sentences = input.join("flickr30k_entities/Sentences/1000001.txt");
     let mut text = std::fs::read_to_string(&sentences).unwrap();
@@ -310,6 +319,10 @@ fn an_ssa_rerun_keeps_the_fitted_models_and_computes_only_the_changed_image() {
         ),
         "{log}"
     );
+    let v2 = manifest(&runs);
+    assert_eq!(v2["models"]["source"], "kept from an earlier fit", "{v2}");
+    assert_eq!(v2["models"]["id"], first_id.as_str(), "{v2}");
+    assert_eq!(v2["history"][0]["models"], v1["models"], "{v2}");
     let changes = read_changelog(&runs.out.join("changes/v2.parquet")).unwrap();
     assert!(!changes.is_empty());
     assert!(
@@ -335,6 +348,11 @@ fn an_ssa_rerun_keeps_the_fitted_models_and_computes_only_the_changed_image() {
         "--refit",
     ]);
     assert!(log.contains("computing all 20 images"), "{log}");
+    let v3 = manifest(&runs);
+    let refit_id = v3["models"]["id"].as_str().unwrap();
+    assert_eq!(v3["models"]["source"], "fitted on the inputs", "{v3}");
+    assert_ne!(refit_id, first_id, "{v3}");
+    assert!(runs.state.join(format!("models/{refit_id}.bin")).is_file());
     let (refitted, full) = runs.against_fresh_with(&spec, &input, None);
     assert!(refitted == full, "--refit differs from a fresh full run");
     let artifacts = std::fs::read_dir(runs.state.join("models"))
@@ -962,4 +980,44 @@ fn reruns_in_many_parts_read_back_every_split_of_every_chunk() {
             "state {state}: rerun bytes differ"
         );
     }
+}
+
+/// A run without a state fits its models and lets them go: the manifest and `capflow inspect`
+/// say so; a recipe without corpus-level models names none.
+#[test]
+fn a_run_without_state_says_its_models_were_fitted_and_not_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("ssa");
+    let spec = common::repo_root().join("dataflows/ssa-flickr30k.toml");
+    run_ok(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(
+        manifest["models"],
+        serde_json::json!({"source": "fitted on the inputs"}),
+        "{manifest}"
+    );
+    let shown = capflow(&["inspect", out.to_str().unwrap()]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("  models: fitted on the inputs (not kept: the run had no --state)\n"),
+        "{shown}"
+    );
+
+    let out = tmp.path().join("gbc");
+    let spec = common::repo_root().join("dataflows/gbc.toml");
+    run_ok(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    assert!(manifest.get("models").is_none(), "{manifest}");
 }

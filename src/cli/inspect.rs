@@ -156,6 +156,20 @@ pub fn summary(dir: &Path, manifest: &Manifest) -> String {
             .unwrap_or(&manifest.config_hash),
         manifest.created_at
     );
+    if let Some(models) = &manifest.models {
+        let _ = match &models.id {
+            Some(id) => writeln!(
+                out,
+                "  models: {} (models/{id}.bin in the state)",
+                models.source
+            ),
+            None => writeln!(
+                out,
+                "  models: {} (not kept: the run had no --state)",
+                models.source
+            ),
+        };
+    }
     let _ = writeln!(
         out,
         "  records: {} read, {} accepted, {} rejected",

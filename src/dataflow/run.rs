@@ -18,7 +18,10 @@ use super::sink::{self, NamedSink};
 use super::state::{self, bucket_of, image_digests, BucketState, ImageState, Plan, StateDir};
 use super::{run_collect, run_collect_sharing, ClusterOptions, CollectedRun, DataflowSpec};
 use crate::error::{Error, Result};
-use crate::export::{Committed, DatasetWriter, FileEntry, StageMetrics};
+use crate::export::{
+    Committed, DatasetWriter, FileEntry, ModelsUsed, StageMetrics, MODELS_CORPUS, MODELS_FITTED,
+    MODELS_KEPT,
+};
 use crate::schema::{RejectedRow, SampleRow};
 use crate::select::mix::{mix, MixConfig};
 
@@ -154,7 +157,7 @@ fn run_with_sinks(
     };
     // The first process locks the output directory before the read phase for the same reason:
     // the other processes stage their shards only after it.
-    let created = if first {
+    let mut created = if first {
         let mut writer = DatasetWriter::create(&out, &spec.config_hash(), spec.output.shard_bytes)?;
         writer.retain_versions(true);
         if !spec.description.is_empty() {
@@ -197,6 +200,12 @@ fn run_with_sinks(
         (None, None, None) => Some(None),
         (None, None, Some(_)) => None,
     };
+    if let (Some(writer), Some(models)) = (
+        created.as_mut(),
+        models_used(&pinned_models, &artifact, &corpus),
+    ) {
+        writer.models(models);
+    }
     // Whether the state's record of the input pieces describes the dataset in the output
     // directory, read with these models: then only new and changed pieces need to be read.
     let previous = created.as_ref().and_then(DatasetWriter::previous);
@@ -517,6 +526,26 @@ fn run_with_sinks(
     });
     confirm_commit(cluster, &committed)?;
     committed
+}
+
+/// What the manifest says of the run's corpus-level models before they are fitted: kept from
+/// an earlier fit or fitted on `[[models.corpus]]` (with their id), or fitted on the inputs
+/// (their id known once a state keeps them, at the commit); `None` when the spec has none.
+fn models_used(
+    pinned: &Option<Option<String>>,
+    artifact: &Option<ModelArtifact>,
+    corpus: &Option<CollectedRun>,
+) -> Option<ModelsUsed> {
+    let (source, id) = match (artifact, corpus, pinned) {
+        (Some(artifact), _, _) => (MODELS_KEPT, Some(artifact.info.id.clone())),
+        (None, Some(_), Some(id)) => (MODELS_CORPUS, id.clone()),
+        (None, None, None) => (MODELS_FITTED, None),
+        (None, _, _) => return None,
+    };
+    Some(ModelsUsed {
+        source: source.to_string(),
+        id,
+    })
 }
 
 /// Whether the streaming engine runs `spec` (without `--state`). The first process decides
@@ -927,6 +956,12 @@ fn commit(
     let mut counts = merged.counts;
     counts.read += augment_rejected;
     counts.rejected += augment_rejected;
+    if let Some(artifact) = state.as_ref().and_then(|s| s.artifact.as_ref()) {
+        writer.models(ModelsUsed {
+            source: MODELS_FITTED.to_string(),
+            id: Some(artifact.info.id.clone()),
+        });
+    }
     let committed = writer.commit_changes(counts)?;
     let unchanged = matches!(committed, Committed::Unchanged(_));
     let manifest = committed.into_manifest();

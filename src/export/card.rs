@@ -356,6 +356,7 @@ mod tests {
             files,
             history: Vec::new(),
             changelog: None,
+            models: None,
         }
     }
 

@@ -66,7 +66,31 @@ pub struct VersionSummary {
     pub rows: BTreeMap<String, u64>,
     /// SHA-256 of that version's `manifest.json`, to recognise it if a copy turns up.
     pub manifest_sha256: String,
+    /// The corpus-level models that version's samples were computed with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models: Option<ModelsUsed>,
 }
+
+/// The corpus-level models a version's samples were computed with (SSA's quality scorer and
+/// word vectors, the relatedness encoder, CutSwap's vocabulary and clusters); absent from a
+/// manifest when the recipe has none.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelsUsed {
+    /// How the run had them: [`MODELS_FITTED`], [`MODELS_KEPT`] or [`MODELS_CORPUS`].
+    pub source: String,
+    /// Their artifact's id: the digest of the rows they were fitted on, and the name of
+    /// `models/<id>.bin` in the state that keeps them. Absent when no state keeps them (a run
+    /// without `--state` fits them and lets them go).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// [`ModelsUsed::source`]: fitted on the run's own inputs.
+pub const MODELS_FITTED: &str = "fitted on the inputs";
+/// [`ModelsUsed::source`]: fitted by an earlier run, kept in a state (`--state`, `--models`).
+pub const MODELS_KEPT: &str = "kept from an earlier fit";
+/// [`ModelsUsed::source`]: fitted on the spec's fixed `[[models.corpus]]`.
+pub const MODELS_CORPUS: &str = "fitted on [[models.corpus]]";
 
 /// The content of `manifest.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +121,9 @@ pub struct Manifest {
     /// The samples this version added and retracted relative to the previous one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changelog: Option<ChangelogEntry>,
+    /// The corpus-level models this version's samples were computed with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models: Option<ModelsUsed>,
 }
 
 /// `changes/v<N>.parquet`: the sample rows a version added (`diff` = +1) and retracted (−1).
@@ -135,6 +162,7 @@ impl Manifest {
                 .map(|(name, t)| (name.clone(), t.rows))
                 .collect(),
             manifest_sha256,
+            models: self.models.clone(),
         }
     }
 

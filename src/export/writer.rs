@@ -33,7 +33,7 @@ use super::changelog::{
 };
 use super::fsutil::{self, DatasetLock, TMP_PREFIX};
 use super::manifest::{
-    parse_manifest, FileEntry, Manifest, StageMetrics, TableSummary, MANIFEST_FILE,
+    parse_manifest, FileEntry, Manifest, ModelsUsed, StageMetrics, TableSummary, MANIFEST_FILE,
     MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,
 };
 use super::shard::{FinishedShard, FinishedShards, ShardSettings, SplitWriter};
@@ -112,6 +112,7 @@ pub struct DatasetWriter {
     rejected: Vec<RejectedRow>,
     stages: Vec<StageMetrics>,
     dropped: BTreeMap<String, BTreeMap<String, u64>>,
+    models: Option<ModelsUsed>,
     description: Option<String>,
     card_metadata: CardMetadata,
     previous: Option<(Manifest, String)>,
@@ -214,6 +215,7 @@ impl DatasetWriter {
             rejected: Vec::new(),
             stages: Vec::new(),
             dropped: BTreeMap::new(),
+            models: None,
             description: None,
             card_metadata: CardMetadata::default(),
             previous,
@@ -572,6 +574,11 @@ impl DatasetWriter {
         }
     }
 
+    /// Names the corpus-level models this version's samples are computed with.
+    pub fn models(&mut self, models: ModelsUsed) {
+        self.models = Some(models);
+    }
+
     /// Publishes everything written as the dataset's next version and returns its manifest.
     ///
     /// `counts` are the run's input records; `read == accepted + rejected` must hold and
@@ -755,6 +762,7 @@ impl DatasetWriter {
             files,
             history,
             changelog: None,
+            models: self.models.clone(),
         }
     }
 

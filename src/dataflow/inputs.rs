@@ -164,32 +164,20 @@ impl InputsState {
 
     /// Replaces `STATE/inputs.json`.
     pub fn write(&self, state_dir: &Path) -> Result<()> {
+        // Written as it is encoded, then put in place.
         let path = state_dir.join(INPUTS_FILE);
-        let bytes = serde_json::to_vec(self)
-            .map_err(|e| Error::invalid(path.display().to_string(), e.to_string()))?;
-        super::state::write_replacing(&path, &bytes)
+        let tmp = path.with_extension("json.tmp");
+        let mut out = JsonFile::create(&tmp)?;
+        out.value(self)?;
+        out.finish()?;
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
     }
 
     /// Removes `STATE/inputs.json` (a run that does not read piece by piece leaves none), and
-    /// a record [`write_pending`](Self::write_pending) left.
+    /// a record [`stamp_inputs`] left.
     pub fn remove(state_dir: &Path) -> Result<()> {
         super::state::remove_if_present(&state_dir.join(INPUTS_FILE))?;
         super::state::remove_if_present(&state_dir.join(PENDING_INPUTS_FILE))
-    }
-
-    /// Writes the record to `STATE/inputs.pending.json`, where it waits for the run's commit
-    /// ([`commit_pending`](Self::commit_pending)) without being held in memory.
-    pub fn write_pending(&self, state_dir: &Path) -> Result<()> {
-        let path = state_dir.join(PENDING_INPUTS_FILE);
-        // Written as it is encoded: the record is tens of MB at hundreds of thousands of pieces.
-        let file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
-        let mut out = std::io::BufWriter::new(file);
-        serde_json::to_writer(&mut out, self)
-            .map_err(|e| Error::invalid(path.display().to_string(), e.to_string()))?;
-        let file = out
-            .into_inner()
-            .map_err(|e| Error::io(&path, e.into_error()))?;
-        file.sync_all().map_err(|e| Error::io(&path, e))
     }
 
     /// Makes the pending record the state's `inputs.json`.
@@ -492,13 +480,19 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
         .map(|p| p.units.into_iter().map(Some).collect())
         .unwrap_or_default();
     for unit in &units {
-        let mut by_key: HashMap<String, PieceState> = HashMap::new();
+        // The old pieces stay where they were read, found by key (a map of them would hold
+        // every piece twice while it is built).
+        let mut old_pieces: Vec<Option<PieceState>> = Vec::new();
+        let mut by_key: HashMap<String, usize> = HashMap::new();
         if let Some(old) = old_units
             .get_mut(unit.index as usize)
             .and_then(Option::take)
         {
             if old.format == unit.format && old.path == unit.path.display().to_string() {
-                by_key = old.pieces.into_iter().map(|p| (p.key.clone(), p)).collect();
+                by_key = (old.pieces.iter().enumerate())
+                    .map(|(i, p)| (p.key.clone(), i))
+                    .collect();
+                old_pieces = old.pieces.into_iter().map(Some).collect();
             } else {
                 // Not the input the state describes: what that one held is touched.
                 for piece in old.pieces {
@@ -508,7 +502,8 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
         }
         let mut unit_steps = Vec::with_capacity(unit.pieces.len());
         for piece in &unit.pieces {
-            let step = match by_key.remove(piece.key.as_str()) {
+            let found = by_key.remove(piece.key.as_str());
+            let step = match found.and_then(|i| old_pieces[i].take()) {
                 Some(o) if o.files == piece.files && o.context == piece.context => Step::Keep(o),
                 Some(o) => match appended(unit, piece, &o)? {
                     Some(hasher) => Step::Append(o, Box::new(hasher)),
@@ -522,7 +517,7 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
             unit_steps.push(step);
         }
         // Pieces that are gone: their images lose rows.
-        for gone in by_key.into_values() {
+        for gone in old_pieces.into_iter().flatten() {
             touched.extend(gone.images);
         }
         steps.push(unit_steps);
@@ -628,29 +623,38 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
     })
 }
 
-/// The inputs' state a piece-by-piece read of every input would leave ([`read_inputs`] with
-/// no previous state), read piece by piece without keeping any row: what a run that read its
-/// inputs on the streaming engine leaves, so that the next run with the same models reads only
-/// new and changed pieces. Called before the run reads its inputs, so that a file changed while
-/// the run reads it has a stamp older than what the run read and is read again next time.
-pub fn stamp_inputs(spec: &DataflowSpec) -> Result<InputsState> {
+/// Writes the inputs' state a piece-by-piece read of every input would leave ([`read_inputs`]
+/// with no previous state) to `STATE/inputs.pending.json`, where it waits for the run's commit
+/// ([`InputsState::commit_pending`]): what a run that read its inputs on the streaming engine
+/// leaves, so that the next run with the same models reads only new and changed pieces. Every
+/// piece is read without keeping any row, and its state goes to the file as it is made, so the
+/// record is never held in memory (it is hundreds of bytes a piece). Called before the run reads
+/// its inputs, so that a file changed while the run reads it has a stamp older than what the
+/// run read and is read again next time.
+pub fn stamp_inputs(spec: &DataflowSpec, state_dir: &Path) -> Result<()> {
     let started_ns = now_ns();
     let units = list_units(spec)?;
-    let pieces: Vec<Result<Vec<PieceState>>> = std::thread::scope(|scope| {
+    // One thread per unit writes its pieces, comma-separated, to a file of its own; the record
+    // is put together from them in unit order.
+    let part = |unit: &Unit| state_dir.join(format!("{PENDING_INPUTS_FILE}.{}", unit.index));
+    let written: Vec<Result<()>> = std::thread::scope(|scope| {
         let handles: Vec<_> = units
             .iter()
             .map(|unit| {
+                let path = part(unit);
                 scope.spawn(move || {
-                    unit.pieces
-                        .iter()
-                        .map(|piece| {
-                            let mut sink = PieceSink::new(unit, piece, None);
-                            sink.stamp_only = true;
-                            let mut state = read_piece_into(unit, piece, None, sink)?.state;
-                            forget_racy_stamps(&mut state, started_ns);
-                            Ok(state)
-                        })
-                        .collect()
+                    let mut out = JsonFile::create(&path)?;
+                    for (i, piece) in unit.pieces.iter().enumerate() {
+                        let mut sink = PieceSink::new(unit, piece, None);
+                        sink.stamp_only = true;
+                        let mut state = read_piece_into(unit, piece, None, sink)?.state;
+                        forget_racy_stamps(&mut state, started_ns);
+                        if i > 0 {
+                            out.raw(b",")?;
+                        }
+                        out.value(&state)?;
+                    }
+                    out.finish()
                 })
             })
             .collect();
@@ -662,19 +666,76 @@ pub fn stamp_inputs(spec: &DataflowSpec) -> Result<InputsState> {
             })
             .collect()
     });
-    let mut state = InputsState {
-        format: INPUTS_FORMAT.to_string(),
-        format_version: INPUTS_FORMAT_VERSION,
-        units: Vec::new(),
-    };
-    for (unit, pieces) in units.iter().zip(pieces) {
-        state.units.push(UnitState {
-            format: unit.format,
-            path: unit.path.display().to_string(),
-            pieces: pieces?,
-        });
+    let assembled = written.into_iter().collect::<Result<()>>().and_then(|()| {
+        let mut out = JsonFile::create(&state_dir.join(PENDING_INPUTS_FILE))?;
+        out.raw(b"{\"format\":")?;
+        out.value(INPUTS_FORMAT)?;
+        out.raw(b",\"format_version\":")?;
+        out.value(&INPUTS_FORMAT_VERSION)?;
+        out.raw(b",\"units\":[")?;
+        for (i, unit) in units.iter().enumerate() {
+            out.raw(if i > 0 {
+                b",{\"format\":"
+            } else {
+                b"{\"format\":"
+            })?;
+            out.value(&unit.format)?;
+            out.raw(b",\"path\":")?;
+            out.value(&unit.path.display().to_string())?;
+            out.raw(b",\"pieces\":[")?;
+            out.copy(&part(unit))?;
+            out.raw(b"]}")?;
+        }
+        out.raw(b"]}")?;
+        out.finish()
+    });
+    for unit in &units {
+        super::state::remove_if_present(&part(unit))?;
     }
-    Ok(state)
+    assembled
+}
+
+/// A JSON file written piece by piece through a buffer, and synced.
+struct JsonFile {
+    path: PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+}
+
+impl JsonFile {
+    fn create(path: &Path) -> Result<JsonFile> {
+        let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+        Ok(JsonFile {
+            path: path.to_path_buf(),
+            out: std::io::BufWriter::new(file),
+        })
+    }
+
+    fn raw(&mut self, bytes: &[u8]) -> Result<()> {
+        use std::io::Write;
+        self.out
+            .write_all(bytes)
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        serde_json::to_writer(&mut self.out, value)
+            .map_err(|e| Error::invalid(self.path.display().to_string(), e.to_string()))
+    }
+
+    /// Appends the bytes of the file `from`.
+    fn copy(&mut self, from: &Path) -> Result<()> {
+        let mut file = std::fs::File::open(from).map_err(|e| Error::io(from, e))?;
+        std::io::copy(&mut file, &mut self.out).map_err(|e| Error::io(&self.path, e))?;
+        Ok(())
+    }
+
+    fn finish(self) -> Result<()> {
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::io(&self.path, e.into_error()))?;
+        file.sync_all().map_err(|e| Error::io(&self.path, e))
+    }
 }
 
 /// Every input path of the spec, listed into its pieces.

@@ -241,7 +241,7 @@ fn run_with_sinks(
                 InputsState::remove(dir.dir())?;
                 let pieces = cluster.processes == 1;
                 if pieces {
-                    crate::dataflow::inputs::stamp_inputs(spec)?.write_pending(dir.dir())?;
+                    crate::dataflow::inputs::stamp_inputs(spec, dir.dir())?;
                 }
                 Some(StreamStateOf {
                     dir,

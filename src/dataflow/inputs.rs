@@ -32,7 +32,7 @@ use super::spec::DataflowSpec;
 use crate::amr::penman::BlockCursor;
 use crate::error::{Error, Result};
 use crate::export::StageMetrics;
-use crate::ingest::flickr30k::{ListedImage, Listing};
+use crate::ingest::flickr30k::{ImageSlot, Listing};
 use crate::ingest::{read_input, FileMeta, Format, IngestCounts, RecordSink, Row};
 use crate::schema::{RejectedRow, TableKind};
 
@@ -138,7 +138,7 @@ pub struct PieceState {
 pub struct UnitState {
     pub format: Format,
     pub path: String,
-    pub pieces: Vec<PieceState>,
+    pub pieces: Vec<Box<PieceState>>,
 }
 
 /// `STATE/inputs.json`.
@@ -221,8 +221,8 @@ struct Unit {
     tables: Option<Vec<TableKind>>,
     pieces: Vec<Listed>,
     flickr: Option<Listing>,
-    /// The images of a Flickr30k Entities listing, by piece.
-    images: Vec<ListedImage>,
+    /// Where the images of a Flickr30k Entities listing are ([`Listing::places`]), by piece.
+    images: Vec<Option<ImageSlot>>,
 }
 
 impl Unit {
@@ -245,21 +245,24 @@ impl Unit {
             Format::Flickr30kEntities => Some(Listing::of(path, true)?),
             _ => None,
         };
-        let images: Vec<ListedImage> = flickr.iter().flat_map(Listing::images).collect();
+        let images: Vec<Option<ImageSlot>> = flickr.iter().flat_map(Listing::places).collect();
         let pieces = match &flickr {
             Some(listing) => images
                 .iter()
                 .enumerate()
-                .map(|(i, image)| Listed {
-                    key: image.id.clone(),
-                    files: image
-                        .sentence
-                        .iter()
-                        .chain(&image.annotation)
-                        .map(|f| FileStamp::new(path, &f.path, f.meta))
-                        .collect(),
-                    context: listing.split_of(&image.id).to_string(),
-                    image: Some(i),
+                .map(|(i, place)| {
+                    let image = listing.image_at(*place);
+                    Listed {
+                        files: image
+                            .sentence
+                            .iter()
+                            .chain(&image.annotation)
+                            .map(|f| FileStamp::new(path, &f.path, f.meta))
+                            .collect(),
+                        context: listing.split_of(&image.id).to_string(),
+                        key: image.id,
+                        image: Some(i),
+                    }
                 })
                 .collect(),
             None => {
@@ -302,7 +305,7 @@ impl Unit {
     /// Reads piece `piece` (from `from` for the rest of a PENMAN file) into `sink`.
     fn read(&self, piece: &Listed, from: Option<&PenmanEnd>, sink: &mut PieceSink) -> Result<()> {
         let read = match (&self.flickr, piece.image) {
-            (Some(listing), Some(i)) => listing.read_image(&self.images[i], sink),
+            (Some(listing), Some(i)) => listing.read_image(&listing.image_at(self.images[i]), sink),
             _ if self.appendable() => {
                 sink.numbering.ordinal = from.map_or(0, |e| e.ordinal);
                 let cursor = from.map(|e| e.cursor).unwrap_or_default();
@@ -430,11 +433,11 @@ fn hex128(hasher: &Xxh3) -> String {
 /// What happens to one listed piece in a rerun.
 enum Step {
     /// Unchanged: its state is carried; read again (filtered) only for touched images.
-    Keep(PieceState),
+    Keep(Box<PieceState>),
     /// Read whole.
     Read,
     /// A PENMAN file that grew: read from the old end (the hash of the bytes before it).
-    Append(PieceState, Box<Xxh3>),
+    Append(Box<PieceState>, Box<Xxh3>),
 }
 
 /// One piece's outcome.
@@ -482,7 +485,7 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
     for unit in &units {
         // The old pieces stay where they were read, found by key (a map of them would hold
         // every piece twice while it is built).
-        let mut old_pieces: Vec<Option<PieceState>> = Vec::new();
+        let mut old_pieces: Vec<Option<Box<PieceState>>> = Vec::new();
         let mut by_key: HashMap<String, usize> = HashMap::new();
         if let Some(old) = old_units
             .get_mut(unit.index as usize)
@@ -557,7 +560,7 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
                 (Step::Keep(o), _) => (o, again.map(|a| a.rows)),
                 (Step::Read, Some(outcome)) => {
                     read += 1;
-                    (outcome.state, Some(outcome.rows))
+                    (Box::new(outcome.state), Some(outcome.rows))
                 }
                 (Step::Append(..), Some(outcome)) => {
                     read += 1;
@@ -565,7 +568,7 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
                     // When the file is read again from its start for the touched images, those
                     // rows replace the appended part's.
                     let rows = again.map_or(outcome.rows, |a| a.rows);
-                    (outcome.state, Some(rows))
+                    (Box::new(outcome.state), Some(rows))
                 }
                 _ => {
                     return Err(Error::Config(format!(
@@ -787,7 +790,8 @@ fn appended(unit: &Unit, piece: &Listed, old: &PieceState) -> Result<Option<Xxh3
     Ok(hasher.filter(|h| hex128(h) == end.xxh3))
 }
 
-type UnitOutcomes = Vec<Option<Outcome>>;
+/// Each piece's outcome, boxed: most pieces of a rerun are not read.
+type UnitOutcomes = Vec<Option<Box<Outcome>>>;
 
 /// Reads the pieces of every unit that `steps` asks for, one thread per unit: without `keep`,
 /// the new, changed and appended pieces (step 1); with it, the kept and appended pieces that
@@ -820,7 +824,7 @@ fn read_unit(unit: &Unit, steps: &[Step], keep: Option<&HashSet<String>>) -> Res
             (None, Step::Keep(_)) => None,
             (None, Step::Read) => Some(read_piece(unit, piece, None, None)?),
             (None, Step::Append(old, head)) => {
-                Some(read_piece(unit, piece, Some((old, head)), None)?)
+                Some(read_piece(unit, piece, Some((old.as_ref(), head)), None)?)
             }
             (Some(keep), Step::Keep(old) | Step::Append(old, _)) => {
                 if old.images.iter().any(|i| keep.contains(i)) {
@@ -831,7 +835,7 @@ fn read_unit(unit: &Unit, steps: &[Step], keep: Option<&HashSet<String>>) -> Res
             }
             (Some(_), Step::Read) => None,
         };
-        out.push(outcome);
+        out.push(outcome.map(Box::new));
     }
     Ok(out)
 }

@@ -574,6 +574,27 @@ impl Listing {
         self.only.iter().cloned().chain(listed)
     }
 
+    /// The images of [`images`](Self::images), in its order, as where their files are: `None`
+    /// for the image of a single named file, else its slot. [`image_at`](Self::image_at) makes
+    /// the image; a place is a few bytes where an image holds its files' paths.
+    pub fn places(&self) -> impl Iterator<Item = Option<ImageSlot>> + '_ {
+        let only = self.only.iter().map(|_| None);
+        only.chain(self.slots().map(Some))
+    }
+
+    /// The image at a place of [`places`](Self::places).
+    pub fn image_at(&self, place: Option<ImageSlot>) -> ListedImage {
+        match (place, &self.only) {
+            (Some(slot), _) => self.image(slot),
+            (None, Some(only)) => only.clone(),
+            (None, None) => ListedImage {
+                id: String::new(),
+                sentence: None,
+                annotation: None,
+            },
+        }
+    }
+
     /// The images of a listed directory, by id, as the positions of their files in the sentence
     /// and annotation listings ([`image`](Self::image) makes one): cheaper than
     /// [`images`](Self::images) where most images are skipped. None for a single file.

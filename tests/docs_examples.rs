@@ -367,6 +367,15 @@ fn documented_incremental_rerun_runs() {
         .version;
     assert_eq!(versions, 2, "{}: two versions", rerun.at());
 
+    // `capflow inspect` of the rerun's version names the models it kept.
+    let summary = block("docs/incremental.md", "dataset /data/ssa");
+    let (_, stdout) = scratch.sh_ok(
+        &summary.at(),
+        &scratch.localize("capflow inspect /data/ssa"),
+    );
+    let stdout = stdout.replace(&scratch.path().display().to_string(), "");
+    assert_lines_shown(&summary.at(), &summary.text, &stdout);
+
     // The state's models file has the documented fields.
     let shown = block("docs/incremental.md", "{\n  \"format\": \"capflow-models\"");
     let fields: Vec<&str> = shown

@@ -987,16 +987,20 @@ fn reruns_in_many_parts_read_back_every_split_of_every_chunk() {
 #[test]
 fn a_run_without_state_says_its_models_were_fitted_and_not_kept() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("ssa");
-    let spec = common::repo_root().join("dataflows/ssa-flickr30k.toml");
-    run_ok(&[
-        "run",
-        spec.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let manifest: Value =
-        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    // The recipe run fresh into `tmp/NAME`: its directory and its manifest.
+    let fresh = |name: &str| -> (PathBuf, Value) {
+        let out = tmp.path().join(name);
+        let spec = common::repo_root().join(format!("dataflows/{name}.toml"));
+        run_ok(&[
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let manifest = std::fs::read(out.join("manifest.json")).unwrap();
+        (out, serde_json::from_slice(&manifest).unwrap())
+    };
+    let (out, manifest) = fresh("ssa-flickr30k");
     assert_eq!(
         manifest["models"],
         serde_json::json!({"source": "fitted on the inputs"}),
@@ -1008,16 +1012,6 @@ fn a_run_without_state_says_its_models_were_fitted_and_not_kept() {
         shown.contains("  models: fitted on the inputs (not kept: the run had no --state)\n"),
         "{shown}"
     );
-
-    let out = tmp.path().join("gbc");
-    let spec = common::repo_root().join("dataflows/gbc.toml");
-    run_ok(&[
-        "run",
-        spec.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let manifest: Value =
-        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let (_, manifest) = fresh("gbc");
     assert!(manifest.get("models").is_none(), "{manifest}");
 }

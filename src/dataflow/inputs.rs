@@ -483,8 +483,7 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
         .map(|p| p.units.into_iter().map(Some).collect())
         .unwrap_or_default();
     for unit in &units {
-        // The old pieces stay where they were read, found by key (a map of them would hold
-        // every piece twice while it is built).
+        // The old pieces stay where they were parsed, found by key through their positions.
         let mut old_pieces: Vec<Option<Box<PieceState>>> = Vec::new();
         let mut by_key: HashMap<String, usize> = HashMap::new();
         if let Some(old) = old_units

@@ -176,6 +176,12 @@ pub const COVERAGE: &[(&str, &str, &str, &str)] = &[
     ),
     (
         "docs/incremental.md",
+        "dataset /data/ssa",
+        HERE,
+        "documented_incremental_rerun_runs",
+    ),
+    (
+        "docs/incremental.md",
         "[[models.corpus]]",
         HERE,
         "documented_recipe_tables_run",

@@ -475,6 +475,30 @@ fn ssa_with_a_fixed_model_corpus_recomputes_only_the_new_images() {
         ),
         "{log}"
     );
+    // The manifest names the corpus's models by the digest the state compares.
+    let read =
+        |path: PathBuf| -> Value { serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap() };
+    let (manifest, header) = (
+        read(out.join("manifest.json")),
+        read(runs.state.join("state.json")),
+    );
+    assert_eq!(
+        manifest["models"]["source"], "fitted on [[models.corpus]]",
+        "{manifest}"
+    );
+    assert_eq!(
+        manifest["models"]["id"], header["models_digest"],
+        "{header}"
+    );
+    let shown = capflow(&["inspect", out.to_str().unwrap()]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    let digest = header["models_digest"].as_str().unwrap();
+    assert!(
+        shown.contains(&format!(
+            "  models: fitted on [[models.corpus]] (rows digest {digest})\n"
+        )),
+        "{shown}"
+    );
     let (incremental, fresh) = runs.against_fresh(&spec, &input);
     assert!(incremental == fresh, "bytes differ");
     // The first half's samples are carried as they were; the changelog adds the rest.

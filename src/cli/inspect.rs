@@ -157,13 +157,16 @@ pub fn summary(dir: &Path, manifest: &Manifest) -> String {
         manifest.created_at
     );
     if let Some(models) = &manifest.models {
-        let _ = match &models.id {
-            Some(id) => writeln!(
+        let _ = match (&models.id, models.source.as_str()) {
+            (Some(id), crate::export::MODELS_CORPUS) => {
+                writeln!(out, "  models: {} (rows digest {id})", models.source)
+            }
+            (Some(id), _) => writeln!(
                 out,
                 "  models: {} (models/{id}.bin in the state)",
                 models.source
             ),
-            None => writeln!(
+            (None, _) => writeln!(
                 out,
                 "  models: {} (not kept: the run had no --state)",
                 models.source

@@ -78,9 +78,11 @@ pub struct VersionSummary {
 pub struct ModelsUsed {
     /// How the run had them: [`MODELS_FITTED`], [`MODELS_KEPT`] or [`MODELS_CORPUS`].
     pub source: String,
-    /// Their artifact's id: the digest of the rows they were fitted on, and the name of
-    /// `models/<id>.bin` in the state that keeps them. Absent when no state keeps them (a run
-    /// without `--state` fits them and lets them go).
+    /// The digest of the rows they were fitted on: for models fitted on the inputs or kept,
+    /// their artifact's id, the name of `models/<id>.bin` in the state that keeps them (absent
+    /// when no state keeps them: a run without `--state` fits them and lets them go); for
+    /// `[[models.corpus]]`, the digest of the corpus's rows (the corpus, not an artifact, is
+    /// what is kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
 }

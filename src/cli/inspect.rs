@@ -7,7 +7,9 @@ use arrow::array::RecordBatch;
 
 use super::out::{self, diagnostic, out, outln};
 use crate::error::{Error, Result};
-use crate::export::{read_manifest, read_manifest_version, read_table_of, validate, Manifest};
+use crate::export::{
+    read_manifest, read_manifest_version, read_table_of, validate, Manifest, ModelsSource,
+};
 use crate::schema::TableKind;
 
 #[derive(Debug, clap::Args)]
@@ -157,20 +159,13 @@ pub fn summary(dir: &Path, manifest: &Manifest) -> String {
         manifest.created_at
     );
     if let Some(models) = &manifest.models {
-        let _ = match (&models.id, models.source.as_str()) {
-            (Some(id), crate::export::MODELS_CORPUS) => {
-                writeln!(out, "  models: {} (rows digest {id})", models.source)
+        let source = models.source.as_str();
+        let _ = match (&models.id, models.source) {
+            (Some(id), ModelsSource::Corpus) => {
+                writeln!(out, "  models: {source} (rows digest {id})")
             }
-            (Some(id), _) => writeln!(
-                out,
-                "  models: {} (models/{id}.bin in the state)",
-                models.source
-            ),
-            (None, _) => writeln!(
-                out,
-                "  models: {} (not kept: the run had no --state)",
-                models.source
-            ),
+            (Some(id), _) => writeln!(out, "  models: {source} (models/{id}.bin in the state)"),
+            (None, _) => writeln!(out, "  models: {source} (not kept: the run had no --state)"),
         };
     }
     let _ = writeln!(

@@ -164,13 +164,10 @@ impl InputsState {
 
     /// Replaces `STATE/inputs.json`.
     pub fn write(&self, state_dir: &Path) -> Result<()> {
-        // Written as it is encoded, then put in place.
-        let path = state_dir.join(INPUTS_FILE);
-        let tmp = path.with_extension("json.tmp");
-        let mut out = JsonFile::create(&tmp)?;
-        out.value(self)?;
-        out.finish()?;
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
+        // Written as it is encoded: the record is hundreds of bytes a piece.
+        super::state::write_replacing_with(&state_dir.join(INPUTS_FILE), |out| {
+            serde_json::to_writer(out, self).map_err(Into::into)
+        })
     }
 
     /// Removes `STATE/inputs.json` (a run that does not read piece by piece leaves none), and
@@ -637,7 +634,8 @@ pub fn stamp_inputs(spec: &DataflowSpec, state_dir: &Path) -> Result<()> {
     let started_ns = now_ns();
     let units = list_units(spec)?;
     // One thread per unit writes its pieces, comma-separated, to a file of its own; the record
-    // is put together from them in unit order.
+    // is put together from them in unit order, in the layout of `InputsState` and `UnitState`
+    // (which `InputsState::read` reads back).
     let part = |unit: &Unit| state_dir.join(format!("{PENDING_INPUTS_FILE}.{}", unit.index));
     let written: Vec<Result<()>> = std::thread::scope(|scope| {
         let handles: Vec<_> = units
@@ -676,11 +674,10 @@ pub fn stamp_inputs(spec: &DataflowSpec, state_dir: &Path) -> Result<()> {
         out.value(&INPUTS_FORMAT_VERSION)?;
         out.raw(b",\"units\":[")?;
         for (i, unit) in units.iter().enumerate() {
-            out.raw(if i > 0 {
-                b",{\"format\":"
-            } else {
-                b"{\"format\":"
-            })?;
+            if i > 0 {
+                out.raw(b",")?;
+            }
+            out.raw(b"{\"format\":")?;
             out.value(&unit.format)?;
             out.raw(b",\"path\":")?;
             out.value(&unit.path.display().to_string())?;

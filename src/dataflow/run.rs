@@ -18,10 +18,7 @@ use super::sink::{self, NamedSink};
 use super::state::{self, bucket_of, image_digests, BucketState, ImageState, Plan, StateDir};
 use super::{run_collect, run_collect_sharing, ClusterOptions, CollectedRun, DataflowSpec};
 use crate::error::{Error, Result};
-use crate::export::{
-    Committed, DatasetWriter, FileEntry, ModelsUsed, StageMetrics, MODELS_CORPUS, MODELS_FITTED,
-    MODELS_KEPT,
-};
+use crate::export::{Committed, DatasetWriter, FileEntry, ModelsSource, ModelsUsed, StageMetrics};
 use crate::schema::{RejectedRow, SampleRow};
 use crate::select::mix::{mix, MixConfig};
 
@@ -537,15 +534,12 @@ fn models_used(
     corpus: &Option<CollectedRun>,
 ) -> Option<ModelsUsed> {
     let (source, id) = match (artifact, corpus, pinned) {
-        (Some(artifact), _, _) => (MODELS_KEPT, Some(artifact.info.id.clone())),
-        (None, Some(_), Some(id)) => (MODELS_CORPUS, id.clone()),
-        (None, None, None) => (MODELS_FITTED, None),
+        (Some(artifact), _, _) => (ModelsSource::Kept, Some(artifact.info.id.clone())),
+        (None, Some(_), Some(id)) => (ModelsSource::Corpus, id.clone()),
+        (None, None, None) => (ModelsSource::Fitted, None),
         (None, _, _) => return None,
     };
-    Some(ModelsUsed {
-        source: source.to_string(),
-        id,
-    })
+    Some(ModelsUsed { source, id })
 }
 
 /// Whether the streaming engine runs `spec` (without `--state`). The first process decides
@@ -958,7 +952,7 @@ fn commit(
     counts.rejected += augment_rejected;
     if let Some(artifact) = state.as_ref().and_then(|s| s.artifact.as_ref()) {
         writer.models(ModelsUsed {
-            source: MODELS_FITTED.to_string(),
+            source: ModelsSource::Fitted,
             id: Some(artifact.info.id.clone()),
         });
     }

@@ -175,10 +175,23 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
 }
 
 pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_replacing_with(path, |out| out.write_all(bytes))
+}
+
+/// Replaces `path` with what `write` writes, through a buffer, into a file beside it that is
+/// synced and then renamed over it.
+pub(crate) fn write_replacing_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<()> {
     let tmp = path.with_extension("json.tmp");
     {
-        let mut file = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        file.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
+        let file = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let mut out = std::io::BufWriter::new(file);
+        write(&mut out).map_err(|e| Error::io(&tmp, e))?;
+        let file = out
+            .into_inner()
+            .map_err(|e| Error::io(&tmp, e.into_error()))?;
         file.sync_all().map_err(|e| Error::io(&tmp, e))?;
     }
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))

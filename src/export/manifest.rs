@@ -76,8 +76,8 @@ pub struct VersionSummary {
 /// manifest when the recipe has none.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelsUsed {
-    /// How the run had them: [`MODELS_FITTED`], [`MODELS_KEPT`] or [`MODELS_CORPUS`].
-    pub source: String,
+    /// How the run had them.
+    pub source: ModelsSource,
     /// The digest of the rows they were fitted on: for models fitted on the inputs or kept,
     /// their artifact's id, the name of `models/<id>.bin` in the state that keeps them (absent
     /// when no state keeps them: a run without `--state` fits them and lets them go); for
@@ -87,12 +87,29 @@ pub struct ModelsUsed {
     pub id: Option<String>,
 }
 
-/// [`ModelsUsed::source`]: fitted on the run's own inputs.
-pub const MODELS_FITTED: &str = "fitted on the inputs";
-/// [`ModelsUsed::source`]: fitted by an earlier run, kept in a state (`--state`, `--models`).
-pub const MODELS_KEPT: &str = "kept from an earlier fit";
-/// [`ModelsUsed::source`]: fitted on the spec's fixed `[[models.corpus]]`.
-pub const MODELS_CORPUS: &str = "fitted on [[models.corpus]]";
+/// [`ModelsUsed::source`], written in the manifest as [`as_str`](Self::as_str) says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ModelsSource {
+    /// Fitted on the run's own inputs.
+    #[serde(rename = "fitted on the inputs")]
+    Fitted,
+    /// Fitted by an earlier run and kept in a state (`--state`, `--models`).
+    #[serde(rename = "kept from an earlier fit")]
+    Kept,
+    /// Fitted on the spec's fixed `[[models.corpus]]`.
+    #[serde(rename = "fitted on [[models.corpus]]")]
+    Corpus,
+}
+
+impl ModelsSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelsSource::Fitted => "fitted on the inputs",
+            ModelsSource::Kept => "kept from an earlier fit",
+            ModelsSource::Corpus => "fitted on [[models.corpus]]",
+        }
+    }
+}
 
 /// The content of `manifest.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -36,9 +36,9 @@ mod writer;
 pub use card::{render_card, size_category, CardMetadata};
 pub use changelog::{read_changelog, ChangelogWriter, CHANGES_DIR};
 pub use manifest::{
-    read_manifest, read_manifest_version, ChangelogEntry, FileEntry, Manifest, ModelsUsed,
-    StageMetrics, TableSummary, VersionSummary, MANIFEST_FILE, MANIFEST_FORMAT,
-    MANIFEST_FORMAT_VERSION, MODELS_CORPUS, MODELS_FITTED, MODELS_KEPT,
+    read_manifest, read_manifest_version, ChangelogEntry, FileEntry, Manifest, ModelsSource,
+    ModelsUsed, StageMetrics, TableSummary, VersionSummary, MANIFEST_FILE, MANIFEST_FORMAT,
+    MANIFEST_FORMAT_VERSION,
 };
 pub(crate) use reader::dataset_file_path;
 pub use reader::{read_file_rows, read_split, read_table, read_table_of, TableReader};

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates .venv-oracles with the independent Python references the tests compare against
-# (smatch, penman, scipy, scikit-learn, pycocoevalcap, pyarrow, duckdb, Hugging Face datasets and Pillow), at
+# (smatch, penman, scipy, scikit-learn, pycocoevalcap, pyarrow, duckdb, Hugging Face datasets, deltalake, polars and Pillow), at
 # the versions pinned in scripts/oracles-requirements.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."

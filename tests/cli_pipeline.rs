@@ -159,6 +159,8 @@ fn printing_commands(inputs: &Inputs) -> Vec<Vec<String>> {
         strings(&["inspect", &ds, "--rows", "3"]),
         strings(&["validate", &ds]),
         strings(&["validate", &ds, "--json"]),
+        strings(&["vacuum", &ds, "--dry-run"]),
+        strings(&["vacuum", &ds, "--dry-run", "--json"]),
         strings(&["ingest", "penman", &amr, "--out", &inputs.fresh("ingest")]),
         strings(&[
             "ingest",
@@ -749,6 +751,7 @@ fn dataset_reading_commands(dir: &str, inputs: &Inputs) -> Vec<Vec<String>> {
     vec![
         strings(&["inspect", dir]),
         strings(&["validate", dir]),
+        strings(&["vacuum", dir, "--dry-run"]),
         strings(&["merge", dir, "--from", &path(inputs.dir())]),
         strings(&["report", dir, "--out", &inputs.fresh("report")]),
         strings(&[
@@ -835,6 +838,7 @@ fn the_same_failure_gives_the_same_exit_code_in_every_command() {
         "ingest",
         "inspect",
         "validate",
+        "vacuum",
         "gbc stats",
         "gbc convert",
         "amr parse",

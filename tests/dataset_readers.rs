@@ -1,6 +1,7 @@
 //! Datasets written by capflow are read by the tools people train with: pyarrow (each file and
-//! the `data/` directory) and DuckDB (`read_parquet('DIR/data/*.parquet')`), with the manifest's
-//! row counts and checksums. Runs through the oracle virtualenv (`common::oracle_python`).
+//! each table's directory `data/<table>/`) and DuckDB (`read_parquet('DIR/data/<table>/*.parquet')`),
+//! with the manifest's row counts and checksums. Runs through the oracle virtualenv
+//! (`common::oracle_python`).
 
 mod common;
 
@@ -25,18 +26,24 @@ for f in manifest["files"]:
     out["sha256"][f["path"]] = hashlib.sha256(open(path, "rb").read()).hexdigest()
     meta = pq.read_metadata(path).metadata
     out["kv"][f["path"]] = {k.decode(): v.decode() for k, v in meta.items() if k.startswith(b"capflow.")}
-out["data_dir_rows"] = pq.read_table(os.path.join(root, "data")).num_rows
 out["rejected_file_rows"] = pq.read_table(os.path.join(root, "rejected.parquet")).num_rows
 data = os.path.join(root, "data")
-out["duckdb_total"] = duckdb.sql(f"select count(*) from read_parquet('{data}/*.parquet')").fetchall()[0][0]
+# Each table is a directory: pyarrow reads it whole (its `_delta_log` is skipped), DuckDB by glob.
+out["table_dir_rows"] = {}
+out["duckdb_table_rows"] = {}
+for table in sorted({f["table"] for f in manifest["files"]}):
+    out["table_dir_rows"][table] = pq.read_table(os.path.join(data, table)).num_rows
+    out["duckdb_table_rows"][table] = duckdb.sql(
+        f"select count(*) from read_parquet('{data}/{table}/*.parquet')").fetchall()[0][0]
 out["duckdb_per_split"] = {}
-for split in sorted({f["split"] for f in manifest["files"]}):
+for f in manifest["files"]:
+    split = f["split"]
     out["duckdb_per_split"][split] = duckdb.sql(
-        f"select count(*) from read_parquet('{data}/{split}-*.parquet')").fetchall()[0][0]
+        f"select count(*) from read_parquet('{data}/{f['table']}/{split}-*.parquet')").fetchall()[0][0]
 out["duckdb_train_words"] = duckdb.sql(
-    f"select sum(word_count) from read_parquet('{data}/train-*.parquet')").fetchall()[0][0]
+    f"select sum(word_count) from read_parquet('{data}/samples/train-*.parquet')").fetchall()[0][0]
 out["duckdb_first_caption"] = duckdb.sql(
-    f"select text from read_parquet('{data}/captions-*.parquet') where caption_id = 'syn000000000#0'").fetchall()[0][0]
+    f"select text from read_parquet('{data}/captions/*.parquet') where caption_id = 'syn000000000#0'").fetchall()[0][0]
 print(json.dumps(out))
 "#;
 
@@ -128,8 +135,10 @@ fn pyarrow_and_duckdb_read_the_dataset_with_the_manifest_counts() {
     let total: u64 = manifest.files.iter().map(|f| f.rows).sum();
     // 3000 images, 15000 caption records of which 154 are rejected, 5000 samples.
     assert_eq!(total, 3000 + 2 * (15_000 - 154) + 154 + 5000);
-    assert_eq!(result["data_dir_rows"], total);
-    assert_eq!(result["duckdb_total"], total);
+    for (table, summary) in &manifest.tables {
+        assert_eq!(result["table_dir_rows"][table], summary.rows, "{table}");
+        assert_eq!(result["duckdb_table_rows"][table], summary.rows, "{table}");
+    }
     assert_eq!(result["rejected_file_rows"], 154);
     for (split, rows) in &per_split {
         assert_eq!(result["duckdb_per_split"][split], *rows, "{split}");

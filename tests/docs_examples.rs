@@ -850,6 +850,72 @@ fn documented_dataset_layout_and_card_are_a_runs() {
     }
 }
 
+/// docs/datasets.md's Delta Lake example on a dataset of two versions (a run, then a rerun
+/// after an image's files arrived), then its `capflow vacuum`: before it, a glob over the
+/// samples' directory counts both versions' rows; after it, the manifest's.
+#[test]
+fn documented_delta_reads_and_vacuum_run() {
+    let Some(python) = common::oracle_python() else {
+        return;
+    };
+    let example = block("docs/datasets.md", "from deltalake import DeltaTable");
+    let vacuum = block("docs/datasets.md", "capflow vacuum out/ssa --retain 1");
+    let scratch = Scratch::new();
+    let input = FlickrInput::new(scratch.path().join("data/flickr"));
+    let run =
+        "capflow run dataflows/ssa-flickr30k.toml --input data/flickr --out out/ssa 2>/dev/null";
+    scratch.sh_ok("a run", run);
+    input.land();
+    scratch.sh_ok("a rerun", run);
+    let dir = scratch.path().join("out/ssa");
+    let manifest = capflow::export::read_manifest(&dir).unwrap();
+    assert_eq!(manifest.version, 2);
+    let python_run = |script: &str| {
+        let out = Command::new(&python)
+            .arg("-c")
+            .arg(script)
+            .current_dir(scratch.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            example.at(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let printed = python_run(&format!(
+        "{}\nprint(samples.to_pyarrow_table().num_rows)\n\
+         print(pl.read_delta('out/ssa/data/captions').height)\n\
+         import pyarrow as pa\n\
+         print(pa.RecordBatchReader.from_stream(\
+         samples.load_cdf(starting_version=1, ending_version=1)).read_all().num_rows)\n",
+        example.text
+    ));
+    let lines: Vec<u64> = printed.lines().map(|l| l.parse().unwrap()).collect();
+    let changes = manifest.changelog.as_ref().unwrap();
+    assert_eq!(
+        lines,
+        [
+            manifest.tables["samples"].rows,
+            manifest.tables["captions"].rows,
+            changes.added + changes.retracted
+        ],
+        "{}",
+        example.at()
+    );
+    let glob = "import duckdb\nprint(duckdb.sql(\"select count(*) from \
+                read_parquet('out/ssa/data/samples/**/*.parquet')\").fetchall()[0][0])";
+    let before: u64 = python_run(glob).trim().parse().unwrap();
+    assert!(before > manifest.tables["samples"].rows, "{before}");
+    scratch.sh_ok(&vacuum.at(), &vacuum.text);
+    let after: u64 = python_run(glob).trim().parse().unwrap();
+    assert_eq!(after, manifest.tables["samples"].rows, "{}", vacuum.at());
+    let report = capflow::export::validate(&dir).unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
 /// docs/datasets.md's `datasets` example, run as written on an SSA dataset at the path it
 /// names.
 #[test]

@@ -94,11 +94,22 @@ fn sha256_hex(path: &Path) -> String {
     hex::encode(Sha256::digest(fs::read(path).unwrap()))
 }
 
+/// The shards in the tables' directories, as `<table>/<name>` (Delta Lake logs left out).
 fn data_files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir.join("data"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut names = Vec::new();
+    for table in fs::read_dir(dir.join("data")).unwrap() {
+        let table = table.unwrap();
+        let table_name = table.file_name().to_string_lossy().into_owned();
+        for file in fs::read_dir(table.path()).unwrap() {
+            let file = file.unwrap();
+            if file.path().is_file() {
+                names.push(format!(
+                    "{table_name}/{}",
+                    file.file_name().to_string_lossy()
+                ));
+            }
+        }
+    }
     names.sort();
     names
 }
@@ -173,7 +184,10 @@ fn rows_round_trip_and_manifest_describes_them() {
     let train = manifest.files.iter().find(|f| f.split == "train").unwrap();
     assert_eq!(
         train.path,
-        format!("data/train-00000-of-00001-{}.parquet", &train.sha256[..16])
+        format!(
+            "data/samples/train-00000-of-00001-{}.parquet",
+            &train.sha256[..16]
+        )
     );
     // The top-level ledger holds the same bytes as the ledger shard.
     let ledger_file = manifest.table_files(TableKind::Rejected).next().unwrap();
@@ -306,7 +320,7 @@ fn shards_roll_over_at_the_byte_target() {
         assert!(
             shard
                 .path
-                .starts_with(&format!("data/captions-{i:05}-of-{n:05}-")),
+                .starts_with(&format!("data/captions/captions-{i:05}-of-{n:05}-")),
             "{}",
             shard.path
         );
@@ -539,13 +553,13 @@ fn leftovers_of_a_crashed_run_are_reported_then_cleaned_by_the_next_write() {
     let dir = tmp.path().join("ds");
     write_small_dataset(&dir, 50, 0);
     // What a run killed mid-commit leaves: its staging directory, its lock (a process id that
-    // cannot be running), and a shard already moved into data/.
+    // cannot be running), and a shard already moved into its table's directory.
     let staging = dir.join(".capflow-tmp-4000000000-0123456789abcdef");
     fs::create_dir(&staging).unwrap();
     fs::write(staging.join("captions-captions-00000.parquet"), b"partial").unwrap();
     fs::write(dir.join(".capflow-lock"), "4000000000").unwrap();
     let orphan = "captions-00000-of-00001-00000000deadbeef.parquet";
-    fs::write(dir.join("data").join(orphan), b"orphan").unwrap();
+    fs::write(dir.join("data/captions").join(orphan), b"orphan").unwrap();
     // A file that capflow did not write is never removed.
     fs::write(dir.join("data").join("notes.txt"), b"mine").unwrap();
 
@@ -561,7 +575,7 @@ fn leftovers_of_a_crashed_run_are_reported_then_cleaned_by_the_next_write() {
         let writer = DatasetWriter::create(&dir, "cfg", 1 << 20).unwrap();
         assert!(!staging.exists());
         writer.commit(counts(0, 0)).unwrap();
-        assert!(!dir.join("data").join(orphan).exists());
+        assert!(!dir.join("data/captions").join(orphan).exists());
         assert!(dir.join("data").join("notes.txt").exists());
         assert!(!dir.join(".capflow-lock").exists());
     }

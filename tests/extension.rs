@@ -97,14 +97,14 @@ fn options(out: PathBuf, workers: usize) -> RunOptions {
     }
 }
 
+/// The dataset's files, by path, with their bytes.
 fn data_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    for entry in std::fs::read_dir(dir.join("data")).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        files.insert(name, std::fs::read(&path).unwrap());
-    }
-    files
+    capflow::export::read_manifest(dir)
+        .unwrap()
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), std::fs::read(dir.join(&f.path)).unwrap()))
+        .collect()
 }
 
 #[test]

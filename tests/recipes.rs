@@ -38,13 +38,17 @@ fn rows<R: TableRow>(dir: &Path, table: TableKind) -> Vec<R> {
         .collect()
 }
 
-/// Every file under `dir/data`, by relative path, with its bytes.
+/// Every Parquet file under `dir/data` (shards and change data files), by relative path, with
+/// its bytes. The Delta Lake logs record commit times and are left out.
 fn data_files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();
     let mut stack = vec![dir.join("data")];
     while let Some(d) = stack.pop() {
         for entry in std::fs::read_dir(&d).unwrap() {
             let path = entry.unwrap().path();
+            if path.ends_with("_delta_log") {
+                continue;
+            }
             if path.is_dir() {
                 stack.push(path);
             } else {

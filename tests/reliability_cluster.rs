@@ -435,7 +435,8 @@ fn a_commit_that_ran_out_of_space_leaves_no_orphans_in_the_way_of_its_retry() {
         .filter(|l| l.split_whitespace().next() == Some(thread.as_str()))
         .count();
 
-    // The commit runs out of space there: every shard is in data/, no manifest names them.
+    // The commit runs out of space there: every shard is in its table's directory, no manifest
+    // names them.
     let out = on_fs("ds");
     let run = args(&out, &state("state"));
     let inject = format!("inject=rename:error=ENOSPC:when={k}");
@@ -457,7 +458,7 @@ fn a_commit_that_ran_out_of_space_leaves_no_orphans_in_the_way_of_its_retry() {
     );
     assert_eq!(codes, [Some(4), Some(6)], "{log}");
     let orphans = fs.sh(&format!(
-        "ls {out}/data | wc -l; test ! -e {out}/manifest.json"
+        "find {out}/data -name '*.parquet' | wc -l; test ! -e {out}/manifest.json"
     ));
     assert!(orphans.trim().parse::<u64>().unwrap() > 10, "{orphans}");
     let held = fs.used();

@@ -59,7 +59,8 @@ fn sample_row() -> SampleRow {
             source_caption_ids: vec!["1#0".into(), "1#3".into()],
             node_ids: vec!["r".into(), "m".into()],
             subgraph: Some("(r / ride-01 :ARG0 (m / man))".into()),
-            seed: u64::MAX,
+            // The largest seed a sample can record: Delta Lake has no unsigned integers.
+            seed: i64::MAX as u64,
         },
     }
 }
@@ -75,6 +76,10 @@ fn typed_rows_round_trip_through_record_batches() {
     let batch = rows_to_batch(&samples).unwrap();
     assert_eq!(batch.schema(), TableKind::Samples.schema());
     assert_eq!(batch_to_rows::<SampleRow>(&batch).unwrap(), samples);
+    // A seed above the Int64 column's range is refused, never wrapped.
+    let mut too_large = sample_row();
+    too_large.provenance.seed = i64::MAX as u64 + 1;
+    assert!(rows_to_batch(&[too_large]).is_err());
 
     let detections = vec![DetectionRow {
         image_id: "7".into(),

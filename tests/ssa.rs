@@ -194,7 +194,7 @@ fn ssa_bytes_do_not_depend_on_workers() {
         datasets.push((workers, files));
     }
     let (_, first) = &datasets[0];
-    assert!(first.keys().any(|p| p.starts_with("data/train")));
+    assert!(first.keys().any(|p| p.starts_with("data/samples/train")));
     for (workers, files) in &datasets[1..] {
         assert_eq!(
             files.keys().collect::<Vec<_>>(),

@@ -23,6 +23,7 @@ pub mod run;
 pub mod synth;
 #[cfg(feature = "train")]
 pub mod train;
+pub mod vacuum;
 pub mod watch;
 
 use clap::{Parser, Subcommand};
@@ -60,6 +61,8 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Check that a dataset directory holds exactly what its manifest says.
     Validate(inspect::ValidateArgs),
+    /// Remove the files only versions older than the last N need (`--retain N`, default 1).
+    Vacuum(vacuum::VacuumArgs),
     /// Convert and summarize apple/ml-gbc graph files.
     Gbc(gbc::GbcArgs),
     /// Work with AMR graphs: parse, score with Smatch, merge, inspect.
@@ -136,6 +139,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Ingest(args) => ingest::run(args),
         Command::Inspect(args) => inspect::run_inspect(args),
         Command::Validate(args) => inspect::run_validate(args),
+        Command::Vacuum(args) => vacuum::run(args),
         Command::Gbc(args) => gbc::run(args),
         Command::Amr(cmd) => amr::run(cmd),
         Command::Cluster(cmd) => cluster::run(cmd),

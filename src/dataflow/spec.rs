@@ -279,6 +279,10 @@ impl DataflowSpec {
         if self.inputs.is_empty() {
             return Err("at least one [[inputs]] entry is needed".into());
         }
+        if i64::try_from(self.seed).is_err() {
+            // Samples record it in an Int64 column: Delta Lake and Spark have no unsigned type.
+            return Err(format!("`seed` must be at most {}", i64::MAX));
+        }
         for (i, input) in self.inputs.iter().enumerate() {
             if input.paths.is_empty() {
                 return Err(format!(
@@ -468,6 +472,17 @@ mod tests {
             "name = \"t\"\n[[inputs]]\nformat = \"penman\"\npaths = [\"a.amr\"]\n{extra}"
         ))
         .unwrap()
+    }
+
+    #[test]
+    fn a_seed_must_fit_the_samples_int64_column() {
+        // TOML's integers are Int64 already; a spec built in code is checked too.
+        let seeded = |seed: u64| DataflowSpec { seed, ..spec("") };
+        assert!(seeded(i64::MAX as u64).validate().is_ok());
+        assert_eq!(
+            seeded(i64::MAX as u64 + 1).validate().unwrap_err(),
+            "`seed` must be at most 9223372036854775807"
+        );
     }
 
     #[test]

@@ -357,6 +357,7 @@ mod tests {
             history: Vec::new(),
             changelog: None,
             models: None,
+            delta_versions: BTreeMap::new(),
         }
     }
 

@@ -143,6 +143,11 @@ pub struct Manifest {
     /// The corpus-level models this version's samples were computed with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub models: Option<ModelsUsed>,
+    /// Every table's version in its Delta Lake log (`data/<table>/_delta_log/`), by table
+    /// name: what this version of the dataset is in Delta's terms (`docs/datasets.md`).
+    /// Absent from datasets written before their tables were Delta tables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub delta_versions: BTreeMap<String, u64>,
 }
 
 /// `changes/v<N>.parquet`: the sample rows a version added (`diff` = +1) and retracted (−1).

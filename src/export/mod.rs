@@ -3,14 +3,16 @@
 //! A capflow dataset is a directory:
 //!
 //! ```text
-//! DIR/manifest.json                                   the commit point: files, rows, checksums, counts
-//! DIR/README.md                                       dataset card (Hugging Face metadata and `configs:`)
-//! DIR/rejected.parquet                                the rejected-record ledger (always present)
-//! DIR/data/<split>-NNNNN-of-NNNNN-<content>.parquet   shards, grouped by split name
+//! DIR/manifest.json                                           the commit point: files, rows, checksums, counts
+//! DIR/README.md                                               dataset card (Hugging Face metadata and `configs:`)
+//! DIR/rejected.parquet                                        the rejected-record ledger (always present)
+//! DIR/data/<table>/<split>-NNNNN-of-NNNNN-<content>.parquet   a table's shards, grouped by split name
+//! DIR/data/<table>/_delta_log/                                the table's Delta Lake log ([`delta`])
 //! ```
 //!
-//! `<split>` is the table name for capflow's input tables (`captions-00000-of-00002-….parquet`)
-//! and the sample split for the `samples` table (`train-00000-of-00001-….parquet`,
+//! Every table has a directory of its own, a Delta Lake table. `<split>` is the table name for
+//! capflow's input tables (`data/captions/captions-00000-of-00002-….parquet`) and the sample
+//! split for the `samples` table (`data/samples/train-00000-of-00001-….parquet`,
 //! `validation-…`, `test-…`; see [`crate::schema::canonical_split`]). `<content>`
 //! is the first 16 hex digits of the shard's SHA-256: shard names are unique per content, so a
 //! new version is written beside the old one and the old manifest stays valid until the new one
@@ -23,6 +25,7 @@
 pub(crate) mod abort;
 mod card;
 pub(crate) mod changelog;
+pub(crate) mod delta;
 pub(crate) mod fsutil;
 mod manifest;
 mod reader;
@@ -30,6 +33,7 @@ pub mod samples;
 mod shard;
 mod sink;
 pub mod synthetic;
+mod vacuum;
 mod validate;
 mod writer;
 
@@ -43,6 +47,7 @@ pub use manifest::{
 pub(crate) use reader::dataset_file_path;
 pub use reader::{read_file_rows, read_split, read_table, read_table_of, TableReader};
 pub use sink::{DatasetSink, DEFAULT_FLUSH_ROWS};
+pub use vacuum::{vacuum, VacuumReport};
 pub(crate) use validate::safe_relative_path;
 pub use validate::{validate, Problem, ValidationReport};
 pub use writer::{shard_index, Committed, DatasetWriter, WriterOptions, DEFAULT_SHARD_BYTES};

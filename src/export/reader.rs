@@ -3,7 +3,8 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
-use arrow::array::RecordBatch;
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 
 use super::manifest::read_manifest;
@@ -21,6 +22,8 @@ pub struct TableReader {
     table: TableKind,
     files: VecDeque<PathBuf>,
     current: Option<(ParquetInput, ParquetRecordBatchReader)>,
+    /// The open shard has an earlier capflow version's schema: its columns are cast.
+    cast: bool,
 }
 
 /// Reads every split of `table` in the dataset at `dir`, as listed by its manifest.
@@ -73,7 +76,53 @@ fn open_manifest(
         table,
         files,
         current: None,
+        cast: false,
     })
+}
+
+/// The schema an earlier capflow version wrote `table` with, where it differs from today's by
+/// types a cast converts: the samples' `provenance.seed` was UInt64 (now Int64, which Delta
+/// Lake has; a seed is at most `i64::MAX`).
+fn legacy_schema(table: TableKind) -> Option<Schema> {
+    if table != TableKind::Samples {
+        return None;
+    }
+    let schema = table.schema();
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|field| match field.data_type() {
+            DataType::Struct(inner) if field.name() == "provenance" => {
+                let inner: Vec<Field> = inner
+                    .iter()
+                    .map(|f| match f.name().as_str() {
+                        "seed" => Field::new("seed", DataType::UInt64, f.is_nullable()),
+                        _ => f.as_ref().clone(),
+                    })
+                    .collect();
+                Field::new(
+                    field.name(),
+                    DataType::Struct(inner.into()),
+                    field.is_nullable(),
+                )
+            }
+            _ => field.as_ref().clone(),
+        })
+        .collect();
+    Some(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// `batch`'s columns cast to `schema`'s types.
+fn cast_columns(
+    batch: &RecordBatch,
+    schema: &Schema,
+) -> std::result::Result<Vec<ArrayRef>, arrow::error::ArrowError> {
+    batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| arrow::compute::cast(column, field.data_type()))
+        .collect()
 }
 
 impl TableReader {
@@ -86,7 +135,9 @@ impl TableReader {
             .map_err(|e| input.parquet_error(e))?;
         let expected = schema_fingerprint(&self.table.schema());
         let found = schema_fingerprint(builder.schema());
-        if found != expected {
+        self.cast =
+            legacy_schema(self.table).is_some_and(|legacy| found == schema_fingerprint(&legacy));
+        if found != expected && !self.cast {
             return Err(Error::invalid(
                 path.display().to_string(),
                 format!(
@@ -115,9 +166,17 @@ impl Iterator for TableReader {
                     Some(Ok(batch)) => {
                         // Batches carry the code's schema (without the file's metadata) so
                         // that they concatenate with freshly built ones.
+                        let schema = self.table.schema();
+                        let columns = if self.cast {
+                            match cast_columns(&batch, &schema) {
+                                Ok(columns) => columns,
+                                Err(e) => return Some(Err(input.arrow_error(e))),
+                            }
+                        } else {
+                            batch.columns().to_vec()
+                        };
                         return Some(
-                            RecordBatch::try_new(self.table.schema(), batch.columns().to_vec())
-                                .map_err(|e| input.arrow_error(e)),
+                            RecordBatch::try_new(schema, columns).map_err(|e| input.arrow_error(e)),
                         );
                     }
                     Some(Err(e)) => {
@@ -168,4 +227,53 @@ pub(crate) fn dataset_file_path(dir: &Path, file: &super::FileEntry) -> Result<P
         )
     })?;
     Ok(dir.join(relative))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::schema::{rows_to_batch, Provenance, SampleRow};
+
+    #[test]
+    fn samples_written_with_an_unsigned_seed_read_as_todays_schema() {
+        let sample = SampleRow {
+            image: None,
+            sample_id: "s0".into(),
+            image_id: "img0".into(),
+            split: "train".into(),
+            method: "ssa".into(),
+            text: "a dog runs".into(),
+            control_boxes: Vec::new(),
+            control_labels: vec!["dog".into()],
+            coverage: 0.5,
+            length_level: 1,
+            word_count: 3,
+            verbs: vec!["run".into()],
+            quality: Vec::new(),
+            provenance: Provenance {
+                seed: 7,
+                ..Provenance::default()
+            },
+        };
+        let today = rows_to_batch(&[sample]).unwrap();
+        let legacy = legacy_schema(TableKind::Samples).unwrap();
+        assert_ne!(
+            schema_fingerprint(&legacy),
+            schema_fingerprint(&TableKind::Samples.schema())
+        );
+        // The batch as an earlier version wrote it: the same values, the seed as UInt64.
+        let columns = cast_columns(&today, &legacy).unwrap();
+        let seed_type =
+            |schema: &Schema| match schema.field_with_name("provenance").unwrap().data_type() {
+                DataType::Struct(fields) => fields.find("seed").unwrap().1.data_type().clone(),
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(seed_type(&legacy), DataType::UInt64);
+        let written = RecordBatch::try_new(Arc::new(legacy), columns).unwrap();
+        let back = cast_columns(&written, &TableKind::Samples.schema()).unwrap();
+        assert_eq!(back, today.columns().to_vec());
+        assert!(legacy_schema(TableKind::Captions).is_none());
+    }
 }

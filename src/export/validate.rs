@@ -68,6 +68,12 @@ pub enum Problem {
     LedgerAlias {
         reason: String,
     },
+    /// A table's Delta Lake log does not hold the version the manifest names, or that version's
+    /// files are not the manifest's.
+    DeltaLog {
+        table: String,
+        reason: String,
+    },
 }
 
 impl fmt::Display for Problem {
@@ -115,6 +121,9 @@ impl fmt::Display for Problem {
                 write!(f, "table {table}: {reason}")
             }
             Problem::CountsMismatch { reason } => write!(f, "counts: {reason}"),
+            Problem::DeltaLog { table, reason } => {
+                write!(f, "data/{table}/_delta_log: {reason}")
+            }
             Problem::LedgerAlias { reason } => write!(
                 f,
                 "{REJECTED_FILE}: {reason} (an interrupted commit); rerun the command that wrote \
@@ -174,6 +183,7 @@ pub fn validate(dir: &Path) -> Result<ValidationReport> {
     check_tables(&manifest, &mut report);
     check_counts(&manifest, &mut report);
     check_leftovers(dir, &manifest, &mut report);
+    super::delta::check_logs(dir, &manifest, &mut report);
     Ok(report)
 }
 
@@ -339,19 +349,41 @@ fn check_counts(manifest: &Manifest, report: &mut ValidationReport) {
 
 fn check_leftovers(dir: &Path, manifest: &Manifest, report: &mut ValidationReport) {
     let referenced: HashSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
-    if let Ok(entries) = fs::read_dir(dir.join(DATA_DIR)) {
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !referenced.contains(format!("{DATA_DIR}/{name}").as_str()) {
-                let why = if is_shard_file_name(&name) {
-                    "shard of an interrupted or earlier commit"
-                } else {
-                    "not written by capflow"
-                };
-                report
-                    .warnings
-                    .push(format!("{DATA_DIR}/{name}: not in the manifest ({why})"));
+    let tables: HashSet<&str> = TableKind::ALL.iter().map(|t| t.name()).collect();
+    let mut leftovers = |relative: String, is_dir: bool| {
+        if referenced.contains(relative.as_str()) {
+            return;
+        }
+        let name = relative.rsplit('/').next().unwrap_or_default();
+        let why = if !is_dir && is_shard_file_name(name) {
+            "shard of an interrupted or earlier commit"
+        } else {
+            "not written by capflow"
+        };
+        report
+            .warnings
+            .push(format!("{relative}: not in the manifest ({why})"));
+    };
+    let Ok(entries) = fs::read_dir(dir.join(DATA_DIR)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_dir = entry.path().is_dir();
+        if !(is_dir && tables.contains(name.as_str())) {
+            leftovers(format!("{DATA_DIR}/{name}"), is_dir);
+            continue;
+        }
+        // A table's directory: its shards, and its Delta Lake log and change data.
+        for file in fs::read_dir(entry.path()).into_iter().flatten().flatten() {
+            let file_name = file.file_name().to_string_lossy().into_owned();
+            if super::delta::is_delta_entry(&file_name) {
+                continue;
             }
+            leftovers(
+                format!("{DATA_DIR}/{name}/{file_name}"),
+                file.path().is_dir(),
+            );
         }
     }
     if let Some(ledger) = manifest.table_files(TableKind::Rejected).next() {

@@ -20,7 +20,7 @@
 //! directories and unreferenced shards of interrupted runs (a full disk frees up before the
 //! retry writes anything) and puts the manifest's ledger back under `rejected.parquet`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -167,6 +167,7 @@ impl DatasetWriter {
         fsutil::remove_stale_staging(dir)?;
         let previous = read_previous(dir)?;
         super::abort::watch_dataset(dir, previous.as_ref().map_or(0, |(m, _)| m.version));
+        super::delta::roll_back_uncommitted(dir, previous.as_ref().map(|(m, _)| m))?;
         remove_unreferenced_shards(dir, previous.as_ref().map(|(m, _)| m), true)?;
         let staging = create_staging(dir, TMP_PREFIX)?;
         if let Some((manifest, _)) = &previous {
@@ -512,6 +513,11 @@ impl DatasetWriter {
             ));
         }
         let (sha, len) = fsutil::sha256_file(&path)?;
+        if sha == file.sha256 && len == file.bytes && !in_table_dir(&file.path, file.table) {
+            // A shard of a dataset written before tables had directories of their own
+            // (`data/<name>`) joins its table's directory under the same name.
+            return self.carry_into_table_dir(file, &path);
+        }
         if sha != file.sha256 || len != file.bytes {
             return Err(Error::invalid(
                 format!("{}", path.display()),
@@ -525,6 +531,30 @@ impl DatasetWriter {
         }
         self.register_split(file.table, &file.split)?;
         self.carried.push(file.clone());
+        Ok(())
+    }
+
+    /// [`carry`](DatasetWriter::carry) for a checked shard outside its table's directory: it
+    /// is linked (copied where links are not supported) into the directory under its name.
+    fn carry_into_table_dir(&mut self, file: &FileEntry, path: &Path) -> Result<()> {
+        let name = file.path.rsplit('/').next().unwrap_or(&file.path);
+        let table_dir = table_dir(file.table);
+        let target_dir = self.dir.join(&table_dir);
+        fs::create_dir_all(&target_dir).map_err(|e| Error::io(&target_dir, e))?;
+        let target = target_dir.join(name);
+        if !target.is_file() {
+            let staged = self.staging.join(name);
+            if fs::hard_link(path, &staged).is_err() {
+                fs::copy(path, &staged).map_err(|e| Error::io(&staged, e))?;
+            }
+            fsutil::rename(&staged, &target)?;
+            fsutil::sync_dir(&target_dir)?;
+        }
+        self.register_split(file.table, &file.split)?;
+        self.carried.push(FileEntry {
+            path: format!("{table_dir}/{name}"),
+            ..file.clone()
+        });
         Ok(())
     }
 
@@ -647,6 +677,14 @@ impl DatasetWriter {
         if let Some(staged) = self.changelog.take() {
             manifest.changelog = Some(publish_changelog(&self.dir, manifest.version, staged)?);
         }
+        manifest.delta_versions = super::delta::commit_tables(&super::delta::DeltaVersion {
+            dir: &self.dir,
+            staging: &self.staging,
+            version: manifest.version,
+            previous: self.previous.as_ref().map(|(m, _)| m),
+            files: &manifest.files,
+            changelog: manifest.changelog.as_ref().map(|c| self.dir.join(&c.path)),
+        })?;
         let manifest_text = manifest.to_json()?;
         link_ledger_alias(&self.dir, &self.staging, &manifest)?;
         if self.retain_versions {
@@ -695,19 +733,23 @@ impl DatasetWriter {
         (no_changes && same(files, &previous.files)).then(|| previous.clone())
     }
 
-    /// Moves staged shards to their final names in `DIR/data/` and describes them.
+    /// Moves staged shards to their final names in `DIR/data/<table>/` and describes them.
     fn publish_shards(&self, splits: &[Vec<FinishedShard>]) -> Result<Vec<FileEntry>> {
-        let data = self.dir.join(DATA_DIR);
-        fs::create_dir_all(&data).map_err(|e| Error::io(&data, e))?;
+        let mut table_dirs = BTreeSet::new();
         let mut files = Vec::new();
         for shards in splits {
             let count = shards.len();
             for (index, shard) in shards.iter().enumerate() {
                 let (index, count) = shard.bucket.unwrap_or((index, count));
                 let name = shard_file_name(&shard.split, index, count, &shard.sha256);
-                fsutil::rename(&shard.staged_path, &data.join(&name))?;
+                let table_dir = table_dir(shard.table);
+                let target = self.dir.join(&table_dir);
+                if table_dirs.insert(shard.table) {
+                    fs::create_dir_all(&target).map_err(|e| Error::io(&target, e))?;
+                }
+                fsutil::rename(&shard.staged_path, &target.join(&name))?;
                 files.push(FileEntry {
-                    path: format!("{DATA_DIR}/{name}"),
+                    path: format!("{table_dir}/{name}"),
                     table: shard.table,
                     split: shard.split.clone(),
                     rows: shard.rows,
@@ -717,7 +759,9 @@ impl DatasetWriter {
                 });
             }
         }
-        fsutil::sync_dir(&data)?;
+        for table in table_dirs {
+            fsutil::sync_dir(&self.dir.join(table_dir(table)))?;
+        }
         // Tables in their documented order, then split name, then shard index.
         files.sort_by(|a, b| {
             (table_rank(a.table), &a.split, &a.path).cmp(&(table_rank(b.table), &b.split, &b.path))
@@ -763,6 +807,7 @@ impl DatasetWriter {
             history,
             changelog: None,
             models: self.models.clone(),
+            delta_versions: BTreeMap::new(),
         }
     }
 
@@ -878,6 +923,18 @@ pub fn shard_index(path: &str) -> Option<(usize, usize)> {
     let (rest, count) = rest.rsplit_once("-of-")?;
     let (_split, index) = rest.rsplit_once('-')?;
     Some((index.parse().ok()?, count.parse().ok()?))
+}
+
+/// The directory of `table`'s files inside a dataset, relative to it: `data/<table>`.
+pub fn table_dir(table: TableKind) -> String {
+    format!("{DATA_DIR}/{}", table.name())
+}
+
+/// Whether the dataset-relative `path` is a file directly inside `table`'s directory.
+pub(crate) fn in_table_dir(path: &str, table: TableKind) -> bool {
+    path.strip_prefix(&table_dir(table))
+        .and_then(|rest| rest.strip_prefix('/'))
+        .is_some_and(|name| !name.is_empty() && !name.contains('/'))
 }
 
 /// `<split>-NNNNN-of-NNNNN-<first 16 hex digits of sha256>.parquet`.
@@ -1046,24 +1103,44 @@ fn remove_unreferenced_shards(
             }
         }
     }
-    let entries = match fs::read_dir(&data) {
+    // A dataset written before tables had directories of their own keeps its shards in
+    // `data/` itself.
+    let mut dirs = vec![(data, DATA_DIR.to_string())];
+    for table in TableKind::ALL {
+        let relative = table_dir(table);
+        dirs.push((dir.join(&relative), relative));
+    }
+    for (path, relative) in dirs {
+        remove_unreferenced_in(&path, &relative, &referenced)?;
+    }
+    Ok(())
+}
+
+/// Removes the shard-named files of the dataset directory `dir` (`relative` to the dataset)
+/// that `referenced` does not name.
+fn remove_unreferenced_in(
+    dir: &Path,
+    relative: &str,
+    referenced: &std::collections::HashSet<String>,
+) -> Result<()> {
+    let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(&data, e)),
+        Err(e) => return Err(Error::io(dir, e)),
     };
     let mut removed = false;
     for entry in entries {
-        let entry = entry.map_err(|e| Error::io(&data, e))?;
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if is_shard_file_name(&name) && !referenced.contains(&format!("{DATA_DIR}/{name}")) {
+        if is_shard_file_name(&name) && !referenced.contains(&format!("{relative}/{name}")) {
             let path = entry.path();
             fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
             removed = true;
         }
     }
     if removed {
-        fsutil::sync_dir(&data)?;
+        fsutil::sync_dir(dir)?;
     }
     Ok(())
 }

@@ -112,9 +112,11 @@ fn dataset_files(dir: &Path) -> Result<Vec<PathBuf>> {
     while let Some(d) = pending.pop() {
         for entry in std::fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
             let path = entry.map_err(|e| Error::io(&d, e))?.path();
+            // Hidden files, and (as Spark and Delta Lake have them) `_`-prefixed ones: a Delta
+            // table's log and change data files are not rows of the table.
             let hidden = path
                 .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+                .is_some_and(|n| n.to_string_lossy().starts_with(['.', '_']));
             if hidden {
                 continue;
             }

@@ -295,7 +295,9 @@ fn samples_fields() -> Vec<Field> {
         list_of("source_caption_ids", DataType::Utf8, false),
         list_of("node_ids", DataType::Utf8, false),
         utf8_opt("subgraph"),
-        Field::new("seed", DataType::UInt64, false),
+        // Int64, not UInt64: Delta Lake, Spark and polars' Delta reader have no unsigned types.
+        // A spec's seed is at most `i64::MAX`.
+        Field::new("seed", DataType::Int64, false),
     ]));
     vec![
         utf8("sample_id"),

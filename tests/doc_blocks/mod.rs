@@ -130,6 +130,18 @@ pub const COVERAGE: &[(&str, &str, &str, &str)] = &[
         HERE,
         "documented_datasets_loading_runs",
     ),
+    (
+        "docs/datasets.md",
+        "from deltalake import DeltaTable",
+        HERE,
+        "documented_delta_reads_and_vacuum_run",
+    ),
+    (
+        "docs/datasets.md",
+        "capflow vacuum out/ssa --retain 1",
+        HERE,
+        "documented_delta_reads_and_vacuum_run",
+    ),
     // docs/gbc.md
     (
         "docs/gbc.md",

@@ -81,44 +81,6 @@ fn python_with_delta() -> Option<PathBuf> {
     None
 }
 
-/// Copies the embedded sample data's Flickr30k Entities files and caption AMRs to `dst`,
-/// keeping the images below `below` (ids 1000001 … 1000020).
-fn sample_inputs(dst: &Path, below: u64) {
-    let src = common::repo_root().join("examples/data");
-    let keep = |id: &str| id.trim().parse::<u64>().is_ok_and(|id| id < below);
-    for sub in ["Sentences", "Annotations"] {
-        let to = dst.join("flickr30k_entities").join(sub);
-        std::fs::create_dir_all(&to).unwrap();
-        for entry in std::fs::read_dir(src.join("flickr30k_entities").join(sub)).unwrap() {
-            let path = entry.unwrap().path();
-            if keep(path.file_stem().unwrap().to_str().unwrap()) {
-                std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
-            }
-        }
-    }
-    for list in ["train.txt", "val.txt", "test.txt"] {
-        let text = std::fs::read_to_string(src.join("flickr30k_entities").join(list)).unwrap();
-        let kept: String = text
-            .lines()
-            .filter(|l| keep(l))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        std::fs::write(dst.join("flickr30k_entities").join(list), kept).unwrap();
-    }
-    let text = std::fs::read_to_string(src.join("amr/captions.amr")).unwrap();
-    let kept: Vec<&str> = text
-        .split("\n\n")
-        .filter(|block| {
-            block
-                .lines()
-                .find_map(|l| l.strip_prefix("# ::id "))
-                .is_none_or(|id| keep(id.split('.').next().unwrap_or_default()))
-        })
-        .collect();
-    std::fs::create_dir_all(dst.join("amr")).unwrap();
-    std::fs::write(dst.join("amr/captions.amr"), kept.join("\n\n")).unwrap();
-}
-
 fn capflow(args: &[&str]) -> std::process::Output {
     Command::new(common::capflow_bin())
         .current_dir(common::repo_root())
@@ -132,7 +94,7 @@ fn run_version(tmp: &Path, below: u64) {
     if input.exists() {
         std::fs::remove_dir_all(&input).unwrap();
     }
-    sample_inputs(&input, below);
+    common::flickr_sample_inputs(&input, below);
     let output = capflow(&[
         "run",
         "dataflows/ssa-flickr30k.toml",

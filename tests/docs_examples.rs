@@ -797,18 +797,25 @@ fn documented_build_and_test_commands_name_real_targets() {
     assert!(checked >= 4, "{checked} commands");
 }
 
+/// The SSA recipe run into `out` (relative to the scratch directory) on the sample data less
+/// one image, then again after that image's files arrived: a dataset of two versions.
+fn two_versions(scratch: &Scratch, out: &str) -> PathBuf {
+    let input = FlickrInput::new(scratch.path().join("data/flickr"));
+    let run = format!(
+        "capflow run dataflows/ssa-flickr30k.toml --input data/flickr --out {out} 2>/dev/null"
+    );
+    scratch.sh_ok("a run", &run);
+    input.land();
+    scratch.sh_ok("a rerun", &run);
+    scratch.path().join(out)
+}
+
 /// docs/datasets.md's and README's directory layout and the card's header are those of a run
 /// with two versions.
 #[test]
 fn documented_dataset_layout_and_card_are_a_runs() {
     let scratch = Scratch::new();
-    let input = FlickrInput::new(scratch.path().join("data/flickr"));
-    let run =
-        "capflow run dataflows/ssa-flickr30k.toml --input data/flickr --out out/ds 2>/dev/null";
-    scratch.sh_ok("a run", run);
-    input.land();
-    scratch.sh_ok("a rerun", run);
-    let dir = scratch.path().join("out/ds");
+    let dir = two_versions(&scratch, "out/ds");
     let files: Vec<String> = common::files_under(&dir)
         .iter()
         .map(|path| format!("DIR/{}", path.strip_prefix(&dir).unwrap().display()))
@@ -861,13 +868,7 @@ fn documented_delta_reads_and_vacuum_run() {
     let example = block("docs/datasets.md", "from deltalake import DeltaTable");
     let vacuum = block("docs/datasets.md", "capflow vacuum out/ssa --retain 1");
     let scratch = Scratch::new();
-    let input = FlickrInput::new(scratch.path().join("data/flickr"));
-    let run =
-        "capflow run dataflows/ssa-flickr30k.toml --input data/flickr --out out/ssa 2>/dev/null";
-    scratch.sh_ok("a run", run);
-    input.land();
-    scratch.sh_ok("a rerun", run);
-    let dir = scratch.path().join("out/ssa");
+    let dir = two_versions(&scratch, "out/ssa");
     let manifest = capflow::export::read_manifest(&dir).unwrap();
     assert_eq!(manifest.version, 2);
     let python_run = |script: &str| {

@@ -898,3 +898,44 @@ fn cli_ingest_reads_a_capflow_dataset_back_into_a_new_one() {
     );
     assert!(validate(&second).unwrap().is_ok());
 }
+
+/// A shard that a dataset written before tables had directories keeps in `data/` itself joins
+/// its table's directory when a version carries it forward.
+#[test]
+fn a_carried_shard_of_the_flat_layout_moves_into_its_tables_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let mut writer = DatasetWriter::create(&dir, "cfg", 1 << 20).unwrap();
+    let captions: Vec<CaptionRow> = (0..20).map(caption).collect();
+    writer.write_rows("captions", &captions).unwrap();
+    let first = writer.commit(counts(20, 0)).unwrap();
+    let shard = first
+        .table_files(TableKind::Captions)
+        .next()
+        .unwrap()
+        .clone();
+    let name = shard.path.rsplit('/').next().unwrap().to_string();
+    // Where an earlier capflow kept it, and named it in its manifest.
+    fs::rename(dir.join(&shard.path), dir.join("data").join(&name)).unwrap();
+    let manifest = dir.join("manifest.json");
+    let text = fs::read_to_string(&manifest).unwrap();
+    fs::write(
+        &manifest,
+        text.replace(&shard.path, &format!("data/{name}")),
+    )
+    .unwrap();
+    let legacy = capflow::export::FileEntry {
+        path: format!("data/{name}"),
+        ..shard.clone()
+    };
+
+    let mut writer = DatasetWriter::create(&dir, "cfg", 1 << 20).unwrap();
+    writer.carry(&legacy).unwrap();
+    let second = writer.commit(counts(20, 0)).unwrap();
+    let carried = second.table_files(TableKind::Captions).next().unwrap();
+    assert_eq!(carried.path, format!("data/captions/{name}"));
+    assert_eq!(carried.sha256, shard.sha256);
+    assert_eq!(sha256_hex(&dir.join(&carried.path)), shard.sha256);
+    let report = validate(&dir).unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}

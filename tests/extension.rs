@@ -97,16 +97,6 @@ fn options(out: PathBuf, workers: usize) -> RunOptions {
     }
 }
 
-/// The dataset's files, by path, with their bytes.
-fn data_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    capflow::export::read_manifest(dir)
-        .unwrap()
-        .files
-        .iter()
-        .map(|f| (f.path.clone(), std::fs::read(dir.join(&f.path)).unwrap()))
-        .collect()
-}
-
 #[test]
 fn a_method_registered_in_a_test_runs_through_a_spec() {
     register("shout", shout).unwrap();
@@ -117,7 +107,7 @@ fn a_method_registered_in_a_test_runs_through_a_spec() {
     let two = tmp.path().join("w2");
     run(&spec, &options(one.clone(), 1)).unwrap();
     run(&spec, &options(two.clone(), 2)).unwrap();
-    assert_eq!(data_files(&one), data_files(&two));
+    assert_eq!(common::data_files(&one), common::data_files(&two));
 
     let samples: Vec<SampleRow> = read_table(&one, TableKind::Samples)
         .unwrap()
@@ -336,7 +326,7 @@ fn a_sink_registered_in_a_test_takes_every_sample_of_the_dataset() {
         if workers == 1 {
             let without = tmp.path().join("without");
             run(&plain, &options(without.clone(), 1)).unwrap();
-            assert_eq!(data_files(&out), data_files(&without));
+            assert_eq!(common::data_files(&out), common::data_files(&without));
         }
     }
 

@@ -164,44 +164,6 @@ fn check(python: &Path, dir: &Path, cache: &Path, version: u64) {
     assert_eq!(card["source_datasets"], serde_json::json!(["flickr30k"]));
 }
 
-/// Copies the Flickr30k Entities files and caption AMRs of the embedded sample data to `dst`,
-/// keeping the images below `below` (ids 1000001 … 1000020).
-fn sample_inputs(dst: &Path, below: u64) {
-    let src = common::repo_root().join("examples/data");
-    let keep = |id: &str| id.trim().parse::<u64>().is_ok_and(|id| id < below);
-    for sub in ["Sentences", "Annotations"] {
-        let to = dst.join("flickr30k_entities").join(sub);
-        std::fs::create_dir_all(&to).unwrap();
-        for entry in std::fs::read_dir(src.join("flickr30k_entities").join(sub)).unwrap() {
-            let path = entry.unwrap().path();
-            if keep(path.file_stem().unwrap().to_str().unwrap()) {
-                std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
-            }
-        }
-    }
-    for list in ["train.txt", "val.txt", "test.txt"] {
-        let text = std::fs::read_to_string(src.join("flickr30k_entities").join(list)).unwrap();
-        let kept: String = text
-            .lines()
-            .filter(|l| keep(l))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        std::fs::write(dst.join("flickr30k_entities").join(list), kept).unwrap();
-    }
-    let text = std::fs::read_to_string(src.join("amr/captions.amr")).unwrap();
-    let kept: Vec<&str> = text
-        .split("\n\n")
-        .filter(|block| {
-            block
-                .lines()
-                .find_map(|l| l.strip_prefix("# ::id "))
-                .is_none_or(|id| keep(id.split('.').next().unwrap_or_default()))
-        })
-        .collect();
-    std::fs::create_dir_all(dst.join("amr")).unwrap();
-    std::fs::write(dst.join("amr/captions.amr"), kept.join("\n\n")).unwrap();
-}
-
 fn run(input: &Path, out: &Path, state: &Path) {
     let output = Command::new(common::capflow_bin())
         .current_dir(common::repo_root())
@@ -234,13 +196,13 @@ fn datasets_loads_every_config_of_the_card_before_and_after_a_rerun() {
     );
     // Version 1 from 17 of the 20 images, version 2 from all of them (an incremental rerun:
     // the new images' chunks are rewritten, the rest carried).
-    sample_inputs(&input, 1_000_018);
+    common::flickr_sample_inputs(&input, 1_000_018);
     run(&input, &out, &state);
     check(&python, &out, &cache, 1);
     let first = read_manifest(&out).unwrap();
 
     std::fs::remove_dir_all(&input).unwrap();
-    sample_inputs(&input, u64::MAX);
+    common::flickr_sample_inputs(&input, u64::MAX);
     run(&input, &out, &state);
     check(&python, &out, &cache, 2);
     let second = read_manifest(&out).unwrap();

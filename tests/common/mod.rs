@@ -179,3 +179,41 @@ pub fn stand_in(python: &Path, args: &[&str]) -> String {
     let quoted: Vec<String> = command.iter().map(|c| format!("{c:?}")).collect();
     format!("[{}]", quoted.join(", "))
 }
+
+/// Copies the Flickr30k Entities files and caption AMRs of the embedded sample data to `dst`,
+/// keeping the images below `below` (ids 1000001 … 1000020).
+pub fn flickr_sample_inputs(dst: &Path, below: u64) {
+    let src = repo_root().join("examples/data");
+    let keep = |id: &str| id.trim().parse::<u64>().is_ok_and(|id| id < below);
+    for sub in ["Sentences", "Annotations"] {
+        let to = dst.join("flickr30k_entities").join(sub);
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(src.join("flickr30k_entities").join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            if keep(path.file_stem().unwrap().to_str().unwrap()) {
+                std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    for list in ["train.txt", "val.txt", "test.txt"] {
+        let text = std::fs::read_to_string(src.join("flickr30k_entities").join(list)).unwrap();
+        let kept: String = text
+            .lines()
+            .filter(|l| keep(l))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(dst.join("flickr30k_entities").join(list), kept).unwrap();
+    }
+    let text = std::fs::read_to_string(src.join("amr/captions.amr")).unwrap();
+    let kept: Vec<&str> = text
+        .split("\n\n")
+        .filter(|block| {
+            block
+                .lines()
+                .find_map(|l| l.strip_prefix("# ::id "))
+                .is_none_or(|id| keep(id.split('.').next().unwrap_or_default()))
+        })
+        .collect();
+    std::fs::create_dir_all(dst.join("amr")).unwrap();
+    std::fs::write(dst.join("amr/captions.amr"), kept.join("\n\n")).unwrap();
+}

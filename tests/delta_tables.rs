@@ -6,7 +6,7 @@
 //! Needs the oracle virtualenv with `deltalake` and `polars` (scripts/setup-oracles.sh).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use capflow::export::read_manifest;
@@ -58,29 +58,6 @@ out["duckdb_all_files"] = duckdb.sql(
 print(json.dumps(out))
 "#;
 
-/// The oracle Python when it has `deltalake` and `polars`; `None` (after saying why) when they
-/// are absent and not required.
-fn python_with_delta() -> Option<PathBuf> {
-    let python = common::oracle_python()?;
-    let found = Command::new(&python)
-        .args(["-c", "import deltalake, polars"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return Some(python);
-    }
-    assert!(
-        std::env::var("CAPFLOW_REQUIRE_ORACLES").map_or(true, |v| v != "1"),
-        "{} lacks `deltalake` or `polars` and CAPFLOW_REQUIRE_ORACLES=1 (run scripts/setup-oracles.sh)",
-        python.display()
-    );
-    eprintln!(
-        "skipping: {} lacks `deltalake` or `polars`",
-        python.display()
-    );
-    None
-}
-
 fn capflow(args: &[&str]) -> std::process::Output {
     Command::new(common::capflow_bin())
         .current_dir(common::repo_root())
@@ -129,7 +106,7 @@ fn oracle(python: &Path, dir: &Path) -> Value {
 
 #[test]
 fn deltalake_and_polars_read_every_version_and_the_change_feed_is_the_changelog() {
-    let Some(python) = python_with_delta() else {
+    let Some(python) = common::oracle_python_with("deltalake, polars") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

@@ -34,26 +34,6 @@ out["card"] = DatasetCard.load(os.path.join(root, "README.md")).data.to_dict()
 print(json.dumps(out))
 "#;
 
-/// The oracle Python when it has `datasets`; `None` (after saying why) when it is absent and
-/// not required.
-fn python_with_datasets() -> Option<std::path::PathBuf> {
-    let python = common::oracle_python()?;
-    let found = Command::new(&python)
-        .args(["-c", "import datasets, huggingface_hub"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return Some(python);
-    }
-    assert!(
-        std::env::var("CAPFLOW_REQUIRE_ORACLES").map_or(true, |v| v != "1"),
-        "{} lacks `datasets` and CAPFLOW_REQUIRE_ORACLES=1 (run scripts/setup-oracles.sh)",
-        python.display()
-    );
-    eprintln!("skipping: {} lacks `datasets`", python.display());
-    None
-}
-
 /// What `datasets` and `huggingface_hub` make of the dataset at `dir`.
 fn load(python: &Path, dir: &Path, cache: &Path) -> Value {
     let output = common::hf_offline(Command::new(python).args(["-c", ORACLE]).arg(dir), cache)
@@ -184,7 +164,7 @@ fn run(input: &Path, out: &Path, state: &Path) {
 
 #[test]
 fn datasets_loads_every_config_of_the_card_before_and_after_a_rerun() {
-    let Some(python) = python_with_datasets() else {
+    let Some(python) = common::oracle_python_with("datasets, huggingface_hub") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

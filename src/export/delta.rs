@@ -119,10 +119,10 @@ fn delta_error(dir: &Path, table: TableKind, e: impl std::fmt::Display) -> Error
     )
 }
 
-/// Commit properties of every capflow commit: no retry at another version (a concurrent
-/// commit is an error, never merged), no checkpoint (a rolled-back version must be a log
-/// entry and nothing else), no clean-up of old log entries (time travel stays possible until
-/// `capflow vacuum`).
+/// Commit properties of a table's creation (later versions are committed through the log
+/// store, [`commit_changes`], with neither hook): no retry at another version (a concurrent
+/// commit is an error, never merged), no checkpoint (a rolled-back version must be a log entry
+/// and nothing else), no clean-up of old log entries (time travel stays possible).
 fn commit_properties(version: u64) -> CommitProperties {
     CommitProperties::default()
         .with_metadata(app_metadata(version))

@@ -217,3 +217,23 @@ pub fn flickr_sample_inputs(dst: &Path, below: u64) {
     std::fs::create_dir_all(dst.join("amr")).unwrap();
     std::fs::write(dst.join("amr/captions.amr"), kept.join("\n\n")).unwrap();
 }
+
+/// The oracle Python when it imports `modules` (`"deltalake, polars"`); `None`, after saying
+/// why, when it lacks one and `CAPFLOW_REQUIRE_ORACLES` is not 1 (it fails the test then).
+pub fn oracle_python_with(modules: &str) -> Option<PathBuf> {
+    let python = oracle_python()?;
+    let found = std::process::Command::new(&python)
+        .args(["-c", &format!("import {modules}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        return Some(python);
+    }
+    assert!(
+        std::env::var("CAPFLOW_REQUIRE_ORACLES").map_or(true, |v| v != "1"),
+        "{} cannot import {modules} and CAPFLOW_REQUIRE_ORACLES=1 (run scripts/setup-oracles.sh)",
+        python.display()
+    );
+    eprintln!("skipping: {} cannot import {modules}", python.display());
+    None
+}

@@ -23,9 +23,8 @@ use std::path::{Path, PathBuf};
 use super::changelog::CHANGES_DIR;
 use super::delta::{self, CHANGE_DATA};
 use super::fsutil::{self, DatasetLock};
-use super::manifest::{parse_manifest, read_manifest, Manifest};
-use super::writer::{is_shard_file_name, table_dir};
-use super::{version_manifest_path, DATA_DIR};
+use super::manifest::read_manifest;
+use super::writer::{files_of_versions, table_dir, unreferenced_shards};
 use crate::error::{Error, Result};
 use crate::schema::TableKind;
 
@@ -58,34 +57,19 @@ pub fn vacuum(dir: &Path, retain: u64, dry_run: bool) -> Result<VacuumReport> {
         delta::roll_back_uncommitted(dir, Some(&manifest))?;
     }
     let oldest_kept = manifest.version.saturating_sub(retain - 1).max(1);
-    let mut kept: HashSet<String> = manifest.files.iter().map(|f| f.path.clone()).collect();
-    for version in oldest_kept..manifest.version {
-        if let Some(old) = version_manifest(dir, version)? {
-            kept.extend(old.files.into_iter().map(|f| f.path));
-        }
-    }
+    let kept = files_of_versions(dir, &manifest, oldest_kept)?;
     let mut report = VacuumReport {
         version: manifest.version,
         oldest_kept,
         dry_run,
         ..VacuumReport::default()
     };
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    let mut shard_dirs = vec![DATA_DIR.to_string()];
-    shard_dirs.extend(TableKind::ALL.into_iter().map(table_dir));
-    for relative in &shard_dirs {
-        for name in file_names(&dir.join(relative))? {
-            let path = format!("{relative}/{name}");
-            if is_shard_file_name(&name) && !kept.contains(&path) {
-                candidates.push(PathBuf::from(path));
-            }
-        }
-    }
+    let mut candidates = unreferenced_shards(dir, &kept)?;
     let change_data = format!("{}/{CHANGE_DATA}", table_dir(TableKind::Samples));
     for name in file_names(&dir.join(&change_data))? {
         // The changes of version k need version k - 1 to mean anything.
         if delta::change_data_version(&name).is_some_and(|k| k <= oldest_kept) {
-            candidates.push(PathBuf::from(format!("{change_data}/{name}")));
+            candidates.push(format!("{change_data}/{name}"));
         }
     }
     for version in 1..oldest_kept {
@@ -94,7 +78,7 @@ pub fn vacuum(dir: &Path, retain: u64, dry_run: bool) -> Result<VacuumReport> {
             format!("{CHANGES_DIR}/v{version}.parquet"),
         ] {
             if dir.join(&path).is_file() {
-                candidates.push(PathBuf::from(path));
+                candidates.push(path);
             }
         }
     }
@@ -109,22 +93,12 @@ pub fn vacuum(dir: &Path, retain: u64, dry_run: bool) -> Result<VacuumReport> {
             }
         }
         report.removed_bytes += bytes;
-        report.removed.push(relative.to_string_lossy().into_owned());
+        report.removed.push(relative);
     }
     for parent in touched {
         fsutil::sync_dir(&parent)?;
     }
     Ok(report)
-}
-
-/// The manifest of an earlier version, if `versions/` still holds it.
-fn version_manifest(dir: &Path, version: u64) -> Result<Option<Manifest>> {
-    let path = version_manifest_path(dir, version);
-    match fs::read(&path) {
-        Ok(text) => parse_manifest(&path, &text).map(Some),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(&path, e)),
-    }
 }
 
 /// The names of the regular files directly in `dir` (none when it does not exist), sorted.

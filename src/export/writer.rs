@@ -20,7 +20,7 @@
 //! directories and unreferenced shards of interrupted runs (a full disk frees up before the
 //! retry writes anything) and puts the manifest's ledger back under `rejected.parquet`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -1084,65 +1084,75 @@ fn remove_unreferenced_shards(
     manifest: Option<&Manifest>,
     retain_versions: bool,
 ) -> Result<()> {
-    let data = dir.join(DATA_DIR);
-    let mut referenced: std::collections::HashSet<String> = manifest
-        .iter()
-        .flat_map(|m| m.files.iter().map(|f| f.path.clone()))
-        .collect();
-    if retain_versions {
-        for version in 1..manifest.map_or(1, |m| m.version) {
-            let path = version_manifest_path(dir, version);
-            match fs::read(&path) {
-                Ok(text) => {
-                    let old = parse_manifest(&path, &text)?;
-                    referenced.extend(old.files.into_iter().map(|f| f.path));
-                }
-                // Versions committed before retention was asked for are gone already.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io(&path, e)),
-            }
+    let referenced = match manifest {
+        Some(m) if retain_versions => files_of_versions(dir, m, 1)?,
+        Some(m) => m.files.iter().map(|f| f.path.clone()).collect(),
+        None => HashSet::new(),
+    };
+    let unreferenced = unreferenced_shards(dir, &referenced)?;
+    let mut touched = BTreeSet::new();
+    for relative in &unreferenced {
+        let path = dir.join(relative);
+        fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+        if let Some(parent) = path.parent() {
+            touched.insert(parent.to_path_buf());
         }
     }
-    // A dataset written before tables had directories of their own keeps its shards in
-    // `data/` itself.
-    let mut dirs = vec![(data, DATA_DIR.to_string())];
-    for table in TableKind::ALL {
-        let relative = table_dir(table);
-        dirs.push((dir.join(&relative), relative));
-    }
-    for (path, relative) in dirs {
-        remove_unreferenced_in(&path, &relative, &referenced)?;
+    for parent in touched {
+        fsutil::sync_dir(&parent)?;
     }
     Ok(())
 }
 
-/// Removes the shard-named files of the dataset directory `dir` (`relative` to the dataset)
-/// that `referenced` does not name.
-fn remove_unreferenced_in(
+/// The files `manifest` names and those named by the earlier versions from `oldest` on that
+/// `versions/` still holds (versions committed before retention was asked for, or vacuumed,
+/// are gone), by dataset-relative path.
+pub(crate) fn files_of_versions(
     dir: &Path,
-    relative: &str,
-    referenced: &std::collections::HashSet<String>,
-) -> Result<()> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(dir, e)),
-    };
-    let mut removed = false;
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if is_shard_file_name(&name) && !referenced.contains(&format!("{relative}/{name}")) {
-            let path = entry.path();
-            fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
-            removed = true;
+    manifest: &Manifest,
+    oldest: u64,
+) -> Result<HashSet<String>> {
+    let mut files: HashSet<String> = manifest.files.iter().map(|f| f.path.clone()).collect();
+    for version in oldest..manifest.version {
+        let path = version_manifest_path(dir, version);
+        match fs::read(&path) {
+            Ok(text) => {
+                let old = parse_manifest(&path, &text)?;
+                files.extend(old.files.into_iter().map(|f| f.path));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&path, e)),
         }
     }
-    if removed {
-        fsutil::sync_dir(dir)?;
+    Ok(files)
+}
+
+/// The shard-named files of the dataset at `dir` that `referenced` does not name, by
+/// dataset-relative path, sorted: in the tables' directories and, for a dataset written before
+/// tables had directories of their own, in `data/` itself.
+pub(crate) fn unreferenced_shards(dir: &Path, referenced: &HashSet<String>) -> Result<Vec<String>> {
+    let mut relatives = vec![DATA_DIR.to_string()];
+    relatives.extend(TableKind::ALL.into_iter().map(table_dir));
+    let mut found = Vec::new();
+    for relative in relatives {
+        let path = dir.join(&relative);
+        let entries = match fs::read_dir(&path) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&path, e))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let file = format!("{relative}/{name}");
+            if is_shard_file_name(&name) && !referenced.contains(&file) {
+                found.push(file);
+            }
+        }
     }
-    Ok(())
+    found.sort();
+    Ok(found)
 }
 
 #[cfg(test)]

@@ -14,6 +14,10 @@
 # kept in the state (docs/incremental.md), the fresh run gets the same models (`--models
 # STATE`), and a `--refit` rerun is then timed against a fresh full run that fits them on all
 # the inputs.
+# OPTIMIZE=1 compacts version 1 with `capflow optimize` (default target size) before the rerun,
+# prints each table's file count before and after and the files after the rerun, and compares
+# the rerun's rows (not its files: the layouts differ) with the fresh run's, table by table,
+# with pyarrow (the oracle virtualenv's, scripts/setup-oracles.sh).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 images="${1:-100000}"
@@ -56,6 +60,19 @@ cp --remove-destination "$base/amr/captions.amr" "$input/amr/captions.amr"
 warm "$input"
 first=$(seconds "$capflow" run "$spec" --input "$input" --out "$work/inc" --state "$work/state" 2> "$work/log-first")
 echo "version 1 on $images images (with --state): $first s"
+# Files per table of a dataset's current version.
+table_files() {
+  python3 -c "
+import collections, json, sys
+m = json.load(open(sys.argv[1] + '/manifest.json'))
+c = collections.Counter(f['table'] for f in m['files'])
+print(', '.join(f'{t} {n}' for t, n in sorted(c.items())) + f' ({len(m[\"files\"])} in all)')" "$1"
+}
+if [ "${OPTIMIZE:-}" = 1 ]; then
+  echo "files of version 1: $(table_files "$work/inc")"
+  optimized=$(seconds "$capflow" optimize "$work/inc" --quiet)
+  echo "capflow optimize: $optimized s; files after it: $(table_files "$work/inc")"
+fi
 python3 - "$grown" "$input" <<'PY'
 import filecmp, os, shutil, sys
 grown, into = sys.argv[1:]
@@ -100,7 +117,26 @@ same_files() {
   diff <(cd "$1" && python3 -c "import json;[print(f['path'],f['sha256']) for f in json.load(open('manifest.json'))['files']]") \
     <(cd "$2" && python3 -c "import json;[print(f['path'],f['sha256']) for f in json.load(open('manifest.json'))['files']]") > /dev/null
 }
-if same_files "$work/inc" "$work/fresh"; then
+if [ "${OPTIMIZE:-}" = 1 ]; then
+  echo "files after the rerun: $(table_files "$work/inc")"
+  "$root/.venv-oracles/bin/python" - "$work/inc" "$work/fresh" <<'PY'
+import hashlib, json, sys
+import pyarrow.parquet as pq
+def rows(root):
+    m = json.load(open(root + "/manifest.json"))
+    out = {}
+    for table in sorted({f["table"] for f in m["files"]}):
+        digests = sorted(
+            hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).digest()
+            for f in m["files"] if f["table"] == table
+            for r in pq.read_table(root + "/" + f["path"]).to_pylist())
+        out[table] = (len(digests), hashlib.sha256(b"".join(digests)).hexdigest()[:16])
+    return out
+inc, fresh = rows(sys.argv[1]), rows(sys.argv[2])
+print("rows: " + ("the fresh full run's, table by table" if inc == fresh else f"DIFFER: {inc} {fresh}"))
+sys.exit(inc != fresh)
+PY
+elif same_files "$work/inc" "$work/fresh"; then
   echo "data files: byte-identical to the fresh full run${fresh_models:+ with the kept models}"
 else
   echo "data files: DIFFER from the fresh full run"

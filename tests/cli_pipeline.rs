@@ -161,6 +161,8 @@ fn printing_commands(inputs: &Inputs) -> Vec<Vec<String>> {
         strings(&["validate", &ds, "--json"]),
         strings(&["vacuum", &ds, "--dry-run"]),
         strings(&["vacuum", &ds, "--dry-run", "--json"]),
+        strings(&["optimize", &ds, "--dry-run"]),
+        strings(&["optimize", &ds, "--dry-run", "--json"]),
         strings(&["ingest", "penman", &amr, "--out", &inputs.fresh("ingest")]),
         strings(&[
             "ingest",
@@ -752,6 +754,7 @@ fn dataset_reading_commands(dir: &str, inputs: &Inputs) -> Vec<Vec<String>> {
         strings(&["inspect", dir]),
         strings(&["validate", dir]),
         strings(&["vacuum", dir, "--dry-run"]),
+        strings(&["optimize", dir, "--dry-run"]),
         strings(&["merge", dir, "--from", &path(inputs.dir())]),
         strings(&["report", dir, "--out", &inputs.fresh("report")]),
         strings(&[
@@ -839,6 +842,7 @@ fn the_same_failure_gives_the_same_exit_code_in_every_command() {
         "inspect",
         "validate",
         "vacuum",
+        "optimize",
         "gbc stats",
         "gbc convert",
         "amr parse",

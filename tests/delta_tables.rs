@@ -15,7 +15,7 @@ use serde_json::Value;
 mod common;
 
 const ORACLE: &str = r#"
-import json, os, sys
+import hashlib, json, os, sys
 import duckdb
 import polars as pl
 import pyarrow as pa
@@ -48,14 +48,25 @@ for k in range(1, manifest["version"] + 1):
                 [r["sample_id"], r["text"], r["_change_type"]] for r in cdf.to_pylist())
         else:
             out["cdf"][k] = []
-        changes = pq.read_table(os.path.join(root, m["changelog"]["path"])).to_pylist()
+        # A version `capflow optimize` committed has no changelog: it changed no row.
+        changes = []
+        if m.get("changelog"):
+            changes = pq.read_table(os.path.join(root, m["changelog"]["path"])).to_pylist()
         out["changelog"][k] = sorted(
             [r["sample_id"], r["text"], "insert" if r["diff"] > 0 else "delete"] for r in changes)
+# Every table's rows at the current version, sorted, as one digest per table.
+out["rows"] = {}
+for table, version in manifest["delta_versions"].items():
+    t = DeltaTable(os.path.join(root, "data", table), version=version).to_pyarrow_table()
+    rows = sorted(json.dumps(r, sort_keys=True, default=str) for r in t.to_pylist())
+    out["rows"][table] = [len(rows), hashlib.sha256("\n".join(rows).encode()).hexdigest()]
 latest = os.path.join(root, "data", "samples")
 out["latest_polars"] = pl.read_delta(latest).height
 out["duckdb_all_files"] = duckdb.sql(
     f"select count(*) from read_parquet('{root}/data/samples/**/*.parquet')").fetchall()[0][0]
 print(json.dumps(out))
+sys.stdout.flush()
+os._exit(0)
 "#;
 
 fn capflow(args: &[&str]) -> std::process::Output {
@@ -67,26 +78,40 @@ fn capflow(args: &[&str]) -> std::process::Output {
 }
 
 fn run_version(tmp: &Path, below: u64) {
+    run_spec_version(tmp, "dataflows/ssa-flickr30k.toml", below, &["--state"]);
+}
+
+/// Runs `spec` on the sample images below `below` (in `tmp/input`) into `tmp/out`, with
+/// `tmp/state` after each of `state_flags` (`--state`, `--models`); returns its stderr.
+fn run_spec_version(tmp: &Path, spec: &str, below: u64, state_flags: &[&str]) -> String {
     let input = tmp.join("input");
     if input.exists() {
         std::fs::remove_dir_all(&input).unwrap();
     }
     common::flickr_sample_inputs(&input, below);
-    let output = capflow(&[
+    run_spec(tmp, spec, &tmp.join("out"), state_flags)
+}
+
+/// Runs `spec` on `tmp/input` into `out`, with `tmp/state` after each of `state_flags`;
+/// returns its stderr.
+fn run_spec(tmp: &Path, spec: &str, out: &Path, state_flags: &[&str]) -> String {
+    let input = tmp.join("input");
+    let state = tmp.join("state");
+    let mut args = vec![
         "run",
-        "dataflows/ssa-flickr30k.toml",
+        spec,
         "--input",
         input.to_str().unwrap(),
         "--out",
-        tmp.join("out").to_str().unwrap(),
-        "--state",
-        tmp.join("state").to_str().unwrap(),
-    ]);
-    assert!(
-        output.status.success(),
-        "capflow run failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+        out.to_str().unwrap(),
+    ];
+    for flag in state_flags {
+        args.extend([*flag, state.to_str().unwrap()]);
+    }
+    let output = capflow(&args);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "capflow run failed:\n{stderr}");
+    stderr
 }
 
 fn oracle(python: &Path, dir: &Path) -> Value {
@@ -225,4 +250,128 @@ fn delta_commits_of_a_run_that_died_before_its_manifest_are_rolled_back() {
         "{:?}",
         report.warnings
     );
+}
+
+/// `capflow optimize` on a spec with small chunks in two buckets (so that a bucket has several
+/// chunks and a compacted file holds some of them): every version, compacted ones included,
+/// reads in `deltalake` and polars with the manifest's counts, a compacted version adds nothing
+/// to the change data feed, and the reruns after it (new images, then removed ones) read only
+/// what changed, carry the compacted files none of whose chunks changed and write the rows of
+/// a fresh run with the same models. A rerun without the state rewrites every chunk and writes
+/// a fresh run's files byte for byte.
+#[test]
+fn optimize_compacts_small_files_and_the_reruns_after_it_write_a_fresh_runs_rows() {
+    let Some(python) = common::oracle_python_with("deltalake, polars") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let recipe = std::fs::read_to_string(common::repo_root().join("dataflows/ssa-flickr30k.toml"))
+        .unwrap()
+        .replace(
+            "../examples/data",
+            common::repo_root().join("examples/data").to_str().unwrap(),
+        )
+        .replace("[output]\n", "[output]\nchunk_images = 2\nbuckets = 2\n");
+    let spec = tmp.path().join("small-chunks.toml");
+    std::fs::write(&spec, recipe).unwrap();
+    let spec = spec.to_str().unwrap();
+    let optimize = |dir: &Path| -> Value {
+        let output = capflow(&[
+            "optimize",
+            dir.to_str().unwrap(),
+            "--target-size",
+            "8KiB",
+            "--json",
+        ]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let compacted = |dir: &Path| {
+        read_manifest(dir)
+            .unwrap()
+            .files
+            .iter()
+            .filter(|f| !f.spans.is_empty())
+            .count()
+    };
+
+    run_spec_version(tmp.path(), spec, 1_000_016, &["--state"]);
+    let before = read_manifest(&out).unwrap().files.len();
+    let report = optimize(&out);
+    assert_eq!(report["committed"], true, "{report}");
+    assert_eq!(report["version"], 2);
+    let after = read_manifest(&out).unwrap();
+    assert!(
+        after.files.len() < before,
+        "{} files, {before} before",
+        after.files.len()
+    );
+    assert_eq!(after.compacted_from.as_ref().map(|d| d.version), Some(1));
+    assert!(compacted(&out) > 0);
+    // Nothing left to compact: no new version.
+    assert_eq!(optimize(&out)["committed"], false);
+    let stream = tmp.path().join("stream");
+    common::copy_dir(&out, &stream);
+
+    // The same inputs: the state still describes the dataset, so nothing is committed.
+    let stderr = run_spec(tmp.path(), spec, &out, &["--state"]);
+    assert!(stderr.contains("nothing changed"), "{stderr}");
+    // Five new images: only they are computed; compacted files none of whose chunks changed
+    // are carried.
+    let stderr = run_spec_version(tmp.path(), spec, u64::MAX, &["--state"]);
+    assert!(
+        stderr.contains("computing 5 new or changed images"),
+        "{stderr}"
+    );
+    assert_eq!(read_manifest(&out).unwrap().version, 3);
+    assert!(compacted(&out) > 0, "no compacted file was carried");
+    optimize(&out);
+    // Three images leave.
+    let stderr = run_spec_version(tmp.path(), spec, 1_000_018, &["--state"]);
+    assert!(stderr.contains("retracting 3 removed"), "{stderr}");
+    assert_eq!(read_manifest(&out).unwrap().version, 5);
+    let fresh = tmp.path().join("fresh");
+    run_spec(tmp.path(), spec, &fresh, &["--models"]);
+
+    let result = oracle(&python, &out);
+    for k in 1..=5u64 {
+        let text = std::fs::read(out.join(format!("versions/v{k}.json"))).unwrap();
+        let version: capflow::export::Manifest = serde_json::from_slice(&text).unwrap();
+        for (table, summary) in &version.tables {
+            let read = &result["versions"][k.to_string()][table];
+            assert_eq!(read["deltalake"], summary.rows, "version {k}, {table}");
+            assert_eq!(read["polars"], summary.rows, "version {k}, {table}");
+        }
+        if k > 1 {
+            assert_eq!(
+                result["cdf"][k.to_string()],
+                result["changelog"][k.to_string()]
+            );
+        }
+    }
+    for k in ["2", "4"] {
+        assert_eq!(
+            result["cdf"][k],
+            serde_json::json!([]),
+            "version {k} is a compaction"
+        );
+    }
+    assert_eq!(result["rows"], oracle(&python, &fresh)["rows"]);
+    for dir in [&out, &fresh] {
+        let report = capflow::export::validate(dir).unwrap();
+        assert!(report.is_ok(), "{:?}", report.problems);
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    }
+
+    // Without the state every chunk is rewritten, the samples retracted read from the
+    // compacted files: a fresh run's files.
+    run_spec(tmp.path(), spec, &stream, &[]);
+    let fresh = tmp.path().join("fresh-without-state");
+    run_spec(tmp.path(), spec, &fresh, &[]);
+    assert!(common::data_files(&stream) == common::data_files(&fresh));
 }

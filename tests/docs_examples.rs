@@ -859,7 +859,8 @@ fn documented_dataset_layout_and_card_are_a_runs() {
 
 /// docs/datasets.md's Delta Lake example on a dataset of two versions (a run, then a rerun
 /// after an image's files arrived), then its `capflow vacuum`: before it, a glob over the
-/// samples' directory counts both versions' rows; after it, the manifest's.
+/// samples' directory counts both versions' rows; after it, the manifest's. Then its `capflow
+/// optimize`, after which the example reads the same rows.
 #[test]
 fn documented_delta_reads_and_vacuum_run() {
     let Some(python) = common::oracle_python() else {
@@ -867,6 +868,7 @@ fn documented_delta_reads_and_vacuum_run() {
     };
     let example = block("docs/datasets.md", "from deltalake import DeltaTable");
     let vacuum = block("docs/datasets.md", "capflow vacuum out/ssa --retain 1");
+    let optimize = block("docs/datasets.md", "capflow optimize out/ssa");
     let scratch = Scratch::new();
     let dir = two_versions(&scratch, "out/ssa");
     let manifest = capflow::export::read_manifest(&dir).unwrap();
@@ -913,6 +915,35 @@ fn documented_delta_reads_and_vacuum_run() {
     scratch.sh_ok(&vacuum.at(), &vacuum.text);
     let after: u64 = python_run(glob).trim().parse().unwrap();
     assert_eq!(after, manifest.tables["samples"].rows, "{}", vacuum.at());
+    let report = capflow::export::validate(&dir).unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+
+    // Then its `capflow optimize`: a third version, the same rows in one file per table and
+    // split, read by Delta's readers.
+    scratch.sh_ok(&optimize.at(), &optimize.text);
+    let optimized = capflow::export::read_manifest(&dir).unwrap();
+    assert_eq!(optimized.version, 3, "{}", optimize.at());
+    for (table, summary) in &optimized.tables {
+        assert_eq!(summary.rows, manifest.tables[table].rows, "{table}");
+        assert_eq!(summary.files, summary.splits.len() as u64, "{table}");
+    }
+    assert!(optimized.files.len() < manifest.files.len());
+    // (The vacuum removed the first version's files: no time travel to it now.)
+    let printed = python_run(
+        "from deltalake import DeltaTable\nimport polars as pl\n\
+         print(DeltaTable('out/ssa/data/samples').to_pyarrow_table().num_rows)\n\
+         print(pl.read_delta('out/ssa/data/captions').height)\n",
+    );
+    let lines: Vec<u64> = printed.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(
+        lines,
+        [
+            manifest.tables["samples"].rows,
+            manifest.tables["captions"].rows
+        ],
+        "{}",
+        optimize.at()
+    );
     let report = capflow::export::validate(&dir).unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
 }

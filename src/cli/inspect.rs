@@ -158,6 +158,13 @@ pub fn summary(dir: &Path, manifest: &Manifest) -> String {
             .unwrap_or(&manifest.config_hash),
         manifest.created_at
     );
+    if let Some(data) = &manifest.compacted_from {
+        let _ = writeln!(
+            out,
+            "  compacted by capflow optimize: the rows of version {}, in fewer files",
+            data.version
+        );
+    }
     if let Some(models) = &manifest.models {
         let source = models.source.as_str();
         let _ = match (&models.id, models.source) {

@@ -14,6 +14,7 @@ pub mod gbc;
 pub mod ingest;
 pub mod inspect;
 pub mod merge;
+pub mod optimize;
 pub mod out;
 pub mod progress;
 pub mod quality;
@@ -63,6 +64,9 @@ pub enum Command {
     Validate(inspect::ValidateArgs),
     /// Remove the files only versions older than the last N need (`--retain N`, default 1).
     Vacuum(vacuum::VacuumArgs),
+    /// Compact each table's small files into files of about a target size (`--target-size`,
+    /// default 64MiB), as a new version holding the same rows.
+    Optimize(optimize::OptimizeArgs),
     /// Convert and summarize apple/ml-gbc graph files.
     Gbc(gbc::GbcArgs),
     /// Work with AMR graphs: parse, score with Smatch, merge, inspect.
@@ -140,6 +144,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Inspect(args) => inspect::run_inspect(args),
         Command::Validate(args) => inspect::run_validate(args),
         Command::Vacuum(args) => vacuum::run(args),
+        Command::Optimize(args) => optimize::run(args),
         Command::Gbc(args) => gbc::run(args),
         Command::Amr(cmd) => amr::run(cmd),
         Command::Cluster(cmd) => cluster::run(cmd),

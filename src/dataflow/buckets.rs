@@ -15,7 +15,8 @@ use super::runtime::{CollectedRun, KeyedRow};
 use super::state::{bucket_of, Plan};
 use crate::error::{Error, Result};
 use crate::export::{
-    dataset_file_path, read_file_rows, shard_index, DatasetSink, DatasetWriter, FileEntry, Manifest,
+    dataset_file_path, piece_batches, read_file_rows, ChunkPiece, DatasetSink, DatasetWriter,
+    Manifest,
 };
 use crate::ingest::{RecordSink, Row, VecSink};
 use crate::schema::{SampleRow, TableKind};
@@ -75,6 +76,14 @@ pub fn chunks<'a>(ids: &'a [&'a str], chunk_images: usize) -> Vec<Chunk<'a>> {
         });
     }
     out
+}
+
+/// A bucket's chunks of `ids` by key.
+fn chunk_ids<'a>(ids: &'a [&'a str], chunk_images: usize) -> HashMap<&'a str, &'a [&'a str]> {
+    chunks(ids, chunk_images)
+        .into_iter()
+        .map(|c| (c.key, c.ids))
+        .collect()
 }
 
 /// How a run's rows are written into buckets.
@@ -148,12 +157,28 @@ impl BucketExport<'_> {
             }
         }
         let mut exported = Exported::default();
-        for &bucket in owned {
-            let rows = &mut by_bucket[bucket];
+        for rows in by_bucket.iter_mut() {
             for list in rows.values_mut() {
                 list.sort_by_key(|k| (k.unit, k.ordinal));
             }
-            // The bucket's images before and after this run.
+        }
+        // The previous version's bucket chunks, by bucket: chunk shards, and the spans of files
+        // `capflow optimize` compacted, which hold chunks of several buckets.
+        let mut old_pieces: HashMap<usize, Vec<ChunkPiece>> = HashMap::new();
+        for file in previous.iter().flat_map(|m| m.files.iter()) {
+            if file.table == TableKind::Rejected {
+                continue;
+            }
+            for piece in file.chunk_pieces() {
+                if piece.buckets == buckets {
+                    old_pieces.entry(piece.bucket).or_default().push(piece);
+                }
+            }
+        }
+        // Each bucket's images before and after this run, and its chunks of both.
+        let mut layouts = Vec::with_capacity(owned.len());
+        for &bucket in owned {
+            let rows = &by_bucket[bucket];
             let old_ids: Vec<&str> = match (&plan.full, plan.previous.get(&bucket)) {
                 (None, Some(states)) => states.keys().map(String::as_str).collect(),
                 _ => Vec::new(),
@@ -166,31 +191,70 @@ impl BucketExport<'_> {
                 .collect::<BTreeSet<&str>>()
                 .into_iter()
                 .collect();
-            let old_chunks: HashMap<&str, &[&str]> = chunks(&old_ids, self.chunk_images)
+            layouts.push((bucket, old_ids, new_ids));
+        }
+        // A chunk none of whose images changed is kept: its files are carried forward, or, for a
+        // chunk inside a compacted file that holds a changed chunk too (and so is replaced),
+        // its rows there are copied into chunk files of its own.
+        let mut kept: HashMap<usize, HashSet<&str>> = HashMap::new();
+        for (bucket, old_ids, new_ids) in &layouts {
+            let old_chunks = chunk_ids(old_ids, self.chunk_images);
+            let unchanged = chunks(new_ids, self.chunk_images)
                 .into_iter()
-                .map(|c| (c.key, c.ids))
+                .filter(|chunk| {
+                    plan.full.is_none()
+                        && previous.is_some()
+                        && old_chunks.get(chunk.key) == Some(&chunk.ids)
+                        && !chunk.ids.iter().any(|id| plan.compute.contains(*id))
+                })
+                .map(|chunk| chunk.key)
                 .collect();
-            let files: Vec<&FileEntry> = previous
-                .map(|m| bucket_files(m, bucket, buckets))
-                .unwrap_or_default();
-            let new_chunks = chunks(&new_ids, self.chunk_images);
-            let mut kept: HashSet<&str> = HashSet::new();
+            kept.insert(*bucket, unchanged);
+        }
+        let replaced_files: HashSet<&str> = old_pieces
+            .iter()
+            .filter_map(|(bucket, pieces)| Some((kept.get(bucket)?, pieces)))
+            .flat_map(|(kept, pieces)| pieces.iter().filter(|p| !kept.contains(p.chunk)))
+            .map(|piece| piece.file.path.as_str())
+            .collect();
+        let mut carried_files: HashSet<&str> = HashSet::new();
+        for (bucket, old_ids, new_ids) in &layouts {
+            let bucket = *bucket;
+            let rows = &by_bucket[bucket];
+            let old_chunks = chunk_ids(old_ids, self.chunk_images);
+            let pieces: &[ChunkPiece] = old_pieces.get(&bucket).map_or(&[], Vec::as_slice);
+            let kept = &kept[&bucket];
+            let new_chunks = chunks(new_ids, self.chunk_images);
             let mut written = Vec::new();
             for chunk in &new_chunks {
-                let unchanged = plan.full.is_none()
-                    && previous.is_some()
-                    && old_chunks.get(chunk.key) == Some(&chunk.ids)
-                    && !chunk.ids.iter().any(|id| plan.compute.contains(*id));
-                if unchanged {
-                    for file in files
-                        .iter()
-                        .filter(|f| f.chunk.as_deref() == Some(chunk.key))
-                    {
-                        writer.carry(file)?;
-                        exported.rows_written += file.rows;
+                if kept.contains(chunk.key) {
+                    let mut copied = false;
+                    for piece in pieces.iter().filter(|p| p.chunk == chunk.key) {
+                        let file = piece.file;
+                        if replaced_files.contains(file.path.as_str()) {
+                            let bucket_of = (bucket, buckets);
+                            for batch in piece_batches(self.dir, piece)? {
+                                writer.write_bucket_batch(
+                                    file.table,
+                                    &file.split,
+                                    bucket_of,
+                                    chunk.key,
+                                    &batch,
+                                )?;
+                            }
+                            exported.rows_written += piece.rows;
+                            copied = true;
+                        } else if carried_files.insert(file.path.as_str()) {
+                            writer.carry(file)?;
+                            exported.rows_written += file.rows;
+                        }
                     }
-                    kept.insert(chunk.key);
-                    exported.carried += 1;
+                    if copied {
+                        writer.finish_chunk(bucket, chunk.key)?;
+                        exported.written += 1;
+                    } else {
+                        exported.carried += 1;
+                    }
                 } else {
                     written.push(chunk);
                 }
@@ -203,11 +267,9 @@ impl BucketExport<'_> {
             let mut back = match plan.full {
                 Some(_) => ReadBack::default(),
                 None => {
-                    let replaced = files.iter().copied().filter(|f| {
-                        f.chunk
-                            .as_deref()
-                            .is_some_and(|c| old_chunks.contains_key(c) && !kept.contains(c))
-                    });
+                    let replaced = pieces
+                        .iter()
+                        .filter(|p| old_chunks.contains_key(p.chunk) && !kept.contains(p.chunk));
                     self.read_back(replaced, rows, &mut retracted)?
                 }
             };
@@ -266,14 +328,14 @@ impl BucketExport<'_> {
     /// does not compute; the samples of computed and removed images go to `retracted`.
     fn read_back<'f>(
         &self,
-        files: impl Iterator<Item = &'f FileEntry>,
+        pieces: impl Iterator<Item = &'f ChunkPiece<'f>>,
         fresh: &BTreeMap<&str, Vec<&KeyedRow>>,
         retracted: &mut BTreeMap<String, Vec<SampleRow>>,
     ) -> Result<ReadBack> {
         let plan = self.plan;
         let mut back = ReadBack::default();
-        for file in files {
-            for row in read_file_as_rows(self.dir, file)? {
+        for piece in pieces {
+            for row in read_piece_as_rows(self.dir, piece)? {
                 let id = row.image_id().to_string();
                 match row {
                     Row::Sample(sample) => {
@@ -294,22 +356,11 @@ impl BucketExport<'_> {
     }
 }
 
-/// The previous version's files of one bucket (the ledger is not bucketed).
-fn bucket_files(manifest: &Manifest, bucket: usize, buckets: usize) -> Vec<&FileEntry> {
-    manifest
-        .files
-        .iter()
-        .filter(|f| {
-            f.table != TableKind::Rejected && shard_index(&f.path) == Some((bucket, buckets))
-        })
-        .collect()
-}
-
-/// Every row of one of the previous version's files, typed by its table.
-fn read_file_as_rows(dir: &Path, file: &FileEntry) -> Result<Vec<Row>> {
-    let path = dataset_file_path(dir, file)?;
+/// Every row of one of the previous version's bucket chunks, typed by its table.
+fn read_piece_as_rows(dir: &Path, piece: &ChunkPiece) -> Result<Vec<Row>> {
+    let path = dataset_file_path(dir, piece.file)?;
     let mut sink = VecSink::default();
-    crate::ingest::capflow_parquet::read(&path, &mut sink)?;
+    crate::ingest::capflow_parquet::read_range(&path, piece.offset, piece.rows, &mut sink)?;
     match sink.rejected.first() {
         Some(row) => Err(Error::invalid(
             path.display().to_string(),

@@ -63,7 +63,7 @@ use crate::augment::ssa::{CaptionNumbering, Drop as SsaDrop};
 use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
 use crate::export::{
-    read_file_rows, shard_index, DatasetSink, DatasetWriter, FileEntry, Manifest, StageMetrics,
+    read_file_rows_range, DatasetSink, DatasetWriter, FileEntry, Manifest, StageMetrics,
 };
 use crate::ingest::{IngestCounts, RecordSink, Row};
 use crate::models::ParseCache;
@@ -204,9 +204,9 @@ enum Message {
 pub fn streams(spec: &DataflowSpec, previous: Option<&Manifest>) -> bool {
     let buckets = spec.output.buckets;
     let bucketed = previous.is_none_or(|manifest| {
-        manifest.table_files(TableKind::Samples).all(|file| {
-            file.chunk.is_some() && shard_index(&file.path).is_some_and(|(_, n)| n == buckets)
-        })
+        manifest
+            .table_files(TableKind::Samples)
+            .all(|file| file.in_chunks_of(buckets))
     });
     bucketed && spec.mix == crate::select::mix::MixConfig::All
 }
@@ -1187,9 +1187,12 @@ struct OpenChunk {
     samples: BTreeMap<String, Vec<RecordBatch>>,
 }
 
-/// A sample file of the previous version and the image ids of its chunk.
+/// A sample file of the previous version, the rows of its chunk in it (all of a chunk shard's,
+/// a span of a compacted file's) and the image ids of its chunk.
 struct PreviousChunk {
-    file: FileEntry,
+    file: Arc<FileEntry>,
+    offset: u64,
+    rows: u64,
     after: Option<String>,
     through: Option<String>,
 }
@@ -1206,14 +1209,16 @@ impl PartWriter {
         runs_dir: PathBuf,
         state: Option<StateDir>,
     ) -> Self {
-        let mut previous: BTreeMap<usize, Vec<(String, FileEntry)>> = BTreeMap::new();
+        type Piece = (Arc<FileEntry>, u64, u64);
+        let mut previous: BTreeMap<usize, Vec<(String, Piece)>> = BTreeMap::new();
         if let Some((manifest, _)) = writer.previous() {
             for file in manifest.table_files(TableKind::Samples) {
-                if let (Some((bucket, _)), Some(chunk)) = (shard_index(&file.path), &file.chunk) {
-                    previous
-                        .entry(bucket)
-                        .or_default()
-                        .push((chunk.clone(), file.clone()));
+                let shared = Arc::new(file.clone());
+                for piece in file.chunk_pieces() {
+                    previous.entry(piece.bucket).or_default().push((
+                        piece.chunk.to_string(),
+                        (Arc::clone(&shared), piece.offset, piece.rows),
+                    ));
                 }
             }
         }
@@ -1227,7 +1232,7 @@ impl PartWriter {
                 let mut before: Option<String> = None;
                 let mut listing: Option<String> = None;
                 let mut chunks = Vec::new();
-                for (key, file) in files {
+                for (key, (file, offset, rows)) in files {
                     if listing.as_ref() != Some(&key) {
                         if let Some(previous) = listing.replace(key.clone()) {
                             before = (!previous.is_empty()).then_some(previous).or(before);
@@ -1235,6 +1240,8 @@ impl PartWriter {
                     }
                     chunks.push(PreviousChunk {
                         file,
+                        offset,
+                        rows,
                         after: before.clone(),
                         through: (!key.is_empty()).then(|| key.clone()),
                     });
@@ -1271,7 +1278,10 @@ impl PartWriter {
             if below || above {
                 continue;
             }
-            for sample in read_file_rows::<SampleRow>(self.writer.dir(), &chunk.file)? {
+            let dir = self.writer.dir();
+            for sample in
+                read_file_rows_range::<SampleRow>(dir, &chunk.file, chunk.offset, chunk.rows)?
+            {
                 if in_range(&sample.image_id) {
                     samples
                         .entry(sample.image_id.clone())

@@ -975,8 +975,10 @@ fn commit(
         let manifest_path = out.join(crate::export::MANIFEST_FILE);
         let text = std::fs::read(&manifest_path).map_err(|e| Error::io(&manifest_path, e))?;
         let mut header = header_now;
-        header.dataset_version = manifest.version;
-        header.manifest_sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text));
+        let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text));
+        let data = manifest.data_version(&sha);
+        header.dataset_version = data.version;
+        header.manifest_sha256 = data.manifest_sha256;
         state.write_header(&header)?;
     }
     let result = if unchanged {

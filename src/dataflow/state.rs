@@ -431,6 +431,8 @@ pub fn stale(
     let Some((manifest, manifest_sha)) = previous else {
         return Some("the output directory holds no dataset".into());
     };
+    // A version `capflow optimize` committed holds the rows of the version it compacted.
+    let data = manifest.data_version(manifest_sha);
     if header.engine_version != current.engine_version {
         Some(format!(
             "the state was written by capflow {}",
@@ -442,7 +444,9 @@ pub fn stale(
         Some("the bucket count changed".to_string())
     } else if header.models_digest != current.models_digest {
         Some("the rows the corpus-level models are fitted on changed".to_string())
-    } else if header.dataset_version != manifest.version || header.manifest_sha256 != manifest_sha {
+    } else if (header.dataset_version, header.manifest_sha256.as_str())
+        != (data.version, data.manifest_sha256.as_str())
+    {
         Some(format!(
             "the state describes dataset version {} but the output directory holds version {}",
             header.dataset_version, manifest.version
@@ -459,6 +463,7 @@ pub fn header(
     buckets: usize,
     dataset: Option<(&Manifest, &str)>,
 ) -> StateHeader {
+    let data = dataset.map(|(manifest, sha)| manifest.data_version(sha));
     StateHeader {
         format: STATE_FORMAT.to_string(),
         format_version: STATE_FORMAT_VERSION,
@@ -466,8 +471,8 @@ pub fn header(
         config_hash,
         models_digest,
         buckets,
-        dataset_version: dataset.map_or(0, |(m, _)| m.version),
-        manifest_sha256: dataset.map_or(String::new(), |(_, s)| s.to_string()),
+        dataset_version: data.as_ref().map_or(0, |d| d.version),
+        manifest_sha256: data.map_or(String::new(), |d| d.manifest_sha256),
     }
 }
 

@@ -324,6 +324,7 @@ mod tests {
             bytes: 1,
             sha256: String::new(),
             chunk: None,
+            spans: Vec::new(),
         }
     }
 
@@ -358,6 +359,8 @@ mod tests {
             changelog: None,
             models: None,
             delta_versions: BTreeMap::new(),
+            compacted_from: None,
+            card: None,
         }
     }
 

@@ -69,6 +69,10 @@ pub(crate) struct DeltaVersion<'a> {
     pub previous: Option<&'a Manifest>,
     pub files: &'a [FileEntry],
     pub changelog: Option<PathBuf>,
+    /// For a version that only rearranges the previous one's rows into other files
+    /// (`capflow optimize`), the target file size it compacted to: its commits are Delta's
+    /// `OPTIMIZE`, changing no data.
+    pub rearranged: Option<u64>,
 }
 
 /// Commits one Delta version for every table whose files differ from the previous manifest's,
@@ -150,7 +154,7 @@ fn file_name(file: &FileEntry) -> &str {
     file.path.rsplit('/').next().unwrap_or(&file.path)
 }
 
-fn add_action(dir: &Path, file: &FileEntry) -> Action {
+fn add_action(dir: &Path, file: &FileEntry, data_change: bool) -> Action {
     // Without shared storage, another process's shards are on its own host until `capflow
     // merge` brings them: their time is the commit's.
     let modification_time = fs::metadata(dir.join(&file.path))
@@ -163,16 +167,16 @@ fn add_action(dir: &Path, file: &FileEntry) -> Action {
         partition_values: HashMap::new(),
         size: file.bytes as i64,
         modification_time,
-        data_change: true,
+        data_change,
         stats: Some(format!("{{\"numRecords\":{}}}", file.rows)),
         ..Add::default()
     })
 }
 
-fn remove_action(file: &FileEntry, now_ms: i64) -> Action {
+fn remove_action(file: &FileEntry, now_ms: i64, data_change: bool) -> Action {
     Action::Remove(Remove {
         path: file_name(file).to_string(),
-        data_change: true,
+        data_change,
         deletion_timestamp: Some(now_ms),
         extended_file_metadata: Some(true),
         partition_values: Some(HashMap::new()),
@@ -209,7 +213,7 @@ async fn create_table(
         .map_err(|e| delta_error(version.dir, table, e))?;
     let mut actions = Vec::with_capacity(files.len());
     for file in files {
-        actions.push(add_action(version.dir, file));
+        actions.push(add_action(version.dir, file, true));
     }
     let schema = delta_schema(table)?;
     let mut builder = CreateBuilder::new()
@@ -245,23 +249,28 @@ async fn commit_changes(
     let old_paths: HashSet<&str> = old.iter().map(|f| f.path.as_str()).collect();
     let new_paths: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
     let now = now_ms();
+    // The samples' change data: this version's changelog. A samples version with an empty
+    // changelog moved rows between files without changing any, as a compaction does; its files'
+    // actions say so (`dataChange: false`), or Delta would read them as deletes and inserts.
+    let mut cdc = None;
+    let mut data_change = version.rearranged.is_none();
+    if table == TableKind::Samples && data_change {
+        if let Some(changelog) = &version.changelog {
+            cdc = write_change_data(version, changelog)?;
+            data_change = cdc.is_some();
+        }
+    }
     let mut actions = Vec::new();
     for file in old.iter().filter(|f| !new_paths.contains(f.path.as_str())) {
-        actions.push(remove_action(file, now));
+        actions.push(remove_action(file, now, data_change));
     }
     for file in files
         .iter()
         .filter(|f| !old_paths.contains(f.path.as_str()))
     {
-        actions.push(add_action(version.dir, file));
+        actions.push(add_action(version.dir, file, data_change));
     }
-    if table == TableKind::Samples {
-        if let Some(changelog) = &version.changelog {
-            if let Some(cdc) = write_change_data(version, changelog)? {
-                actions.push(cdc);
-            }
-        }
-    }
+    actions.extend(cdc);
     if actions.is_empty() {
         return Ok(at);
     }
@@ -288,10 +297,16 @@ async fn commit_changes(
             ),
         ));
     }
-    let operation = DeltaOperation::Write {
-        mode: SaveMode::Overwrite,
-        partition_by: None,
-        predicate: None,
+    let operation = match version.rearranged {
+        Some(target) => DeltaOperation::Optimize {
+            predicate: None,
+            target_size: i64::try_from(target).unwrap_or(i64::MAX),
+        },
+        None => DeltaOperation::Write {
+            mode: SaveMode::Overwrite,
+            partition_by: None,
+            predicate: None,
+        },
     };
     let bytes = CommitData::new(
         actions,

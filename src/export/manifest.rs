@@ -32,6 +32,78 @@ pub struct FileEntry {
     /// id, or empty for the bucket's open last chunk (see `docs/incremental.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk: Option<String>,
+    /// For a file `capflow optimize` compacted, the bucket chunks it holds, in row order: each
+    /// chunk's rows are consecutive, the first chunk's at row 0 (see `docs/datasets.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans: Vec<ChunkSpan>,
+}
+
+/// One bucket chunk inside a compacted file ([`FileEntry::spans`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkSpan {
+    /// The chunk's bucket, of `buckets`.
+    pub bucket: usize,
+    pub buckets: usize,
+    /// The chunk's last image id, empty for the bucket's open last chunk.
+    pub chunk: String,
+    pub rows: u64,
+}
+
+/// The rows of one bucket chunk in one file: a whole chunk shard, or a span of a compacted
+/// file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkPiece<'a> {
+    pub file: &'a FileEntry,
+    pub bucket: usize,
+    pub buckets: usize,
+    pub chunk: &'a str,
+    /// The piece's first row in the file.
+    pub offset: u64,
+    pub rows: u64,
+}
+
+impl FileEntry {
+    /// The bucket chunks this file holds, in row order: one for a chunk shard of a `capflow
+    /// run` (`<split>-<bucket>-of-<buckets>-…` with a `chunk`), one per span for a compacted
+    /// file, none for a file of no bucket chunk (an ingest's shard, the ledger).
+    pub fn chunk_pieces(&self) -> Vec<ChunkPiece<'_>> {
+        if !self.spans.is_empty() {
+            let mut offset = 0;
+            return self
+                .spans
+                .iter()
+                .map(|span| {
+                    let piece = ChunkPiece {
+                        file: self,
+                        bucket: span.bucket,
+                        buckets: span.buckets,
+                        chunk: &span.chunk,
+                        offset,
+                        rows: span.rows,
+                    };
+                    offset += span.rows;
+                    piece
+                })
+                .collect();
+        }
+        match (&self.chunk, super::writer::shard_index(&self.path)) {
+            (Some(chunk), Some((bucket, buckets))) => vec![ChunkPiece {
+                file: self,
+                bucket,
+                buckets,
+                chunk,
+                offset: 0,
+                rows: self.rows,
+            }],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether every row of this file belongs to a bucket chunk of `buckets` buckets.
+    pub fn in_chunks_of(&self, buckets: usize) -> bool {
+        let pieces = self.chunk_pieces();
+        !pieces.is_empty() && pieces.iter().all(|p| p.buckets == buckets)
+    }
 }
 
 /// Rows in, rows out, rejections and time of one stage of the run that made the dataset.
@@ -148,6 +220,34 @@ pub struct Manifest {
     /// Absent from datasets written before their tables were Delta tables.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub delta_versions: BTreeMap<String, u64>,
+    /// For a version `capflow optimize` committed: the version whose rows it holds in other
+    /// files (the last version a run committed), which a state compares datasets by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compacted_from: Option<DataVersion>,
+    /// What the dataset card says beyond the files (description, licence, languages, tasks,
+    /// sources), so that a commit without the recipe (`capflow optimize`) keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<CardRecord>,
+}
+
+/// A committed version named by its number and its manifest's SHA-256.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataVersion {
+    pub version: u64,
+    pub manifest_sha256: String,
+}
+
+/// [`Manifest::card`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CardRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<String>,
+    pub language: Vec<String>,
+    pub task_categories: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_datasets: Vec<String>,
 }
 
 /// `changes/v<N>.parquet`: the sample rows a version added (`diff` = +1) and retracted (−1).
@@ -170,6 +270,15 @@ impl Manifest {
     /// Total rows of one table (0 when absent).
     pub fn table_rows(&self, table: TableKind) -> u64 {
         self.tables.get(table.name()).map_or(0, |t| t.rows)
+    }
+
+    /// The version whose rows this one holds: itself, or for a version `capflow optimize`
+    /// committed, the version it compacted (`manifest_sha256` is this manifest's).
+    pub fn data_version(&self, manifest_sha256: &str) -> DataVersion {
+        self.compacted_from.clone().unwrap_or_else(|| DataVersion {
+            version: self.version,
+            manifest_sha256: manifest_sha256.to_string(),
+        })
     }
 
     /// This version as an entry of a later manifest's history.

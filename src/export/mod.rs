@@ -28,6 +28,7 @@ pub(crate) mod changelog;
 pub(crate) mod delta;
 pub(crate) mod fsutil;
 mod manifest;
+mod optimize;
 mod reader;
 pub mod samples;
 mod shard;
@@ -40,12 +41,15 @@ mod writer;
 pub use card::{render_card, size_category, CardMetadata};
 pub use changelog::{read_changelog, ChangelogWriter, CHANGES_DIR};
 pub use manifest::{
-    read_manifest, read_manifest_version, ChangelogEntry, FileEntry, Manifest, ModelsSource,
-    ModelsUsed, StageMetrics, TableSummary, VersionSummary, MANIFEST_FILE, MANIFEST_FORMAT,
-    MANIFEST_FORMAT_VERSION,
+    read_manifest, read_manifest_version, CardRecord, ChangelogEntry, ChunkPiece, ChunkSpan,
+    DataVersion, FileEntry, Manifest, ModelsSource, ModelsUsed, StageMetrics, TableSummary,
+    VersionSummary, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,
 };
-pub(crate) use reader::dataset_file_path;
-pub use reader::{read_file_rows, read_split, read_table, read_table_of, TableReader};
+pub use optimize::{optimize, OptimizeReport, TableFiles, DEFAULT_TARGET_FILE_BYTES};
+pub(crate) use reader::{dataset_file_path, piece_batches};
+pub use reader::{
+    read_file_rows, read_file_rows_range, read_split, read_table, read_table_of, TableReader,
+};
 pub use sink::{DatasetSink, DEFAULT_FLUSH_ROWS};
 pub use vacuum::{vacuum, VacuumReport};
 pub(crate) use validate::safe_relative_path;

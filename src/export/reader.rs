@@ -48,6 +48,24 @@ pub fn read_table_of(
     open_manifest(dir, manifest, table, None)
 }
 
+/// Reads `files` of `table`, in order (files of a manifest of the dataset at `dir`).
+pub(crate) fn read_files(
+    dir: &Path,
+    table: TableKind,
+    files: &[&super::FileEntry],
+) -> Result<TableReader> {
+    let mut paths = VecDeque::new();
+    for file in files {
+        paths.push_back(dataset_file_path(dir, file)?);
+    }
+    Ok(TableReader {
+        table,
+        files: paths,
+        current: None,
+        cast: false,
+    })
+}
+
 fn open(dir: &Path, table: TableKind, split: Option<&str>) -> Result<TableReader> {
     let manifest = read_manifest(dir)?;
     open_manifest(dir, &manifest, table, split)
@@ -205,10 +223,69 @@ pub fn read_file_rows<R: crate::schema::TableRow>(
     dir: &Path,
     file: &super::FileEntry,
 ) -> Result<Vec<R>> {
+    read_rows(dir, file, None)
+}
+
+/// Rows `offset..offset + rows` of one file of a dataset: one bucket chunk of a compacted file
+/// ([`ChunkPiece`](super::ChunkPiece)), or all of a chunk shard's.
+pub fn read_file_rows_range<R: crate::schema::TableRow>(
+    dir: &Path,
+    file: &super::FileEntry,
+    offset: u64,
+    rows: u64,
+) -> Result<Vec<R>> {
+    let whole = offset == 0 && rows == file.rows;
+    read_rows(dir, file, (!whole).then_some((offset, rows)))
+}
+
+/// The rows of one bucket chunk of a dataset's file as Arrow batches of its table's schema
+/// (an earlier capflow version's columns cast), as a chunk shard of them holds them.
+pub(crate) fn piece_batches(dir: &Path, piece: &super::ChunkPiece) -> Result<Vec<RecordBatch>> {
+    let file = piece.file;
+    let path = dataset_file_path(dir, file)?;
+    let input = ParquetInput::open(&path)?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(input.clone())
+        .map_err(|e| input.parquet_error(e))?;
+    let schema = file.table.schema();
+    let cast = legacy_schema(file.table)
+        .is_some_and(|legacy| schema_fingerprint(builder.schema()) == schema_fingerprint(&legacy));
+    let reader = builder
+        .with_batch_size(READ_BATCH_ROWS)
+        .with_offset(piece.offset as usize)
+        .with_limit(piece.rows as usize)
+        .build()
+        .map_err(|e| input.parquet_error(e))?;
+    let mut batches = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| input.arrow_error(e))?;
+        let columns = if cast {
+            cast_columns(&batch, &schema).map_err(|e| input.arrow_error(e))?
+        } else {
+            batch.columns().to_vec()
+        };
+        batches
+            .push(RecordBatch::try_new(schema.clone(), columns).map_err(|e| input.arrow_error(e))?);
+    }
+    Ok(batches)
+}
+
+/// The rows of `file`, or of `(offset, rows)` of them.
+fn read_rows<R: crate::schema::TableRow>(
+    dir: &Path,
+    file: &super::FileEntry,
+    range: Option<(u64, u64)>,
+) -> Result<Vec<R>> {
     let path = dataset_file_path(dir, file)?;
     let input = ParquetInput::open(&path)?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(input.clone())
-        .and_then(|b| b.with_batch_size(READ_BATCH_ROWS).build())
+        .and_then(|b| {
+            let b = b.with_batch_size(READ_BATCH_ROWS);
+            match range {
+                Some((offset, rows)) => b.with_offset(offset as usize).with_limit(rows as usize),
+                None => b,
+            }
+            .build()
+        })
         .map_err(|e| input.parquet_error(e))?;
     let mut rows = Vec::new();
     for batch in reader {

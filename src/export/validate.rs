@@ -348,7 +348,11 @@ fn check_counts(manifest: &Manifest, report: &mut ValidationReport) {
 }
 
 fn check_leftovers(dir: &Path, manifest: &Manifest, report: &mut ValidationReport) {
-    let referenced: HashSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
+    // The earlier versions' shards stay for time travel until `capflow vacuum`: only files no
+    // kept version names are leftovers. (An unreadable `versions/` leaves the current files.)
+    let kept = super::writer::files_of_versions(dir, manifest, 1)
+        .unwrap_or_else(|_| manifest.files.iter().map(|f| f.path.clone()).collect());
+    let referenced: HashSet<&str> = kept.iter().map(String::as_str).collect();
     let tables: HashSet<&str> = TableKind::ALL.iter().map(|t| t.name()).collect();
     let mut leftovers = |relative: String, is_dir: bool| {
         if referenced.contains(relative.as_str()) {

@@ -33,8 +33,8 @@ use super::changelog::{
 };
 use super::fsutil::{self, DatasetLock, TMP_PREFIX};
 use super::manifest::{
-    parse_manifest, FileEntry, Manifest, ModelsUsed, StageMetrics, TableSummary, MANIFEST_FILE,
-    MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,
+    parse_manifest, CardRecord, DataVersion, FileEntry, Manifest, ModelsUsed, StageMetrics,
+    TableSummary, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_FORMAT_VERSION,
 };
 use super::shard::{FinishedShard, FinishedShards, ShardSettings, SplitWriter};
 use super::{
@@ -116,6 +116,10 @@ pub struct DatasetWriter {
     description: Option<String>,
     card_metadata: CardMetadata,
     previous: Option<(Manifest, String)>,
+    /// Set by `capflow optimize`: the version whose rows this one rearranges, and the target
+    /// file size it compacted to.
+    compacted_from: Option<DataVersion>,
+    compaction_target: Option<u64>,
     // Declared last: the lock is released after the staging directory is gone.
     lock: Option<DatasetLock>,
 }
@@ -220,6 +224,8 @@ impl DatasetWriter {
             description: None,
             card_metadata: CardMetadata::default(),
             previous,
+            compacted_from: None,
+            compaction_target: None,
             lock,
         }
     }
@@ -604,6 +610,51 @@ impl DatasetWriter {
         }
     }
 
+    /// Makes this version a rearrangement of the previous one's rows (`capflow optimize`): its
+    /// Delta commits change no data, and a state compares it as the version it compacted. The
+    /// manifest keeps the previous version's counts, stages, drops, models and card.
+    pub(crate) fn rearrange_previous(&mut self, target_bytes: u64) -> Result<()> {
+        let Some((previous, sha)) = &self.previous else {
+            return Err(Error::Usage(format!(
+                "{} holds no committed dataset to rearrange",
+                self.dir.display()
+            )));
+        };
+        self.compacted_from = Some(previous.data_version(sha));
+        self.compaction_target = Some(target_bytes);
+        self.stages = previous.stages.clone();
+        self.dropped = previous.dropped.clone();
+        self.models = previous.models.clone();
+        if let Some(card) = &previous.card {
+            self.description = card.description.clone();
+            self.card_metadata = CardMetadata {
+                license: card.license.clone(),
+                language: card.language.clone(),
+                task_categories: card.task_categories.clone(),
+                source_datasets: card.source_datasets.clone(),
+            };
+        }
+        Ok(())
+    }
+
+    /// Adds a file written into its table's directory under its final name (a compacted file of
+    /// `capflow optimize`) to this version.
+    pub(crate) fn add_written(&mut self, file: FileEntry) -> Result<()> {
+        self.register_split(file.table, &file.split)?;
+        self.carried.push(file);
+        Ok(())
+    }
+
+    /// The settings shards are written with (row groups, compression, metadata).
+    pub(crate) fn shard_settings(&self) -> &ShardSettings {
+        &self.settings
+    }
+
+    /// Where this version's files are staged before they take their names.
+    pub(crate) fn staging_dir(&self) -> &Path {
+        &self.staging
+    }
+
     /// Names the corpus-level models this version's samples are computed with.
     pub fn models(&mut self, models: ModelsUsed) {
         self.models = Some(models);
@@ -627,9 +678,11 @@ impl DatasetWriter {
     fn publish(mut self, counts: IngestCounts, skip_unchanged: bool) -> Result<Committed> {
         let started = Instant::now();
         self.flush_rejected()?;
-        if !self
-            .splits
-            .contains_key(&(TableKind::Rejected, TableKind::Rejected.name().to_string()))
+        let ledger_carried = self.carried.iter().any(|f| f.table == TableKind::Rejected);
+        if !ledger_carried
+            && !self
+                .splits
+                .contains_key(&(TableKind::Rejected, TableKind::Rejected.name().to_string()))
         {
             let writer = SplitWriter::new(
                 TableKind::Rejected,
@@ -656,6 +709,12 @@ impl DatasetWriter {
             .flatten()
             .filter(|s| s.table == TableKind::Rejected)
             .map(|s| s.rows)
+            .chain(
+                self.carried
+                    .iter()
+                    .filter(|f| f.table == TableKind::Rejected)
+                    .map(|f| f.rows),
+            )
             .sum();
         check_counts(counts, rejected_rows)?;
 
@@ -684,6 +743,7 @@ impl DatasetWriter {
             previous: self.previous.as_ref().map(|(m, _)| m),
             files: &manifest.files,
             changelog: manifest.changelog.as_ref().map(|c| self.dir.join(&c.path)),
+            rearranged: self.compaction_target,
         })?;
         let manifest_text = manifest.to_json()?;
         link_ledger_alias(&self.dir, &self.staging, &manifest)?;
@@ -756,6 +816,7 @@ impl DatasetWriter {
                     bytes: shard.bytes,
                     sha256: shard.sha256.clone(),
                     chunk: shard.chunk.clone(),
+                    spans: Vec::new(),
                 });
             }
         }
@@ -808,6 +869,14 @@ impl DatasetWriter {
             changelog: None,
             models: self.models.clone(),
             delta_versions: BTreeMap::new(),
+            compacted_from: self.compacted_from.clone(),
+            card: Some(CardRecord {
+                description: self.description.clone(),
+                license: self.card_metadata.license.clone(),
+                language: self.card_metadata.language.clone(),
+                task_categories: self.card_metadata.task_categories.clone(),
+                source_datasets: self.card_metadata.source_datasets.clone(),
+            }),
         }
     }
 

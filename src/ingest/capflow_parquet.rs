@@ -156,6 +156,25 @@ fn table_of(builder: &ParquetRecordBatchReaderBuilder<ParquetInput>) -> Option<T
 
 /// Reads one Parquet file; returns its table (`Rejected` files are skipped).
 fn read_file(path: &Path, sink: &mut dyn RecordSink) -> Result<Option<TableKind>> {
+    read_file_range(path, None, sink)
+}
+
+/// Reads rows `offset..offset + rows` of one capflow table file (a span of a compacted file,
+/// `crate::export::ChunkPiece`), as [`read`] reads a whole one.
+pub(crate) fn read_range(
+    path: &Path,
+    offset: u64,
+    rows: u64,
+    sink: &mut dyn RecordSink,
+) -> Result<()> {
+    read_file_range(path, Some((offset, rows)), sink).map(|_| ())
+}
+
+fn read_file_range(
+    path: &Path,
+    range: Option<(u64, u64)>,
+    sink: &mut dyn RecordSink,
+) -> Result<Option<TableKind>> {
     let input = ParquetInput::open(path)?;
     // The Parquet decoder is third-party code fed untrusted bytes; a panic in it must not take
     // the run down, so it becomes an error naming the file.
@@ -174,12 +193,16 @@ fn read_file(path: &Path, sink: &mut dyn RecordSink) -> Result<Option<TableKind>
             tracing::info!("{}: skipping the rejected-record ledger", path.display());
             return Ok(Some(kind));
         }
-        let reader = builder
-            .with_batch_size(BATCH_ROWS)
-            .build()
-            .map_err(|e| input.parquet_error(e))?;
+        let builder = builder.with_batch_size(BATCH_ROWS);
+        let builder = match range {
+            Some((offset, rows)) => builder
+                .with_offset(offset as usize)
+                .with_limit(rows as usize),
+            None => builder,
+        };
+        let reader = builder.build().map_err(|e| input.parquet_error(e))?;
         let source = Source::new(FORMAT, path);
-        let mut first_row = 0usize;
+        let mut first_row = range.map_or(0, |(offset, _)| offset as usize);
         for batch in reader {
             let batch = batch.map_err(|e| input.arrow_error(e))?;
             emit_batch(kind, &batch, first_row, &source, sink)?;

@@ -142,6 +142,12 @@ pub const COVERAGE: &[(&str, &str, &str, &str)] = &[
         HERE,
         "documented_delta_reads_and_vacuum_run",
     ),
+    (
+        "docs/datasets.md",
+        "capflow optimize out/ssa",
+        HERE,
+        "documented_delta_reads_and_vacuum_run",
+    ),
     // docs/gbc.md
     (
         "docs/gbc.md",

@@ -375,3 +375,27 @@ fn optimize_compacts_small_files_and_the_reruns_after_it_write_a_fresh_runs_rows
     run_spec(tmp.path(), spec, &fresh, &[]);
     assert!(common::data_files(&stream) == common::data_files(&fresh));
 }
+
+/// A shard damaged after its commit is never compacted into a new version: `capflow optimize`
+/// names it, exits 3 (bad input) and commits nothing.
+#[test]
+fn optimize_refuses_a_damaged_shard() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    run_version(tmp.path(), 1_000_016);
+    let manifest = read_manifest(&out).unwrap();
+    let shard = manifest
+        .table_files(capflow::schema::TableKind::Samples)
+        .next()
+        .unwrap();
+    let path = out.join(&shard.path);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&path, bytes).unwrap();
+    let output = capflow(&["optimize", out.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains(&shard.path), "{stderr}");
+    assert_eq!(read_manifest(&out).unwrap().version, 1);
+}

@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 
 use arrow::datatypes::{DataType, Field};
 
-use super::manifest::Manifest;
+use super::manifest::{CardRecord, Manifest};
 use crate::schema::{canonical_split, TableKind};
 
 /// The card metadata a run gives its dataset (Hugging Face's dataset card fields).
@@ -45,6 +45,30 @@ impl Default for CardMetadata {
             language: vec!["en".into()],
             task_categories: vec!["image-to-text".into()],
             source_datasets: Vec::new(),
+        }
+    }
+}
+
+impl From<&CardRecord> for CardMetadata {
+    fn from(card: &CardRecord) -> Self {
+        CardMetadata {
+            license: card.license.clone(),
+            language: card.language.clone(),
+            task_categories: card.task_categories.clone(),
+            source_datasets: card.source_datasets.clone(),
+        }
+    }
+}
+
+impl CardRecord {
+    /// What the manifest keeps of a card with `description` and `metadata`.
+    pub fn new(description: Option<String>, metadata: &CardMetadata) -> Self {
+        CardRecord {
+            description,
+            license: metadata.license.clone(),
+            language: metadata.language.clone(),
+            task_categories: metadata.task_categories.clone(),
+            source_datasets: metadata.source_datasets.clone(),
         }
     }
 }

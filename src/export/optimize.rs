@@ -293,3 +293,85 @@ fn report(
     report.tables = tables;
     report
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chunk shard of bucket `bucket` of 2 of the samples' train split, `bytes` long.
+    fn shard(bucket: usize, chunk: &str, bytes: u64, hash: u64) -> serde_json::Value {
+        serde_json::json!({
+            "path": format!("data/samples/train-{bucket:05}-of-00002-{hash:016x}.parquet"),
+            "table": "samples", "split": "train", "rows": 1, "bytes": bytes,
+            "sha256": "", "chunk": chunk,
+        })
+    }
+
+    fn manifest(files: Vec<serde_json::Value>) -> Manifest {
+        serde_json::from_value(serde_json::json!({
+            "format": "capflow-dataset", "format_version": 1, "version": 1,
+            "engine_version": "0", "config_hash": "0", "created_at": "",
+            "counts": {"read": 0, "accepted": 0, "rejected": 0},
+            "stages": [], "tables": {}, "files": files, "history": [],
+        }))
+        .unwrap()
+    }
+
+    fn bins_of(manifest: &Manifest, target: u64) -> Vec<Vec<String>> {
+        plan(manifest, target)
+            .iter()
+            .map(|bin| {
+                let count = bin.count;
+                assert!(bin.index < count);
+                bin.files.iter().map(|f| f.chunk.clone().unwrap()).collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn files_are_packed_in_chunk_order_with_the_open_chunks_apart() {
+        // Listed out of order: bucket 1's chunk "c" and both open chunks ("") among the
+        // closed ones.
+        let m = manifest(vec![
+            shard(1, "", 10, 1),
+            shard(0, "b", 10, 2),
+            shard(1, "c", 10, 3),
+            shard(0, "", 10, 4),
+            shard(0, "a", 10, 5),
+        ]);
+        // Sorted a, b, c, then the open chunks of buckets 0 and 1: a + b fit 25 bytes, c would
+        // not; c is alone until the open chunks begin a bin of their own.
+        assert_eq!(bins_of(&m, 25), vec![vec!["a", "b"], vec!["", ""]]);
+        // With room for everything, the closed chunks still end where the open ones begin.
+        assert_eq!(bins_of(&m, 1000), vec![vec!["a", "b", "c"], vec!["", ""]]);
+    }
+
+    #[test]
+    fn large_and_compacted_files_are_left_as_they_are_and_break_a_run() {
+        let mut compacted = shard(0, "b", 10, 2);
+        compacted["chunk"] = serde_json::Value::Null;
+        compacted["spans"] =
+            serde_json::json!([{"bucket": 0, "buckets": 2, "chunk": "b", "rows": 1}]);
+        let m = manifest(vec![
+            shard(0, "a", 10, 1),
+            compacted,
+            shard(0, "c", 10, 3),
+            shard(0, "d", 100, 4),
+            shard(0, "e", 10, 5),
+            shard(0, "f", 10, 6),
+        ]);
+        let bins: Vec<Vec<&str>> = plan(&m, 50)
+            .iter()
+            .map(|bin| {
+                bin.files
+                    .iter()
+                    .map(|f| f.chunk.as_deref().unwrap())
+                    .collect()
+            })
+            .collect();
+        // a and c are split by the compacted b, and d is at the target: only e + f pack.
+        assert_eq!(bins, vec![vec!["e", "f"]]);
+        // Nothing to compact: no bins.
+        assert!(plan(&manifest(vec![shard(0, "a", 10, 1)]), 50).is_empty());
+    }
+}

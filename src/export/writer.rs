@@ -625,14 +625,17 @@ impl DatasetWriter {
         self.stages = previous.stages.clone();
         self.dropped = previous.dropped.clone();
         self.models = previous.models.clone();
-        if let Some(card) = &previous.card {
-            self.description = card.description.clone();
-            self.card_metadata = CardMetadata {
-                license: card.license.clone(),
-                language: card.language.clone(),
-                task_categories: card.task_categories.clone(),
-                source_datasets: card.source_datasets.clone(),
-            };
+        match &previous.card {
+            Some(card) => {
+                self.description = card.description.clone();
+                self.card_metadata = CardMetadata::from(card);
+            }
+            None => tracing::warn!(
+                "{}: version {} was written before manifests kept the dataset card's \
+                 description and metadata; the card gets the defaults until the next run",
+                self.dir.display(),
+                previous.version
+            ),
         }
         Ok(())
     }
@@ -870,13 +873,10 @@ impl DatasetWriter {
             models: self.models.clone(),
             delta_versions: BTreeMap::new(),
             compacted_from: self.compacted_from.clone(),
-            card: Some(CardRecord {
-                description: self.description.clone(),
-                license: self.card_metadata.license.clone(),
-                language: self.card_metadata.language.clone(),
-                task_categories: self.card_metadata.task_categories.clone(),
-                source_datasets: self.card_metadata.source_datasets.clone(),
-            }),
+            card: Some(CardRecord::new(
+                self.description.clone(),
+                &self.card_metadata,
+            )),
         }
     }
 

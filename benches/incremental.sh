@@ -15,9 +15,9 @@
 # STATE`), and a `--refit` rerun is then timed against a fresh full run that fits them on all
 # the inputs.
 # OPTIMIZE=1 compacts version 1 with `capflow optimize` (default target size) before the rerun,
-# prints each table's file count before and after and the files after the rerun, and compares
-# the rerun's rows (not its files: the layouts differ) with the fresh run's, table by table,
-# with pyarrow (the oracle virtualenv's, scripts/setup-oracles.sh).
+# prints each table's file count before and after and the files after the rerun, compares the
+# rerun's rows (not its files: the layouts differ) with the fresh run's, table by table, with
+# pyarrow (the oracle virtualenv's, scripts/setup-oracles.sh), and compacts the rerun's files.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 images="${1:-100000}"
@@ -136,6 +136,8 @@ inc, fresh = rows(sys.argv[1]), rows(sys.argv[2])
 print("rows: " + ("the fresh full run's, table by table" if inc == fresh else f"DIFFER: {inc} {fresh}"))
 sys.exit(inc != fresh)
 PY
+  again=$(seconds "$capflow" optimize "$work/inc" --quiet)
+  echo "capflow optimize after the rerun: $again s; files after it: $(table_files "$work/inc")"
 elif same_files "$work/inc" "$work/fresh"; then
   echo "data files: byte-identical to the fresh full run${fresh_models:+ with the kept models}"
 else

@@ -18,8 +18,8 @@
 //! ([`super::Manifest::compacted_from`]): reruns stay incremental.
 //!
 //! Files at or above the target are left as they are, as are compacted files (an optimize right
-//! after an optimize commits nothing; a rerun's new chunk files are packed among themselves)
-//! and the rejected-record ledger. Every
+//! after an optimize commits nothing; the chunk files a rerun wrote are packed together, across
+//! the compacted files between them) and the rejected-record ledger. Every
 //! file is checked against its manifest's SHA-256 before it is read: a damaged shard is never
 //! compacted into a new version. The previous version's files stay for time travel until
 //! `capflow vacuum`.
@@ -143,7 +143,8 @@ pub fn optimize(dir: &Path, target_bytes: u64, dry_run: bool) -> Result<Optimize
 }
 
 /// The bins of `manifest`'s files: per table and split, files below `target_bytes` that no
-/// optimize wrote, in chunk order, packed while they fit; only bins of two files or more.
+/// optimize wrote, in chunk order (the open last chunks in bins of their own), packed while
+/// they fit; only bins of two files or more.
 fn plan(manifest: &Manifest, target_bytes: u64) -> Vec<Bin<'_>> {
     let mut groups: BTreeMap<(usize, &str, bool), Vec<&FileEntry>> = BTreeMap::new();
     for file in &manifest.files {
@@ -172,19 +173,21 @@ fn plan(manifest: &Manifest, target_bytes: u64) -> Vec<Bin<'_>> {
         let mut in_open_chunks = false;
         for file in files {
             // A compacted file stays as it is, whatever its size: compacting again what an
-            // earlier optimize packed (into fewer bytes than it read) would only move rows.
-            let small = file.bytes < target_bytes && file.spans.is_empty();
+            // earlier optimize packed (into fewer bytes than it read) would only move rows. It
+            // does not end a bin: the chunk files a rerun wrote between compacted files are
+            // packed together (their spans say where each chunk is).
+            if file.bytes >= target_bytes || !file.spans.is_empty() {
+                continue;
+            }
             // The open last chunks, where a rerun's new images land, get files of their own.
             let open_chunk = open_last(file).is_some_and(|(open, _, _)| open);
             let enters_open = open_chunk && !std::mem::replace(&mut in_open_chunks, open_chunk);
-            if !small || enters_open || open_bytes.saturating_add(file.bytes) > target_bytes {
+            if enters_open || open_bytes.saturating_add(file.bytes) > target_bytes {
                 packed.push(std::mem::take(&mut open));
                 open_bytes = 0;
             }
-            if small {
-                open_bytes += file.bytes;
-                open.push(file);
-            }
+            open_bytes += file.bytes;
+            open.push(file);
         }
         packed.push(open);
         packed.retain(|files| files.len() >= 2);
@@ -347,7 +350,7 @@ mod tests {
     }
 
     #[test]
-    fn large_and_compacted_files_are_left_as_they_are_and_break_a_run() {
+    fn large_and_compacted_files_are_left_as_they_are() {
         let mut compacted = shard(0, "b", 10, 2);
         compacted["chunk"] = serde_json::Value::Null;
         compacted["spans"] =
@@ -369,8 +372,8 @@ mod tests {
                     .collect()
             })
             .collect();
-        // a and c are split by the compacted b, and d is at the target: only e + f pack.
-        assert_eq!(bins, vec![vec!["e", "f"]]);
+        // The compacted b and d, at the target, stay; a, c, e and f (40 bytes) pack into one.
+        assert_eq!(bins, vec![vec!["a", "c", "e", "f"]]);
         // Nothing to compact: no bins.
         assert!(plan(&manifest(vec![shard(0, "a", 10, 1)]), 50).is_empty());
     }

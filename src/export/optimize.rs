@@ -33,7 +33,7 @@ use super::fsutil;
 use super::manifest::{read_manifest, ChunkSpan, FileEntry, Manifest};
 use super::reader::read_files;
 use super::shard::SplitWriter;
-use super::writer::{shard_file_name, table_dir, DatasetWriter};
+use super::writer::{check_committed, shard_file_name, table_dir, table_rank, DatasetWriter};
 use super::DEFAULT_SHARD_BYTES;
 use crate::error::{Error, Result};
 use crate::schema::TableKind;
@@ -151,10 +151,9 @@ fn plan(manifest: &Manifest, target_bytes: u64) -> Vec<Bin<'_>> {
         if file.table == TableKind::Rejected {
             continue;
         }
-        let rank = TableKind::ALL.iter().position(|t| *t == file.table);
         let chunked = !file.chunk_pieces().is_empty();
         groups
-            .entry((rank.unwrap_or(usize::MAX), &file.split, chunked))
+            .entry((table_rank(file.table), &file.split, chunked))
             .or_default()
             .push(file);
     }
@@ -210,18 +209,7 @@ fn plan(manifest: &Manifest, target_bytes: u64) -> Vec<Bin<'_>> {
 fn compact(writer: &DatasetWriter, bin: &Bin) -> Result<FileEntry> {
     let dir = writer.dir();
     for file in &bin.files {
-        let path = dir.join(&file.path);
-        let (sha, bytes) = fsutil::sha256_file(&path)?;
-        if sha != file.sha256 || bytes != file.bytes {
-            return Err(Error::invalid(
-                path.display().to_string(),
-                format!(
-                    "the shard changed after it was committed (SHA-256 {sha}, {bytes} bytes; \
-                     the manifest says {}, {} bytes); restore it before compacting",
-                    file.sha256, file.bytes
-                ),
-            ));
-        }
+        check_committed(&dir.join(&file.path), file, "restore it before compacting")?;
     }
     let mut settings = writer.shard_settings().clone();
     settings.shard_bytes = u64::MAX;

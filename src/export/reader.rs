@@ -20,7 +20,8 @@ const READ_BATCH_ROWS: usize = 8192;
 /// stays bounded by a batch and a shard's footer.
 pub struct TableReader {
     table: TableKind,
-    files: VecDeque<PathBuf>,
+    /// Files still to read, each whole or `(offset, rows)` of it.
+    files: VecDeque<(PathBuf, Option<(u64, u64)>)>,
     current: Option<(ParquetInput, ParquetRecordBatchReader)>,
     /// The open shard has an earlier capflow version's schema: its columns are cast.
     cast: bool,
@@ -56,7 +57,7 @@ pub(crate) fn read_files(
 ) -> Result<TableReader> {
     let mut paths = VecDeque::new();
     for file in files {
-        paths.push_back(dataset_file_path(dir, file)?);
+        paths.push_back((dataset_file_path(dir, file)?, None));
     }
     Ok(TableReader {
         table,
@@ -88,7 +89,7 @@ fn open_manifest(
                 format!("file path {:?} leaves the dataset directory", file.path),
             )
         })?;
-        files.push_back(dir.join(relative));
+        files.push_back((dir.join(relative), None));
     }
     Ok(TableReader {
         table,
@@ -145,7 +146,7 @@ fn cast_columns(
 
 impl TableReader {
     fn open_next(&mut self) -> Result<bool> {
-        let Some(path) = self.files.pop_front() else {
+        let Some((path, range)) = self.files.pop_front() else {
             return Ok(false);
         };
         let input = ParquetInput::open(&path)?;
@@ -165,10 +166,14 @@ impl TableReader {
                 ),
             ));
         }
-        let reader = builder
-            .with_batch_size(READ_BATCH_ROWS)
-            .build()
-            .map_err(|e| input.parquet_error(e))?;
+        let builder = builder.with_batch_size(READ_BATCH_ROWS);
+        let builder = match range {
+            Some((offset, rows)) => builder
+                .with_offset(offset as usize)
+                .with_limit(rows as usize),
+            None => builder,
+        };
+        let reader = builder.build().map_err(|e| input.parquet_error(e))?;
         self.current = Some((input, reader));
         Ok(true)
     }
@@ -242,31 +247,14 @@ pub fn read_file_rows_range<R: crate::schema::TableRow>(
 /// (an earlier capflow version's columns cast), as a chunk shard of them holds them.
 pub(crate) fn piece_batches(dir: &Path, piece: &super::ChunkPiece) -> Result<Vec<RecordBatch>> {
     let file = piece.file;
-    let path = dataset_file_path(dir, file)?;
-    let input = ParquetInput::open(&path)?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(input.clone())
-        .map_err(|e| input.parquet_error(e))?;
-    let schema = file.table.schema();
-    let cast = legacy_schema(file.table)
-        .is_some_and(|legacy| schema_fingerprint(builder.schema()) == schema_fingerprint(&legacy));
-    let reader = builder
-        .with_batch_size(READ_BATCH_ROWS)
-        .with_offset(piece.offset as usize)
-        .with_limit(piece.rows as usize)
-        .build()
-        .map_err(|e| input.parquet_error(e))?;
-    let mut batches = Vec::new();
-    for batch in reader {
-        let batch = batch.map_err(|e| input.arrow_error(e))?;
-        let columns = if cast {
-            cast_columns(&batch, &schema).map_err(|e| input.arrow_error(e))?
-        } else {
-            batch.columns().to_vec()
-        };
-        batches
-            .push(RecordBatch::try_new(schema.clone(), columns).map_err(|e| input.arrow_error(e))?);
+    let range = Some((piece.offset, piece.rows));
+    TableReader {
+        table: file.table,
+        files: VecDeque::from([(dataset_file_path(dir, file)?, range)]),
+        current: None,
+        cast: false,
     }
-    Ok(batches)
+    .collect()
 }
 
 /// The rows of `file`, or of `(offset, rows)` of them.

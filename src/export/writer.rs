@@ -518,22 +518,15 @@ impl DatasetWriter {
                 "a carried-forward shard is missing from the dataset",
             ));
         }
-        let (sha, len) = fsutil::sha256_file(&path)?;
-        if sha == file.sha256 && len == file.bytes && !in_table_dir(&file.path, file.table) {
+        check_committed(
+            &path,
+            file,
+            "restore it, or rerun without --state into a new directory",
+        )?;
+        if !in_table_dir(&file.path, file.table) {
             // A shard of a dataset written before tables had directories of their own
             // (`data/<name>`) joins its table's directory under the same name.
             return self.carry_into_table_dir(file, &path);
-        }
-        if sha != file.sha256 || len != file.bytes {
-            return Err(Error::invalid(
-                format!("{}", path.display()),
-                format!(
-                    "the shard changed after it was committed (SHA-256 {sha}, {len} \
-                     bytes; the manifest says {}, {} bytes); restore it, or rerun without \
-                     --state into a new directory",
-                    file.sha256, file.bytes
-                ),
-            ));
         }
         self.register_split(file.table, &file.split)?;
         self.carried.push(file.clone());
@@ -892,6 +885,24 @@ impl DatasetWriter {
     }
 }
 
+/// Checks that the file at `path` still has the bytes `file`'s manifest entry says it was
+/// committed with: a damaged shard is never carried or compacted into a new version. `remedy`
+/// says what to do otherwise.
+pub(crate) fn check_committed(path: &Path, file: &FileEntry, remedy: &str) -> Result<()> {
+    let (sha, len) = fsutil::sha256_file(path)?;
+    if sha == file.sha256 && len == file.bytes {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        format!("{}", path.display()),
+        format!(
+            "the shard changed after it was committed (SHA-256 {sha}, {len} bytes; the \
+             manifest says {}, {} bytes); {remedy}",
+            file.sha256, file.bytes
+        ),
+    ))
+}
+
 /// What [`DatasetWriter::commit_changes`] did.
 #[derive(Debug)]
 pub enum Committed {
@@ -973,7 +984,7 @@ impl Drop for DatasetWriter {
     }
 }
 
-fn table_rank(table: TableKind) -> usize {
+pub(crate) fn table_rank(table: TableKind) -> usize {
     TableKind::ALL
         .iter()
         .position(|t| *t == table)

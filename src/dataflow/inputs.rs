@@ -13,17 +13,20 @@
 //!
 //! The rows of every other image are not read: their outputs are carried forward. Counts and
 //! rejections of unread pieces come from the state, so the ledger and the manifest's counts are
-//! those of a full read. Row positions: the rows of the `i`-th image of a Flickr30k Entities
+//! those of a full read. The record is JSON lines, one piece a line, and a rerun streams it:
+//! it holds a few dozen bytes a piece besides the listing, and copies the lines of unchanged
+//! pieces into the new record as they are. Row positions: the rows of the `i`-th image of a Flickr30k Entities
 //! directory get ordinals `i << 32 | k`, which keeps the order of a full read (where they are
 //! numbered consecutively) without numbering the images not read.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use xxhash_rust::xxh3::Xxh3;
+use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 use serde::{Deserialize, Serialize};
 
@@ -32,7 +35,7 @@ use super::spec::DataflowSpec;
 use crate::amr::penman::BlockCursor;
 use crate::error::{Error, Result};
 use crate::export::StageMetrics;
-use crate::ingest::flickr30k::{ImageSlot, Listing};
+use crate::ingest::flickr30k::{ImageSlot, ListedImage, Listing};
 use crate::ingest::{read_input, FileMeta, Format, IngestCounts, RecordSink, Row};
 use crate::schema::{RejectedRow, TableKind};
 
@@ -43,7 +46,8 @@ const RACY_NS: u64 = 2_000_000_000;
 /// The file of the state directory that describes the inputs' pieces.
 pub const INPUTS_FILE: &str = "inputs.json";
 const INPUTS_FORMAT: &str = "capflow-inputs";
-const INPUTS_FORMAT_VERSION: u32 = 1;
+/// 2: JSON lines, streamed ([`Record`]); 1 was one JSON document.
+const INPUTS_FORMAT_VERSION: u32 = 2;
 
 /// A file as a piece last saw it (absent files have no size). Stored as `[path, size,
 /// modified_ns]`: a state holds one per input file.
@@ -134,44 +138,75 @@ pub struct PieceState {
 }
 
 /// One input path of the spec and its pieces.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct UnitState {
     pub format: Format,
     pub path: String,
     pub pieces: Vec<Box<PieceState>>,
 }
 
-/// `STATE/inputs.json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `STATE/inputs.json` read whole ([`InputsState::read`]); a run never holds it so, it streams
+/// the file ([`Record`]).
+#[derive(Clone, Debug, PartialEq)]
 pub struct InputsState {
-    pub format: String,
-    pub format_version: u32,
     pub units: Vec<UnitState>,
 }
 
+/// The record's first line.
+#[derive(Serialize, Deserialize)]
+struct RecordHeader {
+    format: String,
+    format_version: u32,
+}
+
+/// The line before an input path's pieces.
+#[derive(Serialize, Deserialize)]
+struct UnitLine {
+    unit: UnitHead,
+}
+
+#[derive(Serialize, Deserialize)]
+struct UnitHead {
+    format: Format,
+    path: String,
+    /// How many piece lines follow.
+    pieces: u64,
+}
+
 impl InputsState {
-    /// Reads `STATE/inputs.json`; `None` when missing or written by another layout.
+    /// Reads `STATE/inputs.json` whole; `None` when missing or written by another layout.
     pub fn read(state_dir: &Path) -> Result<Option<InputsState>> {
-        let path = state_dir.join(INPUTS_FILE);
-        let Some(state) = super::state::read_json::<InputsState>(&path, "a capflow inputs state")?
-        else {
-            return Ok(None);
-        };
-        let current =
-            state.format == INPUTS_FORMAT && state.format_version == INPUTS_FORMAT_VERSION;
-        Ok(current.then_some(state))
+        InputsState::read_file(&state_dir.join(INPUTS_FILE))
     }
 
-    /// Replaces `STATE/inputs.json`.
-    pub fn write(&self, state_dir: &Path) -> Result<()> {
-        // Written as it is encoded: the record is hundreds of bytes a piece.
-        super::state::write_replacing_with(&state_dir.join(INPUTS_FILE), |out| {
-            serde_json::to_writer(out, self).map_err(Into::into)
-        })
+    fn read_file(path: &Path) -> Result<Option<InputsState>> {
+        let Some(mut record) = Record::open(path)? else {
+            return Ok(None);
+        };
+        let mut units = Vec::new();
+        while let Some(head) = record.next_unit()? {
+            let mut pieces = Vec::new();
+            for _ in 0..head.pieces {
+                let (_, line) = record.next_piece()?;
+                pieces.push(Box::new(record.parse(&line, "an input piece")?));
+            }
+            units.push(UnitState {
+                format: head.format,
+                path: head.path,
+                pieces,
+            });
+        }
+        Ok(Some(InputsState { units }))
+    }
+
+    /// Whether the state holds a record of the input pieces in the current layout (a rerun
+    /// with the models kept then reads only new and changed pieces).
+    pub fn kept(state_dir: &Path) -> bool {
+        matches!(Record::open(&state_dir.join(INPUTS_FILE)), Ok(Some(_)))
     }
 
     /// Removes `STATE/inputs.json` (a run that does not read piece by piece leaves none), and
-    /// a record [`stamp_inputs`] left.
+    /// a pending record.
     pub fn remove(state_dir: &Path) -> Result<()> {
         super::state::remove_if_present(&state_dir.join(INPUTS_FILE))?;
         super::state::remove_if_present(&state_dir.join(PENDING_INPUTS_FILE))
@@ -184,8 +219,100 @@ impl InputsState {
     }
 }
 
-/// Where a streamed run's record of its input pieces waits for the commit.
+/// Where a run's record of its input pieces waits for the commit.
 const PENDING_INPUTS_FILE: &str = "inputs.pending.json";
+
+/// A record of input pieces ([`INPUTS_FILE`]'s layout: JSON lines, a header, then per input
+/// path a [`UnitLine`] and one [`PieceState`] a line), read line by line.
+struct Record {
+    path: PathBuf,
+    reader: std::io::BufReader<std::fs::File>,
+    /// The byte offset and number of the next line.
+    offset: u64,
+    line: u64,
+}
+
+impl Record {
+    /// Opens the record at `path` and reads its header; `None` when there is none, or it was
+    /// written in another layout.
+    fn open(path: &Path) -> Result<Option<Record>> {
+        let file = match std::fs::File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        let mut record = Record {
+            path: path.to_path_buf(),
+            reader: std::io::BufReader::with_capacity(1 << 16, file),
+            offset: 0,
+            line: 0,
+        };
+        let Some((_, first)) = record.next_line()? else {
+            return Ok(None);
+        };
+        let header: RecordHeader = record.parse(&first, "a capflow inputs record")?;
+        let current =
+            header.format == INPUTS_FORMAT && header.format_version == INPUTS_FORMAT_VERSION;
+        Ok(current.then_some(record))
+    }
+
+    /// The next line and its byte offset, without its line feed.
+    fn next_line(&mut self) -> Result<Option<(u64, String)>> {
+        use std::io::BufRead;
+        let at = self.offset;
+        let mut line = String::new();
+        let n = (self.reader)
+            .read_line(&mut line)
+            .map_err(|e| Error::io(&self.path, e))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.offset += n as u64;
+        self.line += 1;
+        if line.ends_with('\n') {
+            line.pop();
+        }
+        Ok(Some((at, line)))
+    }
+
+    /// The next input path's head; `None` at the end.
+    fn next_unit(&mut self) -> Result<Option<UnitHead>> {
+        match self.next_line()? {
+            Some((_, line)) => Ok(Some(self.parse::<UnitLine>(&line, "an input's line")?.unit)),
+            None => Ok(None),
+        }
+    }
+
+    /// The next piece's line and its offset.
+    fn next_piece(&mut self) -> Result<(u64, String)> {
+        self.next_line()?
+            .ok_or_else(|| self.invalid("ends before the pieces its input line counts"))
+    }
+
+    /// The line at byte offset `offset` (of a piece [`next_piece`](Self::next_piece) read).
+    fn line_at(&mut self, offset: u64) -> Result<String> {
+        use std::io::{Seek, SeekFrom};
+        if offset != self.offset {
+            (self.reader)
+                .seek(SeekFrom::Start(offset))
+                .map_err(|e| Error::io(&self.path, e))?;
+            self.offset = offset;
+        }
+        Ok(self.next_piece()?.1)
+    }
+
+    fn parse<T: serde::de::DeserializeOwned>(&self, line: &str, what: &str) -> Result<T> {
+        serde_json::from_str(line).map_err(|e| self.invalid(&format!("not {what}: {e}")))
+    }
+
+    fn invalid(&self, reason: &str) -> Error {
+        Error::record(
+            self.path.display().to_string(),
+            format!("line {}", self.line),
+            reason.to_string(),
+        )
+    }
+}
 
 /// What [`read_inputs`] read.
 #[derive(Debug)]
@@ -195,13 +322,12 @@ pub struct InputRead {
     pub collected: CollectedRun,
     /// The images whose rows were read; `None` when every piece was read.
     pub touched: Option<BTreeSet<String>>,
-    /// The inputs' state for the next run.
-    pub state: InputsState,
     /// One line on what was read.
     pub summary: String,
 }
 
 /// A piece of an input as listed now.
+#[derive(Clone)]
 struct Listed {
     key: String,
     files: Vec<FileStamp>,
@@ -216,9 +342,11 @@ struct Unit {
     format: Format,
     path: PathBuf,
     tables: Option<Vec<TableKind>>,
-    pieces: Vec<Listed>,
+    /// The one piece of an input other than a Flickr30k Entities listing.
+    whole: Option<Listed>,
     flickr: Option<Listing>,
-    /// Where the images of a Flickr30k Entities listing are ([`Listing::places`]), by piece.
+    /// Where the images of a Flickr30k Entities listing are ([`Listing::places`]), by piece:
+    /// a piece is made when it is visited ([`Unit::piece`]).
     images: Vec<Option<ImageSlot>>,
 }
 
@@ -243,25 +371,8 @@ impl Unit {
             _ => None,
         };
         let images: Vec<Option<ImageSlot>> = flickr.iter().flat_map(Listing::places).collect();
-        let pieces = match &flickr {
-            Some(listing) => images
-                .iter()
-                .enumerate()
-                .map(|(i, place)| {
-                    let image = listing.image_at(*place);
-                    Listed {
-                        files: image
-                            .sentence
-                            .iter()
-                            .chain(&image.annotation)
-                            .map(|f| FileStamp::new(path, &f.path, f.meta))
-                            .collect(),
-                        context: listing.split_of(&image.id).to_string(),
-                        key: image.id,
-                        image: Some(i),
-                    }
-                })
-                .collect(),
+        let whole = match &flickr {
+            Some(_) => None,
             None => {
                 let mut paths = Vec::new();
                 files_under(path, &mut paths)?;
@@ -270,12 +381,12 @@ impl Unit {
                     .iter()
                     .map(|p| FileStamp::of(path, p))
                     .collect::<Result<Vec<_>>>()?;
-                vec![Listed {
+                Some(Listed {
                     key: String::new(),
                     files,
                     context: String::new(),
                     image: None,
-                }]
+                })
             }
         };
         Ok(Unit {
@@ -283,15 +394,72 @@ impl Unit {
             format,
             path: path.to_path_buf(),
             tables,
-            pieces,
+            whole,
             flickr,
             images,
         })
     }
 
-    /// The first row ordinal of piece `i`.
+    /// How many pieces the unit has.
+    fn len(&self) -> usize {
+        match &self.whole {
+            Some(_) => 1,
+            None => self.images.len(),
+        }
+    }
+
+    /// Piece `i` (of [`len`](Self::len)).
+    fn piece(&self, i: usize) -> Cow<'_, Listed> {
+        match (&self.whole, &self.flickr) {
+            (Some(whole), _) => Cow::Borrowed(whole),
+            (None, listing) => {
+                let image = listing
+                    .as_ref()
+                    .map(|l| l.image_at(self.images[i]))
+                    .unwrap_or_else(|| ListedImage {
+                        id: String::new(),
+                        sentence: None,
+                        annotation: None,
+                    });
+                let context = listing.as_ref().map_or("", |l| l.split_of(&image.id));
+                Cow::Owned(Listed {
+                    files: image
+                        .sentence
+                        .iter()
+                        .chain(&image.annotation)
+                        .map(|f| FileStamp::new(&self.path, &f.path, f.meta))
+                        .collect(),
+                    context: context.to_string(),
+                    key: image.id,
+                    image: Some(i),
+                })
+            }
+        }
+    }
+
+    /// Where each piece's key is: by the XXH3 of the key (a key that shares another's hash is
+    /// not found, and its piece is read as new).
+    fn key_index(&self) -> HashMap<u64, u32> {
+        match (&self.whole, &self.flickr) {
+            (Some(_), _) => HashMap::from([(xxh3_64(b""), 0)]),
+            (None, Some(listing)) => (self.images.iter().enumerate())
+                .map(|(i, place)| (xxh3_64(listing.image_at(*place).id.as_bytes()), i as u32))
+                .collect(),
+            (None, None) => HashMap::new(),
+        }
+    }
+
+    /// The first row ordinal of a piece.
     fn base(&self, piece: &Listed) -> u64 {
         piece.image.map_or(0, |i| (i as u64) << 32)
+    }
+
+    /// The first row ordinal of piece `i` ([`base`](Self::base)).
+    fn base_of(&self, i: usize) -> u64 {
+        match &self.whole {
+            Some(_) => 0,
+            None => (i as u64) << 32,
+        }
     }
 
     /// Whether the piece is a single PENMAN file (whose appended graphs can be read alone).
@@ -429,10 +597,11 @@ fn hex128(hasher: &Xxh3) -> String {
 
 /// What happens to one listed piece in a rerun.
 enum Step {
-    /// Unchanged: its state is carried; read again (filtered) only for touched images.
-    Keep(Box<PieceState>),
-    /// Read whole.
+    /// New, or changed: read whole.
     Read,
+    /// Unchanged: its record (the line at this offset of the old record) is carried; read
+    /// again, filtered, only for touched images.
+    Keep(u64),
     /// A PENMAN file that grew: read from the old end (the hash of the bytes before it).
     Append(Box<PieceState>, Box<Xxh3>),
 }
@@ -443,155 +612,287 @@ struct Outcome {
     rows: Vec<KeyedRow>,
 }
 
-/// Reads the spec's inputs piece by piece. With `previous`, a state directory whose
-/// [`INPUTS_FILE`] describes the inputs the last run read, only what changed is read (see the
-/// module documentation); without it, or when it holds no such file, all.
-pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<InputRead> {
+/// A piece of the old record, as far as planning needs it.
+struct OldPiece {
+    key: u64,
+    /// [`fingerprint`] of its files and context.
+    fingerprint: u128,
+    offset: u64,
+    /// The whole record of a piece with an end (a PENMAN file that may have grown).
+    ended: Option<Box<PieceState>>,
+}
+
+/// An input path of the old record.
+struct OldUnit {
+    format: Format,
+    path: String,
+    pieces: Vec<OldPiece>,
+}
+
+/// What a piece's record depends on besides its rows: its files' stamps and its context, as one
+/// XXH3-128.
+fn fingerprint(files: &[FileStamp], context: &str) -> u128 {
+    let mut hasher = Xxh3::new();
+    for file in files {
+        hasher.update(file.path.as_bytes());
+        for value in [file.size, file.modified_ns] {
+            match value {
+                Some(v) => {
+                    hasher.update(&[1]);
+                    hasher.update(&v.to_le_bytes());
+                }
+                None => hasher.update(&[0]),
+            }
+        }
+        hasher.update(&[0xff]);
+    }
+    hasher.update(context.as_bytes());
+    hasher.digest128()
+}
+
+/// Reads the old record's pieces compactly (key hash, fingerprint, line offset), so that the
+/// record itself is never held.
+fn read_old_units(record: &mut Record) -> Result<Vec<OldUnit>> {
+    let mut units = Vec::new();
+    while let Some(head) = record.next_unit()? {
+        let mut pieces = Vec::with_capacity(head.pieces.min(1 << 24) as usize);
+        for _ in 0..head.pieces {
+            let (offset, line) = record.next_piece()?;
+            let piece: PieceState = record.parse(&line, "an input piece")?;
+            pieces.push(OldPiece {
+                key: xxh3_64(piece.key.as_bytes()),
+                fingerprint: fingerprint(&piece.files, &piece.context),
+                offset,
+                ended: piece.end.is_some().then(|| Box::new(piece)),
+            });
+        }
+        units.push(OldUnit {
+            format: head.format,
+            path: head.path,
+            pieces,
+        });
+    }
+    Ok(units)
+}
+
+/// Each listed piece's step against the old record, and the line offsets of the old pieces
+/// that are changed or gone (whose images are touched).
+fn plan_steps(units: &[Unit], old_units: Vec<OldUnit>) -> Result<(Vec<Vec<Step>>, Vec<u64>)> {
+    let mut gone = Vec::new();
+    let mut steps = Vec::with_capacity(units.len());
+    let mut old_units = old_units.into_iter();
+    for unit in units {
+        let mut unit_steps: Vec<Step> = (0..unit.len()).map(|_| Step::Read).collect();
+        let Some(old) = old_units.next() else {
+            steps.push(unit_steps);
+            continue;
+        };
+        if old.format != unit.format || old.path != unit.path.display().to_string() {
+            // Not the input the state describes: what that one held is touched.
+            gone.extend(old.pieces.iter().map(|p| p.offset));
+            steps.push(unit_steps);
+            continue;
+        }
+        let index = unit.key_index();
+        let mut matched = vec![false; unit.len()];
+        for piece in old.pieces {
+            let Some(i) = index.get(&piece.key).map(|&i| i as usize) else {
+                gone.push(piece.offset);
+                continue;
+            };
+            if std::mem::replace(&mut matched[i], true) {
+                gone.push(piece.offset);
+                continue;
+            }
+            let listed = unit.piece(i);
+            unit_steps[i] = if fingerprint(&listed.files, &listed.context) == piece.fingerprint {
+                Step::Keep(piece.offset)
+            } else {
+                let grown = match piece.ended {
+                    Some(old) => appended(unit, &listed, &old)?.map(|h| (old, h)),
+                    None => None,
+                };
+                match grown {
+                    Some((old, hasher)) => Step::Append(old, Box::new(hasher)),
+                    None => {
+                        gone.push(piece.offset);
+                        Step::Read
+                    }
+                }
+            };
+        }
+        steps.push(unit_steps);
+    }
+    // Inputs the spec no longer has.
+    for old in old_units {
+        gone.extend(old.pieces.iter().map(|p| p.offset));
+    }
+    gone.sort_unstable();
+    Ok((steps, gone))
+}
+
+/// Reads the spec's inputs piece by piece, and writes the record of every piece to
+/// `STATE/inputs.pending.json`, where it waits for the run's commit
+/// ([`InputsState::commit_pending`]). With `reuse`, the state's [`INPUTS_FILE`] describes the
+/// inputs the last run read, and only what changed is read (see the module documentation);
+/// otherwise, or when the state holds no usable record, all.
+///
+/// The old record is streamed: the run holds, per piece, a few dozen bytes (its key's hash,
+/// its stamps' fingerprint, where its line is) and the listing, never the record, whose unchanged
+/// pieces' lines are copied into the new one as they are.
+pub fn read_inputs(spec: &DataflowSpec, state_dir: &Path, reuse: bool) -> Result<InputRead> {
     let started = Instant::now();
     let started_ns = now_ns();
-    // The state is loaded while the inputs are listed.
-    let (units, previous) = std::thread::scope(|scope| {
-        let loaded = previous.map(|dir| scope.spawn(move || InputsState::read(dir)));
+    let record_path = state_dir.join(INPUTS_FILE);
+    // The old record is read while the inputs are listed.
+    let (units, old) = std::thread::scope(|scope| {
+        let loaded = reuse.then(|| {
+            scope.spawn(|| {
+                let Some(mut record) = Record::open(&record_path)? else {
+                    return Ok(None);
+                };
+                let old = read_old_units(&mut record)?;
+                Ok::<_, Error>(Some((record, old)))
+            })
+        });
         let units = list_units(spec)?;
         let loaded = loaded.map(|handle| {
             handle
                 .join()
                 .unwrap_or_else(|_| Err(Error::Usage("loading it panicked".into())))
         });
-        // An unreadable inputs' state costs a full read, not the run.
-        let previous = match loaded {
-            Some(Ok(previous)) => previous,
-            Some(Err(e)) => {
-                crate::cli::out::diagnostic!(
-                    "capflow run: reading every input: the inputs' state is unusable: {e}"
-                );
+        Ok::<_, Error>((units, loaded))
+    })?;
+    // An unreadable record costs a full read, not the run.
+    let planned = match old {
+        Some(Ok(Some((record, old)))) => match plan_steps(&units, old) {
+            Ok((steps, gone)) => Some((record, steps, gone)),
+            Err(e) => {
+                unusable(&e);
                 None
             }
-            None => None,
-        };
-        Ok::<_, Error>((units, previous))
-    })?;
-    let listed: usize = units.iter().map(|u| u.pieces.len()).sum();
-    // Step 1: plan each unit's pieces and read the new and changed ones.
+        },
+        Some(Err(e)) => {
+            unusable(&e);
+            None
+        }
+        _ => None,
+    };
+    let everything = planned.is_none();
+    let (mut record, steps, gone) = match planned {
+        Some((record, steps, gone)) => (Some(record), steps, gone),
+        None => {
+            let steps = units
+                .iter()
+                .map(|u| (0..u.len()).map(|_| Step::Read).collect())
+                .collect();
+            (None, steps, Vec::new())
+        }
+    };
+    let listed: usize = units.iter().map(Unit::len).sum();
+    // Step 1: the images of changed and removed pieces, then the new and changed pieces.
     let mut touched: HashSet<String> = HashSet::new();
-    let mut steps: Vec<Vec<Step>> = Vec::new();
-    let everything = previous.is_none();
-    let mut old_units: Vec<Option<UnitState>> = previous
-        .map(|p| p.units.into_iter().map(Some).collect())
-        .unwrap_or_default();
-    for unit in &units {
-        // The old pieces stay where they were parsed, found by key through their positions.
-        let mut old_pieces: Vec<Option<Box<PieceState>>> = Vec::new();
-        let mut by_key: HashMap<String, usize> = HashMap::new();
-        if let Some(old) = old_units
-            .get_mut(unit.index as usize)
-            .and_then(Option::take)
-        {
-            if old.format == unit.format && old.path == unit.path.display().to_string() {
-                by_key = (old.pieces.iter().enumerate())
-                    .map(|(i, p)| (p.key.clone(), i))
-                    .collect();
-                old_pieces = old.pieces.into_iter().map(Some).collect();
-            } else {
-                // Not the input the state describes: what that one held is touched.
-                for piece in old.pieces {
-                    touched.extend(piece.images);
-                }
-            }
-        }
-        let mut unit_steps = Vec::with_capacity(unit.pieces.len());
-        for piece in &unit.pieces {
-            let found = by_key.remove(piece.key.as_str());
-            let step = match found.and_then(|i| old_pieces[i].take()) {
-                Some(o) if o.files == piece.files && o.context == piece.context => Step::Keep(o),
-                Some(o) => match appended(unit, piece, &o)? {
-                    Some(hasher) => Step::Append(o, Box::new(hasher)),
-                    None => {
-                        touched.extend(o.images);
-                        Step::Read
-                    }
-                },
-                None => Step::Read,
-            };
-            unit_steps.push(step);
-        }
-        // Pieces that are gone: their images lose rows.
-        for gone in old_pieces.into_iter().flatten() {
-            touched.extend(gone.images);
-        }
-        steps.push(unit_steps);
-    }
-    // Inputs the spec no longer has.
-    for old in old_units.into_iter().flatten() {
-        for piece in old.pieces {
+    if let Some(record) = record.as_mut() {
+        for offset in gone {
+            let line = record.line_at(offset)?;
+            let piece: PieceState = record.parse(&line, "an input piece")?;
             touched.extend(piece.images);
         }
     }
-    let first = read_units(&units, &steps, None)?;
+    let mut first = read_units(&units, |unit, i| match &steps[unit][i] {
+        Step::Read => Some(PieceRead::Whole),
+        Step::Append(old, head) => Some(PieceRead::From(old, head)),
+        Step::Keep(_) => None,
+    })?;
     for outcomes in &first {
-        for outcome in outcomes.iter().flatten() {
+        for (_, outcome) in outcomes {
             touched.extend(outcome.rows.iter().map(|r| r.row.image_id().to_string()));
         }
     }
-    // Step 2: the unchanged pieces that hold other rows of the touched images.
-    let second = if everything {
-        Vec::new()
-    } else {
-        read_units(&units, &steps, Some(&touched))?
-    };
+    // The new record, in listing order: the old lines of unchanged pieces, the new records of
+    // the pieces read; and the unchanged pieces (and grown files) that hold rows of touched
+    // images, to be read again for them.
     let mut collected = CollectedRun::default();
-    let mut state = InputsState {
+    let mut again: Vec<HashSet<usize>> = vec![HashSet::new(); units.len()];
+    let (mut read, mut appended_pieces) = (0usize, 0usize);
+    let mut out = JsonFile::create(&state_dir.join(PENDING_INPUTS_FILE))?;
+    out.line(&RecordHeader {
         format: INPUTS_FORMAT.to_string(),
         format_version: INPUTS_FORMAT_VERSION,
-        units: Vec::new(),
-    };
-    let (mut read, mut appended_pieces) = (0usize, 0usize);
-    let mut second = second.into_iter();
-    for ((unit, unit_steps), firsts) in units.iter().zip(steps).zip(first) {
-        let mut again = second.next().unwrap_or_default().into_iter();
-        let mut pieces = Vec::with_capacity(unit.pieces.len());
-        for ((piece, step), first) in unit.pieces.iter().zip(unit_steps).zip(firsts) {
-            let again = again.next().flatten();
-            let (state, rows) = match (step, first) {
-                (Step::Keep(o), _) => (o, again.map(|a| a.rows)),
-                (Step::Read, Some(outcome)) => {
+    })?;
+    for ((unit, unit_steps), outcomes) in units.iter().zip(&steps).zip(&mut first) {
+        out.line(&UnitLine {
+            unit: UnitHead {
+                format: unit.format,
+                path: unit.path.display().to_string(),
+                pieces: unit.len() as u64,
+            },
+        })?;
+        let mut outcomes = std::mem::take(outcomes).into_iter().peekable();
+        for (i, step) in unit_steps.iter().enumerate() {
+            let base = unit.base_of(i);
+            let outcome = outcomes.next_if(|(at, _)| *at == i).map(|(_, o)| o);
+            let touches = |images: &[String]| images.iter().any(|id| touched.contains(id));
+            let state = match (step, outcome) {
+                (Step::Keep(offset), _) => {
+                    let record = record.as_mut().ok_or_else(|| planned_unread(unit))?;
+                    let line = record.line_at(*offset)?;
+                    let state: PieceState = record.parse(&line, "an input piece")?;
+                    out.raw(line.as_bytes())?;
+                    out.raw(b"\n")?;
+                    if touches(&state.images) {
+                        again[unit.index as usize].insert(i);
+                    }
+                    state
+                }
+                (Step::Read | Step::Append(..), Some(outcome)) => {
                     read += 1;
-                    (Box::new(outcome.state), Some(outcome.rows))
+                    let Outcome { mut state, rows } = outcome;
+                    // When a grown file is read again from its start for the touched images,
+                    // those rows replace the appended part's.
+                    let grown = match step {
+                        Step::Append(old, _) => {
+                            appended_pieces += 1;
+                            touches(&old.images)
+                        }
+                        _ => false,
+                    };
+                    if grown {
+                        again[unit.index as usize].insert(i);
+                    } else {
+                        collected.rows.extend(rows.into_iter().map(Arc::new));
+                    }
+                    forget_racy_stamps(&mut state, started_ns);
+                    out.line(&state)?;
+                    state
                 }
-                (Step::Append(..), Some(outcome)) => {
-                    read += 1;
-                    appended_pieces += 1;
-                    // When the file is read again from its start for the touched images, those
-                    // rows replace the appended part's.
-                    let rows = again.map_or(outcome.rows, |a| a.rows);
-                    (Box::new(outcome.state), Some(rows))
-                }
-                _ => {
-                    return Err(Error::Config(format!(
-                        "reading {}: a piece was planned and not read",
-                        unit.path.display()
-                    )))
-                }
+                (_, None) => return Err(planned_unread(unit)),
             };
-            let mut state = state;
-            forget_racy_stamps(&mut state, started_ns);
-            let base = unit.base(piece);
             collected.counts.add(state.counts);
-            for (ordinal, rejected) in &state.rejected {
+            for (ordinal, rejected) in state.rejected {
                 collected
                     .rejected
-                    .push((unit.index, base + ordinal, rejected.clone()));
+                    .push((unit.index, base + ordinal, rejected));
             }
-            if let Some(rows) = rows {
-                collected.rows.extend(rows.into_iter().map(Arc::new));
-            }
-            pieces.push(state);
         }
-        state.units.push(UnitState {
-            format: unit.format,
-            path: unit.path.display().to_string(),
-            pieces,
-        });
+    }
+    out.finish()?;
+    drop(first);
+    // Step 2: the unchanged pieces that hold other rows of the touched images.
+    if !everything {
+        let keep = &touched;
+        let second = read_units(&units, |unit, i| {
+            again[unit]
+                .contains(&i)
+                .then_some(PieceRead::Filtered(keep))
+        })?;
+        for outcomes in second {
+            for (_, outcome) in outcomes {
+                collected
+                    .rows
+                    .extend(outcome.rows.into_iter().map(Arc::new));
+            }
+        }
     }
     collected.rows.sort_by_key(|r| (r.unit, r.ordinal));
     collected.rejected.sort_by_key(|r| (r.0, r.1));
@@ -617,9 +918,21 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
     Ok(InputRead {
         collected,
         touched,
-        state,
         summary,
     })
+}
+
+fn unusable(e: &Error) {
+    crate::cli::out::diagnostic!(
+        "capflow run: reading every input: the inputs' state is unusable: {e}"
+    );
+}
+
+fn planned_unread(unit: &Unit) -> Error {
+    Error::Config(format!(
+        "reading {}: a piece was planned and not read",
+        unit.path.display()
+    ))
 }
 
 /// Writes the inputs' state a piece-by-piece read of every input would leave ([`read_inputs`]
@@ -633,9 +946,8 @@ pub fn read_inputs(spec: &DataflowSpec, previous: Option<&Path>) -> Result<Input
 pub fn stamp_inputs(spec: &DataflowSpec, state_dir: &Path) -> Result<()> {
     let started_ns = now_ns();
     let units = list_units(spec)?;
-    // One thread per unit writes its pieces, comma-separated, to a file of its own; the record
-    // is put together from them in unit order, in the layout of `InputsState` and `UnitState`
-    // (which `InputsState::read` reads back).
+    // One thread per unit writes its pieces, a line each, to a file of its own; the record is
+    // put together from them in unit order ([`Record`]'s layout).
     let part = |unit: &Unit| state_dir.join(format!("{PENDING_INPUTS_FILE}.{}", unit.index));
     let written: Vec<Result<()>> = std::thread::scope(|scope| {
         let handles: Vec<_> = units
@@ -644,15 +956,13 @@ pub fn stamp_inputs(spec: &DataflowSpec, state_dir: &Path) -> Result<()> {
                 let path = part(unit);
                 scope.spawn(move || {
                     let mut out = JsonFile::create(&path)?;
-                    for (i, piece) in unit.pieces.iter().enumerate() {
-                        let mut sink = PieceSink::new(unit, piece, None);
+                    for i in 0..unit.len() {
+                        let piece = unit.piece(i);
+                        let mut sink = PieceSink::new(unit, &piece, None);
                         sink.stamp_only = true;
-                        let mut state = read_piece_into(unit, piece, None, sink)?.state;
+                        let mut state = read_piece_into(unit, &piece, None, sink)?.state;
                         forget_racy_stamps(&mut state, started_ns);
-                        if i > 0 {
-                            out.raw(b",")?;
-                        }
-                        out.value(&state)?;
+                        out.line(&state)?;
                     }
                     out.finish()
                 })
@@ -668,24 +978,20 @@ pub fn stamp_inputs(spec: &DataflowSpec, state_dir: &Path) -> Result<()> {
     });
     let assembled = written.into_iter().collect::<Result<()>>().and_then(|()| {
         let mut out = JsonFile::create(&state_dir.join(PENDING_INPUTS_FILE))?;
-        out.raw(b"{\"format\":")?;
-        out.value(INPUTS_FORMAT)?;
-        out.raw(b",\"format_version\":")?;
-        out.value(&INPUTS_FORMAT_VERSION)?;
-        out.raw(b",\"units\":[")?;
-        for (i, unit) in units.iter().enumerate() {
-            if i > 0 {
-                out.raw(b",")?;
-            }
-            out.raw(b"{\"format\":")?;
-            out.value(&unit.format)?;
-            out.raw(b",\"path\":")?;
-            out.value(&unit.path.display().to_string())?;
-            out.raw(b",\"pieces\":[")?;
+        out.line(&RecordHeader {
+            format: INPUTS_FORMAT.to_string(),
+            format_version: INPUTS_FORMAT_VERSION,
+        })?;
+        for unit in &units {
+            out.line(&UnitLine {
+                unit: UnitHead {
+                    format: unit.format,
+                    path: unit.path.display().to_string(),
+                    pieces: unit.len() as u64,
+                },
+            })?;
             out.copy(&part(unit))?;
-            out.raw(b"]}")?;
         }
-        out.raw(b"]}")?;
         out.finish()
     });
     for unit in &units {
@@ -716,9 +1022,11 @@ impl JsonFile {
             .map_err(|e| Error::io(&self.path, e))
     }
 
-    fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+    /// `value` as one line of JSON.
+    fn line<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
         serde_json::to_writer(&mut self.out, value)
-            .map_err(|e| Error::invalid(self.path.display().to_string(), e.to_string()))
+            .map_err(|e| Error::invalid(self.path.display().to_string(), e.to_string()))?;
+        self.raw(b"\n")
     }
 
     /// Appends the bytes of the file `from`.
@@ -786,22 +1094,35 @@ fn appended(unit: &Unit, piece: &Listed, old: &PieceState) -> Result<Option<Xxh3
     Ok(hasher.filter(|h| hex128(h) == end.xxh3))
 }
 
-/// Each piece's outcome, boxed: most pieces of a rerun are not read.
-type UnitOutcomes = Vec<Option<Box<Outcome>>>;
+/// How a piece is read.
+enum PieceRead<'a> {
+    Whole,
+    /// The rest of a PENMAN file after its old end (with the hash of the bytes before it).
+    From(&'a PieceState, &'a Xxh3),
+    /// Whole, keeping only the rows of these images.
+    Filtered(&'a HashSet<String>),
+}
 
-/// Reads the pieces of every unit that `steps` asks for, one thread per unit: without `keep`,
-/// the new, changed and appended pieces (step 1); with it, the kept and appended pieces that
-/// hold rows of the images in `keep`, filtered to them (step 2).
-fn read_units(
+/// Reads the pieces `how` names (by unit and piece index), one thread per unit: each unit's
+/// outcomes with their piece indices, in piece order.
+fn read_units<'a>(
     units: &[Unit],
-    steps: &[Vec<Step>],
-    keep: Option<&HashSet<String>>,
-) -> Result<Vec<UnitOutcomes>> {
+    how: impl Fn(usize, usize) -> Option<PieceRead<'a>> + Sync,
+) -> Result<Vec<Vec<(usize, Outcome)>>> {
+    let how = &how;
     std::thread::scope(|scope| {
-        let handles: Vec<_> = units
-            .iter()
-            .zip(steps)
-            .map(|(unit, unit_steps)| scope.spawn(move || read_unit(unit, unit_steps, keep)))
+        let handles: Vec<_> = (units.iter().enumerate())
+            .map(|(u, unit)| {
+                scope.spawn(move || {
+                    let mut outcomes = Vec::new();
+                    for i in 0..unit.len() {
+                        if let Some(read) = how(u, i) {
+                            outcomes.push((i, read_piece(unit, &unit.piece(i), read)?));
+                        }
+                    }
+                    Ok(outcomes)
+                })
+            })
             .collect();
         handles
             .into_iter()
@@ -813,37 +1134,13 @@ fn read_units(
     })
 }
 
-fn read_unit(unit: &Unit, steps: &[Step], keep: Option<&HashSet<String>>) -> Result<UnitOutcomes> {
-    let mut out = Vec::with_capacity(steps.len());
-    for (piece, step) in unit.pieces.iter().zip(steps) {
-        let outcome = match (keep, step) {
-            (None, Step::Keep(_)) => None,
-            (None, Step::Read) => Some(read_piece(unit, piece, None, None)?),
-            (None, Step::Append(old, head)) => {
-                Some(read_piece(unit, piece, Some((old.as_ref(), head)), None)?)
-            }
-            (Some(keep), Step::Keep(old) | Step::Append(old, _)) => {
-                if old.images.iter().any(|i| keep.contains(i)) {
-                    Some(read_piece(unit, piece, None, Some(keep))?)
-                } else {
-                    None
-                }
-            }
-            (Some(_), Step::Read) => None,
-        };
-        out.push(outcome.map(Box::new));
-    }
-    Ok(out)
-}
-
-/// Reads one piece: whole, from an old end (`old`, with the hash of the bytes before it), or
-/// filtered to `keep`.
-fn read_piece(
-    unit: &Unit,
-    piece: &Listed,
-    old: Option<(&PieceState, &Xxh3)>,
-    keep: Option<&HashSet<String>>,
-) -> Result<Outcome> {
+/// Reads one piece: whole, from an old end, or filtered.
+fn read_piece(unit: &Unit, piece: &Listed, read: PieceRead) -> Result<Outcome> {
+    let (old, keep) = match read {
+        PieceRead::Whole => (None, None),
+        PieceRead::From(old, head) => (Some((old, head)), None),
+        PieceRead::Filtered(keep) => (None, Some(keep)),
+    };
     read_piece_into(unit, piece, old, PieceSink::new(unit, piece, keep))
 }
 
@@ -938,21 +1235,30 @@ mod tests {
         ids.iter().map(|s| s.to_string()).collect()
     }
 
+    /// The record a read left pending in `state`.
+    fn pending(state: &Path) -> InputsState {
+        InputsState::read_file(&state.join(PENDING_INPUTS_FILE))
+            .unwrap()
+            .unwrap()
+    }
+
     #[test]
     fn a_grown_penman_file_is_read_from_its_old_end_and_a_rewritten_one_whole() {
         let dir = tempfile::tempdir().unwrap();
         let amr = dir.path().join("graphs.amr");
         let state = dir.path().join("state");
+        let whole_state = dir.path().join("whole");
         std::fs::create_dir_all(&state).unwrap();
+        std::fs::create_dir_all(&whole_state).unwrap();
         std::fs::write(&amr, format!("{}\n{}", graph(1, "dog"), graph(2, "cat"))).unwrap();
         let spec = spec(dir.path());
-        let first = read_inputs(&spec, None).unwrap();
+        let first = read_inputs(&spec, &state, false).unwrap();
         assert_eq!(images(&first), set(&["1", "2"]));
         assert!(first.touched.is_none());
-        first.state.write(&state).unwrap();
+        InputsState::commit_pending(&state).unwrap();
         // Graphs appended: only they are read; ordinals, counts and the end continue.
         append(&amr, &format!("\n{}\n(x / broken", graph(3, "cow")));
-        let grown = read_inputs(&spec, Some(&state)).unwrap();
+        let grown = read_inputs(&spec, &state, true).unwrap();
         assert!(
             grown.summary.contains("(1 appended to)"),
             "{}",
@@ -960,38 +1266,110 @@ mod tests {
         );
         assert_eq!(images(&grown), set(&["3"]));
         assert_eq!(grown.touched, Some(set(&["3"])));
-        let whole = read_inputs(&spec, None).unwrap();
+        let whole = read_inputs(&spec, &whole_state, false).unwrap();
         assert_eq!(grown.collected.counts, whole.collected.counts);
         assert_eq!(grown.collected.rejected, whole.collected.rejected);
         assert_eq!(grown.collected.rejected.len(), 1);
         let last = |r: &InputRead| r.collected.rows.last().map(|k| (k.ordinal, k.row.clone()));
         assert_eq!(last(&grown), last(&whole));
-        let end = |r: &InputRead| r.state.units[0].pieces[0].end.clone();
-        assert_eq!(end(&grown), end(&whole));
+        let end = |dir: &Path| pending(dir).units[0].pieces[0].end.clone();
+        assert_eq!(end(&state), end(&whole_state));
         // The broken graph at the end leaves a block open: what follows must be read whole.
-        assert!(end(&grown).is_some_and(|e| !e.cursor.resumable));
-        grown.state.write(&state).unwrap();
+        assert!(end(&state).is_some_and(|e| !e.cursor.resumable));
+        InputsState::commit_pending(&state).unwrap();
         append(&amr, ")\n");
-        let closed = read_inputs(&spec, Some(&state)).unwrap();
+        let closed = read_inputs(&spec, &state, true).unwrap();
         assert!(
             closed.summary.contains("(0 appended to)"),
             "{}",
             closed.summary
         );
-        closed.state.write(&state).unwrap();
+        InputsState::commit_pending(&state).unwrap();
         // Rewritten in place at the same length: the whole file is read again, and every image
         // it held is touched.
         let text = std::fs::read_to_string(&amr).unwrap().replace("dog", "pig");
         std::fs::write(&amr, text).unwrap();
-        let rewritten = read_inputs(&spec, Some(&state)).unwrap();
-        assert!(
-            rewritten.summary.contains("(0 appended to)"),
-            "{}",
-            rewritten.summary
-        );
+        let rewritten = read_inputs(&spec, &state, true).unwrap();
         let all = images(&rewritten);
         assert!(all.is_superset(&set(&["1", "2", "3"])), "{all:?}");
         assert_eq!(rewritten.touched, Some(all));
+    }
+
+    /// Copies the files under `from` to `to`, each modified a minute ago (so that no stamp is
+    /// too recent to keep).
+    fn copy_tree(from: &Path, to: &Path) {
+        let minute_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            let target = to.join(path.file_name().unwrap());
+            if path.is_dir() {
+                std::fs::create_dir_all(&target).unwrap();
+                copy_tree(&path, &target);
+            } else {
+                std::fs::copy(&path, &target).unwrap();
+                let file = std::fs::File::options().write(true).open(&target).unwrap();
+                file.set_modified(minute_ago).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn a_rerun_reads_the_changed_flickr_image_and_leaves_the_record_a_full_read_leaves() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("flickr");
+        std::fs::create_dir_all(&data).unwrap();
+        let embedded =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/data/flickr30k_entities");
+        copy_tree(&embedded, &data);
+        let path = dir.path().join("spec.toml");
+        let text =
+            "name = \"f\"\n[[inputs]]\nformat = \"flickr30k-entities\"\npaths = [\"flickr\"]\n";
+        std::fs::write(&path, text).unwrap();
+        let spec = DataflowSpec::from_file(&path).unwrap();
+        let (state, whole_state) = (dir.path().join("state"), dir.path().join("whole"));
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::create_dir_all(&whole_state).unwrap();
+        let first = read_inputs(&spec, &state, true).unwrap();
+        assert_eq!(first.summary, "read all 20 input pieces");
+        InputsState::commit_pending(&state).unwrap();
+        // Nothing changed: nothing is read, and the record is carried line for line.
+        let before = std::fs::read(state.join(INPUTS_FILE)).unwrap();
+        let same = read_inputs(&spec, &state, true).unwrap();
+        assert_eq!(same.touched, Some(BTreeSet::new()), "{}", same.summary);
+        assert!(same.collected.rows.is_empty());
+        assert_eq!(same.collected.counts, first.collected.counts);
+        assert_eq!(
+            std::fs::read(state.join(PENDING_INPUTS_FILE)).unwrap(),
+            before
+        );
+        InputsState::commit_pending(&state).unwrap();
+        // One sentence file rewritten, one image's files removed.
+        let sentences = data.join("Sentences");
+        let changed = sentences.join("1000003.txt");
+        let text = std::fs::read_to_string(&changed).unwrap();
+        std::fs::write(&changed, text.replacen(" a ", " one ", 1)).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&changed)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(30))
+            .unwrap();
+        std::fs::remove_file(sentences.join("1000007.txt")).unwrap();
+        std::fs::remove_file(data.join("Annotations/1000007.xml")).unwrap();
+        let rerun = read_inputs(&spec, &state, true).unwrap();
+        assert_eq!(rerun.touched, Some(set(&["1000003", "1000007"])));
+        assert_eq!(images(&rerun), set(&["1000003"]));
+        let whole = read_inputs(&spec, &whole_state, false).unwrap();
+        assert_eq!(rerun.collected.counts, whole.collected.counts);
+        assert_eq!(rerun.collected.rejected, whole.collected.rejected);
+        let of_image = |r: &InputRead, id: &str| -> Vec<KeyedRow> {
+            (r.collected.rows.iter())
+                .filter(|k| k.row.image_id() == id)
+                .map(|k| (**k).clone())
+                .collect()
+        };
+        assert_eq!(of_image(&rerun, "1000003"), of_image(&whole, "1000003"));
+        assert_eq!(pending(&state), pending(&whole_state));
     }
 
     #[test]
@@ -999,7 +1377,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("graphs.amr"), graph(1, "dog")).unwrap();
         std::fs::write(dir.path().join(INPUTS_FILE), "{ not json").unwrap();
-        let read = read_inputs(&spec(dir.path()), Some(dir.path())).unwrap();
+        let read = read_inputs(&spec(dir.path()), dir.path(), true).unwrap();
         assert!(read.touched.is_none());
         assert_eq!(images(&read), set(&["1"]));
     }

@@ -217,10 +217,7 @@ fn run_with_sinks(
                 ))
     };
     let reusable = piecewise && pinned_models.as_ref().is_some_and(pieces_reusable);
-    let pieces_kept = reusable
-        && state
-            .as_ref()
-            .is_some_and(|s| s.dir().join(crate::dataflow::inputs::INPUTS_FILE).exists());
+    let pieces_kept = reusable && state.as_ref().is_some_and(|s| InputsState::kept(s.dir()));
     // A run with a state streams too unless it can read its inputs piece by piece: when the
     // models learn from the inputs (a new caption changes them, so every input is read), when
     // they come from a stored artifact but the state's pieces cannot be reused, or with several
@@ -264,11 +261,10 @@ fn run_with_sinks(
     let mut read_inputs = None;
     let mut collected = match (&state, &created) {
         (Some(state_dir), Some(_)) if piecewise => {
-            let previous_inputs = reusable.then(|| state_dir.dir());
-            let read = crate::dataflow::inputs::read_inputs(spec, previous_inputs)?;
+            let read = crate::dataflow::inputs::read_inputs(spec, state_dir.dir(), reusable)?;
             crate::cli::out::status!("capflow run {}: {}", spec.name, read.summary);
             let collected = read.collected;
-            read_inputs = Some((read.state, read.touched));
+            read_inputs = Some(read.touched);
             collected
         }
         _ => {
@@ -296,10 +292,9 @@ fn run_with_sinks(
             ..CollectedRun::default()
         });
     }
-    let (inputs_state, touched) = match read_inputs {
-        Some((inputs, touched)) => (Some(inputs), touched),
-        None => (None, None),
-    };
+    // A piecewise read left its record of the input pieces pending in the state.
+    let pieces_pending = read_inputs.is_some();
+    let touched = read_inputs.flatten();
     let fit = corpus.as_ref().unwrap_or(&collected);
     let buckets = spec.output.buckets;
     // The other processes write their buckets through a part of the dataset, staged only now.
@@ -350,8 +345,8 @@ fn run_with_sinks(
         let nothing = plan.full.is_none() && plan.compute.is_empty() && plan.removed.is_empty();
         if skip_unchanged && nothing && cluster.processes == 1 {
             // The header was set aside after the read phase; it is still true.
-            if let Some(inputs) = &inputs_state {
-                inputs.write(state.dir())?;
+            if pieces_pending {
+                InputsState::commit_pending(state.dir())?;
             }
             if let Some(header) = &header_before {
                 state.write_header(header)?;
@@ -471,8 +466,8 @@ fn run_with_sinks(
                 state.write_bucket(*bucket, bucket_states.get(bucket).unwrap_or(&empty))?;
             }
         }
-        if let Some(inputs) = &inputs_state {
-            inputs.write(state.dir())?;
+        if pieces_pending {
+            InputsState::commit_pending(state.dir())?;
         }
     }
     stages.push(StageMetrics {

@@ -236,16 +236,12 @@ impl Record {
     /// Opens the record at `path` and reads its header; `None` when there is none, or it was
     /// written in another layout.
     fn open(path: &Path) -> Result<Option<Record>> {
-        let file = match std::fs::File::open(path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(path, e)),
-        };
-        let mut record = Record {
-            path: path.to_path_buf(),
-            reader: std::io::BufReader::with_capacity(1 << 16, file),
-            offset: 0,
-            line: 0,
+        let mut record = match Record::at(path) {
+            Ok(record) => record,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
         };
         let Some((_, first)) = record.next_line()? else {
             return Ok(None);
@@ -254,6 +250,18 @@ impl Record {
         let current =
             header.format == INPUTS_FORMAT && header.format_version == INPUTS_FORMAT_VERSION;
         Ok(current.then_some(record))
+    }
+
+    /// The record at `path`, at its start, for [`line_at`](Self::line_at) (a record that
+    /// [`open`](Self::open) read).
+    fn at(path: &Path) -> Result<Record> {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        Ok(Record {
+            path: path.to_path_buf(),
+            reader: std::io::BufReader::with_capacity(1 << 16, file),
+            offset: 0,
+            line: 0,
+        })
     }
 
     /// The next line and its byte offset, without its line feed.
@@ -943,9 +951,33 @@ fn planned_unread(unit: &Unit) -> Error {
 /// record is never held in memory (it is hundreds of bytes a piece). Called before the run reads
 /// its inputs, so that a file changed while the run reads it has a stamp older than what the
 /// run read and is read again next time.
-pub fn stamp_inputs(spec: &DataflowSpec, state_dir: &Path) -> Result<()> {
+///
+/// With `reuse`, when the state's record of the last run's pieces is usable (the run's inputs
+/// are configured as they were then), only new and changed pieces are read: an unchanged
+/// piece's line is copied from the old record.
+pub fn stamp_inputs(spec: &DataflowSpec, state_dir: &Path, reuse: bool) -> Result<()> {
     let started_ns = now_ns();
     let units = list_units(spec)?;
+    let record_path = state_dir.join(INPUTS_FILE);
+    let planned = match reuse {
+        true => match Record::open(&record_path).and_then(|record| {
+            record
+                .map(|mut r| plan_steps(&units, read_old_units(&mut r)?))
+                .transpose()
+        }) {
+            Ok(planned) => planned.map(|(steps, _)| steps),
+            Err(e) => {
+                unusable(&e);
+                None
+            }
+        },
+        false => None,
+    };
+    let steps = planned.unwrap_or_else(|| {
+        (units.iter())
+            .map(|u| (0..u.len()).map(|_| Step::Read).collect())
+            .collect()
+    });
     // One thread per unit writes its pieces, a line each, to a file of its own; the record is
     // put together from them in unit order ([`Record`]'s layout).
     let part = |unit: &Unit| state_dir.join(format!("{PENDING_INPUTS_FILE}.{}", unit.index));
@@ -954,13 +986,28 @@ pub fn stamp_inputs(spec: &DataflowSpec, state_dir: &Path) -> Result<()> {
             .iter()
             .map(|unit| {
                 let path = part(unit);
+                let (steps, record_path) = (&steps[unit.index as usize], &record_path);
                 scope.spawn(move || {
                     let mut out = JsonFile::create(&path)?;
-                    for i in 0..unit.len() {
+                    let mut old: Option<Record> = None;
+                    for (i, step) in steps.iter().enumerate() {
+                        let from = match step {
+                            Step::Keep(offset) => {
+                                let old = match &mut old {
+                                    Some(old) => old,
+                                    None => old.insert(Record::at(record_path)?),
+                                };
+                                out.raw(old.line_at(*offset)?.as_bytes())?;
+                                out.raw(b"\n")?;
+                                continue;
+                            }
+                            Step::Read => None,
+                            Step::Append(old, head) => Some((old.as_ref(), head.as_ref())),
+                        };
                         let piece = unit.piece(i);
                         let mut sink = PieceSink::new(unit, &piece, None);
                         sink.stamp_only = true;
-                        let mut state = read_piece_into(unit, &piece, None, sink)?.state;
+                        let mut state = read_piece_into(unit, &piece, from, sink)?.state;
                         forget_racy_stamps(&mut state, started_ns);
                         out.line(&state)?;
                     }
@@ -1370,6 +1417,64 @@ mod tests {
         };
         assert_eq!(of_image(&rerun, "1000003"), of_image(&whole, "1000003"));
         assert_eq!(pending(&state), pending(&whole_state));
+    }
+
+    #[test]
+    fn a_stamp_with_the_last_record_reads_only_changed_pieces_and_equals_a_full_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("flickr");
+        std::fs::create_dir_all(&data).unwrap();
+        let embedded =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/data/flickr30k_entities");
+        copy_tree(&embedded, &data);
+        let path = dir.path().join("spec.toml");
+        let text =
+            "name = \"f\"\n[[inputs]]\nformat = \"flickr30k-entities\"\npaths = [\"flickr\"]\n";
+        std::fs::write(&path, text).unwrap();
+        let spec = DataflowSpec::from_file(&path).unwrap();
+        let (state, whole_state) = (dir.path().join("state"), dir.path().join("whole"));
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::create_dir_all(&whole_state).unwrap();
+        stamp_inputs(&spec, &state, true).unwrap();
+        InputsState::commit_pending(&state).unwrap();
+        // An annotation file that no longer parses: the new record must say so, which only a
+        // read of the piece can tell.
+        let annotation = data.join("Annotations/1000005.xml");
+        std::fs::write(&annotation, "<annotation><object>").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&annotation)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(30))
+            .unwrap();
+        stamp_inputs(&spec, &state, true).unwrap();
+        stamp_inputs(&spec, &whole_state, false).unwrap();
+        let record = pending(&state);
+        assert_eq!(record, pending(&whole_state));
+        let changed = &record.units[0].pieces[4];
+        assert_eq!(changed.key, "1000005");
+        assert!(changed.counts.rejected > 0, "{changed:?}");
+        // An unchanged piece is not read again: its line is the old record's, even where its
+        // file was rewritten keeping its size and modification time (which a full stamp sees).
+        InputsState::commit_pending(&state).unwrap();
+        let old = std::fs::read_to_string(state.join(INPUTS_FILE)).unwrap();
+        let hidden = data.join("Annotations/1000009.xml");
+        let stamp = std::fs::metadata(&hidden).unwrap().modified().unwrap();
+        let size = std::fs::metadata(&hidden).unwrap().len() as usize;
+        std::fs::write(&hidden, "<".repeat(size)).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&hidden)
+            .unwrap()
+            .set_modified(stamp)
+            .unwrap();
+        stamp_inputs(&spec, &state, true).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(state.join(PENDING_INPUTS_FILE)).unwrap(),
+            old
+        );
+        stamp_inputs(&spec, &whole_state, false).unwrap();
+        assert!(pending(&whole_state).units[0].pieces[8].counts.rejected > 0);
     }
 
     #[test]

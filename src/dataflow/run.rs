@@ -231,11 +231,17 @@ fn run_with_sinks(
             Some(dir) => {
                 // The inputs are read whole; a single process records their pieces first (not
                 // keeping their rows), so that a rerun with the models kept reads only new and
-                // changed pieces.
-                InputsState::remove(dir.dir())?;
+                // changed pieces. The record of the last run serves for the pieces that did not
+                // change when the inputs are configured as they were (a `--refit`).
                 let pieces = cluster.processes == 1;
                 if pieces {
-                    crate::dataflow::inputs::stamp_inputs(spec, dir.dir())?;
+                    let same_inputs = header_before.as_ref().is_some_and(|h| {
+                        h.engine_version == crate::ENGINE_VERSION
+                            && h.config_hash == spec.config_hash()
+                    });
+                    crate::dataflow::inputs::stamp_inputs(spec, dir.dir(), same_inputs)?;
+                } else {
+                    InputsState::remove(dir.dir())?;
                 }
                 Some(StreamStateOf {
                     dir,

@@ -314,6 +314,9 @@ impl BucketExport<'_> {
                 }
                 exported.rows_written += sink.rows_out();
                 sink.finish()?;
+                // Its shards are closed at once: an open shard holds a compressor for each of
+                // its columns.
+                writer.finish_chunk(bucket, chunk.key)?;
                 exported.written += 1;
             }
         }

@@ -1342,6 +1342,15 @@ mod tests {
         assert_eq!(rewritten.touched, Some(all));
     }
 
+    fn set_modified(path: &Path, time: std::time::SystemTime) {
+        let file = std::fs::File::options().write(true).open(path).unwrap();
+        file.set_modified(time).unwrap();
+    }
+
+    fn half_a_minute_ago() -> std::time::SystemTime {
+        std::time::SystemTime::now() - std::time::Duration::from_secs(30)
+    }
+
     /// Copies the files under `from` to `to`, each modified a minute ago (so that no stamp is
     /// too recent to keep).
     fn copy_tree(from: &Path, to: &Path) {
@@ -1354,14 +1363,14 @@ mod tests {
                 copy_tree(&path, &target);
             } else {
                 std::fs::copy(&path, &target).unwrap();
-                let file = std::fs::File::options().write(true).open(&target).unwrap();
-                file.set_modified(minute_ago).unwrap();
+                set_modified(&target, minute_ago);
             }
         }
     }
 
-    #[test]
-    fn a_rerun_reads_the_changed_flickr_image_and_leaves_the_record_a_full_read_leaves() {
+    /// A copy of the embedded Flickr30k Entities directory (`flickr`), a spec that reads it, and
+    /// two state directories (`state`, `whole`).
+    fn flickr_copy() -> (tempfile::TempDir, DataflowSpec) {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("flickr");
         std::fs::create_dir_all(&data).unwrap();
@@ -1372,10 +1381,17 @@ mod tests {
         let text =
             "name = \"f\"\n[[inputs]]\nformat = \"flickr30k-entities\"\npaths = [\"flickr\"]\n";
         std::fs::write(&path, text).unwrap();
-        let spec = DataflowSpec::from_file(&path).unwrap();
+        for state in ["state", "whole"] {
+            std::fs::create_dir_all(dir.path().join(state)).unwrap();
+        }
+        (dir, DataflowSpec::from_file(&path).unwrap())
+    }
+
+    #[test]
+    fn a_rerun_reads_the_changed_flickr_image_and_leaves_the_record_a_full_read_leaves() {
+        let (dir, spec) = flickr_copy();
+        let data = dir.path().join("flickr");
         let (state, whole_state) = (dir.path().join("state"), dir.path().join("whole"));
-        std::fs::create_dir_all(&state).unwrap();
-        std::fs::create_dir_all(&whole_state).unwrap();
         let first = read_inputs(&spec, &state, true).unwrap();
         assert_eq!(first.summary, "read all 20 input pieces");
         InputsState::commit_pending(&state).unwrap();
@@ -1395,12 +1411,7 @@ mod tests {
         let changed = sentences.join("1000003.txt");
         let text = std::fs::read_to_string(&changed).unwrap();
         std::fs::write(&changed, text.replacen(" a ", " one ", 1)).unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&changed)
-            .unwrap()
-            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(30))
-            .unwrap();
+        set_modified(&changed, half_a_minute_ago());
         std::fs::remove_file(sentences.join("1000007.txt")).unwrap();
         std::fs::remove_file(data.join("Annotations/1000007.xml")).unwrap();
         let rerun = read_inputs(&spec, &state, true).unwrap();
@@ -1421,32 +1432,16 @@ mod tests {
 
     #[test]
     fn a_stamp_with_the_last_record_reads_only_changed_pieces_and_equals_a_full_one() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, spec) = flickr_copy();
         let data = dir.path().join("flickr");
-        std::fs::create_dir_all(&data).unwrap();
-        let embedded =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/data/flickr30k_entities");
-        copy_tree(&embedded, &data);
-        let path = dir.path().join("spec.toml");
-        let text =
-            "name = \"f\"\n[[inputs]]\nformat = \"flickr30k-entities\"\npaths = [\"flickr\"]\n";
-        std::fs::write(&path, text).unwrap();
-        let spec = DataflowSpec::from_file(&path).unwrap();
         let (state, whole_state) = (dir.path().join("state"), dir.path().join("whole"));
-        std::fs::create_dir_all(&state).unwrap();
-        std::fs::create_dir_all(&whole_state).unwrap();
         stamp_inputs(&spec, &state, true).unwrap();
         InputsState::commit_pending(&state).unwrap();
         // An annotation file that no longer parses: the new record must say so, which only a
         // read of the piece can tell.
         let annotation = data.join("Annotations/1000005.xml");
         std::fs::write(&annotation, "<annotation><object>").unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&annotation)
-            .unwrap()
-            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(30))
-            .unwrap();
+        set_modified(&annotation, half_a_minute_ago());
         stamp_inputs(&spec, &state, true).unwrap();
         stamp_inputs(&spec, &whole_state, false).unwrap();
         let record = pending(&state);
@@ -1462,12 +1457,7 @@ mod tests {
         let stamp = std::fs::metadata(&hidden).unwrap().modified().unwrap();
         let size = std::fs::metadata(&hidden).unwrap().len() as usize;
         std::fs::write(&hidden, "<".repeat(size)).unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&hidden)
-            .unwrap()
-            .set_modified(stamp)
-            .unwrap();
+        set_modified(&hidden, stamp);
         stamp_inputs(&spec, &state, true).unwrap();
         assert_eq!(
             std::fs::read_to_string(state.join(PENDING_INPUTS_FILE)).unwrap(),

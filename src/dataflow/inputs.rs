@@ -1468,6 +1468,25 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_or_garbled_record_reads_everything_and_is_replaced() {
+        let (dir, spec) = flickr_copy();
+        let state = dir.path().join("state");
+        read_inputs(&spec, &state, true).unwrap();
+        InputsState::commit_pending(&state).unwrap();
+        let record = std::fs::read_to_string(state.join(INPUTS_FILE)).unwrap();
+        let lines: Vec<&str> = record.lines().collect();
+        assert_eq!(lines.len(), 2 + 20, "a header, an input's line, 20 pieces");
+        let garbled = lines[..12].join("\n") + "\n{\"key\": 7}\n";
+        for broken in [lines[..12].join("\n") + "\n", garbled] {
+            std::fs::write(state.join(INPUTS_FILE), broken).unwrap();
+            let read = read_inputs(&spec, &state, true).unwrap();
+            assert_eq!(read.summary, "read all 20 input pieces");
+            assert!(read.touched.is_none());
+            assert_eq!(pending(&state).units[0].pieces.len(), 20);
+        }
+    }
+
+    #[test]
     fn an_unreadable_inputs_state_reads_everything() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("graphs.amr"), graph(1, "dog")).unwrap();

@@ -683,6 +683,13 @@ fn read_old_units(record: &mut Record) -> Result<Vec<OldUnit>> {
     Ok(units)
 }
 
+/// Every piece read whole: the steps without an old record.
+fn read_all(units: &[Unit]) -> Vec<Vec<Step>> {
+    (units.iter())
+        .map(|u| (0..u.len()).map(|_| Step::Read).collect())
+        .collect()
+}
+
 /// Each listed piece's step against the old record, and the line offsets of the old pieces
 /// that are changed or gone (whose images are touched).
 fn plan_steps(units: &[Unit], old_units: Vec<OldUnit>) -> Result<(Vec<Vec<Step>>, Vec<u64>)> {
@@ -789,13 +796,7 @@ pub fn read_inputs(spec: &DataflowSpec, state_dir: &Path, reuse: bool) -> Result
     let everything = planned.is_none();
     let (mut record, steps, gone) = match planned {
         Some((record, steps, gone)) => (Some(record), steps, gone),
-        None => {
-            let steps = units
-                .iter()
-                .map(|u| (0..u.len()).map(|_| Step::Read).collect())
-                .collect();
-            (None, steps, Vec::new())
-        }
+        None => (None, read_all(&units), Vec::new()),
     };
     let listed: usize = units.iter().map(Unit::len).sum();
     // Step 1: the images of changed and removed pieces, then the new and changed pieces.
@@ -973,11 +974,7 @@ pub fn stamp_inputs(spec: &DataflowSpec, state_dir: &Path, reuse: bool) -> Resul
         },
         false => None,
     };
-    let steps = planned.unwrap_or_else(|| {
-        (units.iter())
-            .map(|u| (0..u.len()).map(|_| Step::Read).collect())
-            .collect()
-    });
+    let steps = planned.unwrap_or_else(|| read_all(&units));
     // One thread per unit writes its pieces, a line each, to a file of its own; the record is
     // put together from them in unit order ([`Record`]'s layout).
     let part = |unit: &Unit| state_dir.join(format!("{PENDING_INPUTS_FILE}.{}", unit.index));

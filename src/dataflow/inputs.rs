@@ -165,6 +165,27 @@ struct UnitLine {
     unit: UnitHead,
 }
 
+impl RecordHeader {
+    fn current() -> RecordHeader {
+        RecordHeader {
+            format: INPUTS_FORMAT.to_string(),
+            format_version: INPUTS_FORMAT_VERSION,
+        }
+    }
+}
+
+impl UnitLine {
+    fn of(unit: &Unit) -> UnitLine {
+        UnitLine {
+            unit: UnitHead {
+                format: unit.format,
+                path: unit.path.display().to_string(),
+                pieces: unit.len() as u64,
+            },
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct UnitHead {
     format: Format,
@@ -825,18 +846,9 @@ pub fn read_inputs(spec: &DataflowSpec, state_dir: &Path, reuse: bool) -> Result
     let mut again: Vec<HashSet<usize>> = vec![HashSet::new(); units.len()];
     let (mut read, mut appended_pieces) = (0usize, 0usize);
     let mut out = JsonFile::create(&state_dir.join(PENDING_INPUTS_FILE))?;
-    out.line(&RecordHeader {
-        format: INPUTS_FORMAT.to_string(),
-        format_version: INPUTS_FORMAT_VERSION,
-    })?;
+    out.line(&RecordHeader::current())?;
     for ((unit, unit_steps), outcomes) in units.iter().zip(&steps).zip(&mut first) {
-        out.line(&UnitLine {
-            unit: UnitHead {
-                format: unit.format,
-                path: unit.path.display().to_string(),
-                pieces: unit.len() as u64,
-            },
-        })?;
+        out.line(&UnitLine::of(unit))?;
         let mut outcomes = std::mem::take(outcomes).into_iter().peekable();
         for (i, step) in unit_steps.iter().enumerate() {
             let base = unit.base_of(i);
@@ -1022,18 +1034,9 @@ pub fn stamp_inputs(spec: &DataflowSpec, state_dir: &Path, reuse: bool) -> Resul
     });
     let assembled = written.into_iter().collect::<Result<()>>().and_then(|()| {
         let mut out = JsonFile::create(&state_dir.join(PENDING_INPUTS_FILE))?;
-        out.line(&RecordHeader {
-            format: INPUTS_FORMAT.to_string(),
-            format_version: INPUTS_FORMAT_VERSION,
-        })?;
+        out.line(&RecordHeader::current())?;
         for unit in &units {
-            out.line(&UnitLine {
-                unit: UnitHead {
-                    format: unit.format,
-                    path: unit.path.display().to_string(),
-                    pieces: unit.len() as u64,
-                },
-            })?;
+            out.line(&UnitLine::of(unit))?;
             out.copy(&part(unit))?;
         }
         out.finish()

@@ -145,8 +145,8 @@ pub struct UnitState {
     pub pieces: Vec<Box<PieceState>>,
 }
 
-/// `STATE/inputs.json` read whole ([`InputsState::read`]); a run never holds it so, it streams
-/// the file ([`Record`]).
+/// `STATE/inputs.json` read whole, as tests look at it; a run never holds it so, it streams the
+/// file ([`Record`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct InputsState {
     pub units: Vec<UnitState>,
@@ -195,11 +195,8 @@ struct UnitHead {
 }
 
 impl InputsState {
-    /// Reads `STATE/inputs.json` whole; `None` when missing or written by another layout.
-    pub fn read(state_dir: &Path) -> Result<Option<InputsState>> {
-        InputsState::read_file(&state_dir.join(INPUTS_FILE))
-    }
-
+    /// Reads a record whole; `None` when missing or written by another layout.
+    #[cfg(test)]
     fn read_file(path: &Path) -> Result<Option<InputsState>> {
         let Some(mut record) = Record::open(path)? else {
             return Ok(None);
@@ -480,7 +477,7 @@ impl Unit {
 
     /// The first row ordinal of a piece.
     fn base(&self, piece: &Listed) -> u64 {
-        piece.image.map_or(0, |i| (i as u64) << 32)
+        piece.image.map_or(0, |i| self.base_of(i))
     }
 
     /// The first row ordinal of piece `i` ([`base`](Self::base)).

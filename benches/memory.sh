@@ -12,6 +12,8 @@
 #   CAPFLOW=path         the capflow binary to measure (default: a release build of this checkout)
 #   STATE=1              every run with a new --state, then a rerun with that state on the same
 #                        data (every image compared with the state and carried)
+#   MIX='...'            the recipe's `strategy = "all"` replaced by these lines of a [mix]
+#                        table, e.g. MIX=$'strategy = "random"\npercent = 50' (docs/mixing.md)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 sizes=("${@:-20000 200000 1000000}")
@@ -32,6 +34,21 @@ synth_root="${SYNTH_DIR:-$work/synth}"
 limit=()
 if [ -n "${MEMORY_LIMIT:-}" ]; then
   limit=(--memory-limit "$MEMORY_LIMIT")
+fi
+
+spec="$root/dataflows/ssa-flickr30k.toml"
+if [ -n "${MIX:-}" ]; then
+  mkdir -p "$work/dataflows"
+  python3 - "$spec" "$work/dataflows/ssa-flickr30k.toml" "$root" <<'PY'
+import sys
+recipe, out, root = sys.argv[1:]
+import os
+text = open(recipe).read()
+assert 'strategy = "all"' in text
+text = text.replace('strategy = "all"', os.environ["MIX"]).replace("../examples", root + "/examples")
+open(out, "w").write(text)
+PY
+  spec="$work/dataflows/ssa-flickr30k.toml"
 fi
 
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -m); $(date -u +%F)"
@@ -57,7 +74,7 @@ once() {
   shift 5
   local log="$work/log" timing="$work/time"
   /usr/bin/time -f '%M %e' -o "$timing" \
-    "$bin" run "$root/dataflows/ssa-flickr30k.toml" --input "$synth" --out "$out" -w "$workers" "$@" \
+    "$bin" run "$spec" --input "$synth" --out "$out" -w "$workers" "$@" \
     2> "$log"
   read -r kib seconds < "$timing"
   printf '%-9s %8s images  -w %s  peak %7.0f MB  wall %7.1f s  data %s  %s\n' "$label" "$images" \

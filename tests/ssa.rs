@@ -377,23 +377,30 @@ fn hanging_adapter_fails_the_run_and_commits_nothing() {
     assert_failed_without_dataset(&output, &out, "no reply within");
 }
 
+/// The recipe with its `[mix]` table replaced by `mix`, written to `dir/name.toml`.
+fn mixed_recipe(dir: &Path, name: &str, mix: &str) -> PathBuf {
+    let spec = std::fs::read_to_string(common::repo_root().join("dataflows/ssa-flickr30k.toml"))
+        .unwrap()
+        .replace("strategy = \"all\"", mix)
+        .replace(
+            "../examples",
+            &common::repo_root().join("examples").display().to_string(),
+        );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, spec).unwrap();
+    path
+}
+
 #[test]
 fn random_mixing_keeps_the_asked_share_of_ssa_samples() {
     let tmp = tempfile::tempdir().unwrap();
     let all = tmp.path().join("all");
     run_ok(&all, 1);
-    let spec = std::fs::read_to_string(common::repo_root().join("dataflows/ssa-flickr30k.toml"))
-        .unwrap()
-        .replace(
-            "strategy = \"all\"",
-            "strategy = \"random\"\npercent = 50\nseed = 3",
-        )
-        .replace(
-            "../examples",
-            &common::repo_root().join("examples").display().to_string(),
-        );
-    let spec_path = tmp.path().join("half.toml");
-    std::fs::write(&spec_path, spec).unwrap();
+    let spec_path = mixed_recipe(
+        tmp.path(),
+        "half",
+        "strategy = \"random\"\npercent = 50\nseed = 3",
+    );
     let half = tmp.path().join("half");
     let output = run(&spec_path, &half, 2);
     assert!(
@@ -411,6 +418,105 @@ fn random_mixing_keeps_the_asked_share_of_ssa_samples() {
     // round(n / 2), halves up; every original stays.
     assert_eq!(count(&half, "ssa"), n.div_ceil(2));
     assert_eq!(count(&half, "original"), 100);
+}
+
+/// A run with a selecting `[mix]` keeps, chunk by chunk and in the same order, exactly the
+/// samples `select::mix::select` keeps of the unmixed run's samples, and every other table
+/// holds the unmixed run's rows; the same files with any number of workers, and with a state
+/// (whose rerun computes every image and commits nothing new).
+#[test]
+fn a_mixed_run_keeps_what_the_selection_keeps_of_the_unmixed_samples() {
+    use capflow::select::mix::{select, MixConfig};
+    let tmp = tempfile::tempdir().unwrap();
+    let all = tmp.path().join("all");
+    run_ok(&all, 1);
+    let unmixed = rows::<SampleRow>(&all, TableKind::Samples);
+    let mixes = [
+        (
+            "random",
+            "strategy = \"random\"\npercent = 30\nseed = 11",
+            MixConfig::Random {
+                percent: 30.0,
+                seed: 11,
+            },
+        ),
+        (
+            "uniform",
+            "strategy = \"uniform-coverage\"\nbins = 10\npercent = 40\nseed = 4",
+            MixConfig::UniformCoverage {
+                bins: 10,
+                percent: Some(40.0),
+                seed: 4,
+            },
+        ),
+    ];
+    // Files carry the configuration's hash: the other tables are compared by their rows.
+    let not_samples = |dir: &Path| {
+        TableKind::ALL
+            .into_iter()
+            .filter(|t| *t != TableKind::Samples)
+            .map(|t| {
+                read_table(dir, t)
+                    .unwrap()
+                    .map(|b| b.unwrap())
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
+    };
+    for (name, table, config) in mixes {
+        let spec = mixed_recipe(tmp.path(), name, table);
+        let kept: Vec<SampleRow> = select(&unmixed, &config)
+            .unwrap()
+            .into_iter()
+            .map(|i| unmixed[i].clone())
+            .collect();
+        assert!(kept.len() < unmixed.len() && kept.iter().any(|s| s.method == "ssa"));
+        let mut digests = Vec::new();
+        for workers in [1, 2] {
+            let out = tmp.path().join(format!("{name}-w{workers}"));
+            let output = run(&spec, &out, workers);
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert_eq!(rows::<SampleRow>(&out, TableKind::Samples), kept, "{name}");
+            assert!(
+                not_samples(&out) == not_samples(&all),
+                "{name}: other tables differ"
+            );
+            let manifest = read_manifest(&out).unwrap();
+            let mix = manifest.stages.iter().find(|s| s.name == "mix").unwrap();
+            assert_eq!(
+                (mix.rows_in, mix.rows_out),
+                (unmixed.len() as u64, kept.len() as u64)
+            );
+            digests.push(common::data_files(&out));
+        }
+        assert!(digests[0] == digests[1], "{name}: -w 1 and -w 2 differ");
+        // With a state: the same files, and a rerun computes every image (a changed image
+        // could change any bucket's selection) but has nothing to commit.
+        let out = tmp.path().join(format!("{name}-state"));
+        let state = tmp.path().join(format!("{name}-state-dir"));
+        for _ in 0..2 {
+            let output = Command::new(common::capflow_bin())
+                .arg("run")
+                .arg(&spec)
+                .arg("--out")
+                .arg(&out)
+                .arg("--state")
+                .arg(&state)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(output.status.success(), "{stderr}");
+        }
+        assert_eq!(read_manifest(&out).unwrap().version, 1);
+        assert!(
+            common::data_files(&out) == digests[0],
+            "{name}: --state differs"
+        );
+    }
 }
 
 /// Percent of a `w × h` image inside the union of `boxes`, by inclusion–exclusion over the

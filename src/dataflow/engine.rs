@@ -29,6 +29,13 @@
 //! commit adopts every worker's shards, the runs are merged into the changelog and the
 //! dataset is committed. The bytes are those of [`super::buckets`]'s export: each chunk holds
 //! its images' rows in read order, then their samples, images by id.
+//!
+//! A `[mix]` other than `all` chooses among every sample of the run, so a chunk's samples
+//! wait: the writer closes the chunk's other shards and holds its samples in the scratch
+//! directory ([`super::mixing`]), tallying their selection keys. Once every part is written,
+//! every worker's tally goes to every process's main thread, which makes the one plan and
+//! hands it back, and the writers write the samples shards, the changes and the sinks' rows
+//! from what they hold.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -47,6 +54,7 @@ use timely::dataflow::operators::{Exchange, Input, Probe};
 use super::augment::{ImageOutput, StageContexts};
 use super::buckets::{changelog as image_changes, chunks};
 use super::exchange::{to_owners, InFlight, TableBatch, TableBatcher};
+use super::mixing::HeldSamples;
 use super::models::{fit_methods_with, CorpusStats, FittedModels, ModelSource, ModelsFrom};
 use super::record::Staged;
 use super::runtime::{
@@ -68,6 +76,7 @@ use crate::export::{
 use crate::ingest::{IngestCounts, RecordSink, Row};
 use crate::models::ParseCache;
 use crate::schema::{rows_to_batch, RejectedRow, SampleRow, TableKind};
+use crate::select::mix::{MixConfig, MixPlan, MixTally};
 
 /// The default memory budget of a run.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
@@ -194,13 +203,14 @@ enum Message {
     Progress(u64),
     /// What one worker wrote, once all its parts are written.
     Written(Box<WrittenParts>),
+    /// One worker's tally of its samples for `[mix]`.
+    Tally(WorkerTally),
     Meters(Vec<StageMetrics>),
     Failed(Error),
 }
 
-/// Whether the streaming engine runs `spec` (a run without `--state`): one whose samples are
-/// all kept (`[mix]` selects over all samples at once), writing a new dataset or a
-/// new version of one whose samples are in bucket chunks of the same bucket count.
+/// Whether the streaming engine runs `spec` (a run without `--state`): one writing a new
+/// dataset or a new version of one whose samples are in bucket chunks of the same bucket count.
 pub fn streams(spec: &DataflowSpec, previous: Option<&Manifest>) -> bool {
     let buckets = spec.output.buckets;
     let bucketed = previous.is_none_or(|manifest| {
@@ -208,7 +218,7 @@ pub fn streams(spec: &DataflowSpec, previous: Option<&Manifest>) -> bool {
             .table_files(TableKind::Samples)
             .all(|file| file.in_chunks_of(buckets))
     });
-    bucketed && spec.mix == crate::select::mix::MixConfig::All
+    bucketed
 }
 
 /// Runs this process's share of `spec` with the streaming engine: its workers write the shards
@@ -266,6 +276,10 @@ pub fn run_streaming(
     let augments = spec.augments() || spec.keeps_originals();
     let (sender, receiver) = crossbeam_channel::bounded::<Message>(4 * 1024);
     let (models_out, models_in) = crossbeam_channel::unbounded::<Option<FittedStages>>();
+    // `[mix]` other than `all` chooses among all samples once every part is written.
+    let mix_config = (spec.mix != MixConfig::All).then(|| spec.mix.clone());
+    let mix_dir = writer.scratch_dir("mix")?;
+    let (mix_out, mix_in) = crossbeam_channel::unbounded::<Option<Arc<MixPlan>>>();
     // Every worker of this process spills into its own directory.
     let first_worker = cluster.process * local_workers;
     for index in first_worker..first_worker + local_workers {
@@ -333,6 +347,32 @@ pub fn run_streaming(
                     .0
             })
         };
+        // With `[mix]` other than `all`: each worker's tally of its samples, to the first
+        // worker of every process, which hands it to its main thread for the plan.
+        let mix_exchange = mix_config.as_ref().map(|_| {
+            let messages = messages.clone();
+            let mut input = TallyInputs::new();
+            let probe = worker.dataflow(|scope| {
+                scope
+                    .input_from(&mut input)
+                    .container::<Vec<(usize, WorkerTally)>>()
+                    .exchange(|(to, _): &(usize, WorkerTally)| *to as u64)
+                    .flat_map(move |(_, tally): (usize, WorkerTally)| {
+                        let _ = messages.send(Message::Tally(tally));
+                        None::<()>
+                    })
+                    .probe()
+                    .0
+            });
+            MixExchange {
+                input,
+                probe,
+                plans: mix_in.clone(),
+                first_workers: (0..peers / local_workers)
+                    .map(|process| process * local_workers)
+                    .collect(),
+            }
+        });
         let mut observer = SpillObserver {
             messages: &messages,
             stats: corpus_stats.clone(),
@@ -442,39 +482,59 @@ pub fn run_streaming(
         let gather_meter = stage_meters.first().cloned();
         // This worker's parts go to shards of its own, which the commit adopts, written by a
         // thread of the worker's own while the worker runs the next part's stages.
-        let part_writer = match DatasetWriter::part(&out, &config_hash, index) {
-            Ok(writer) => PartWriter::new(
+        let (writer_mix, worker_mix) = match (&mix_exchange, &mix_config) {
+            (Some(_), Some(mix_config)) => {
+                let (tally_out, tally_in) = crossbeam_channel::bounded(1);
+                let (plan_out, plan_in) = crossbeam_channel::bounded(1);
+                let held = HeldSamples::new(mix_dir.join(format!("w{index:03}")), mix_config);
+                let mix = WriterMix {
+                    tally: tally_out,
+                    plan: plan_in,
+                };
+                (Some((held, mix)), Some((tally_in, plan_out)))
+            }
+            _ => (None, None),
+        };
+        let (held, writer_mix) = writer_mix.unzip();
+        let writing = DatasetWriter::part(&out, &config_hash, index).and_then(|writer| {
+            let part_writer = PartWriter::new(
                 writer,
                 buckets,
                 chunk_images,
                 runs_dir.join(format!("w{index:03}")),
                 state.as_ref().map(|s| s.dir.clone()),
-            ),
-            Err(err) => return fail(err),
-        };
-        let writing = spawn_writer(index, part_writer, sinks.clone(), messages.clone());
+                held,
+            );
+            spawn_writer(
+                index,
+                part_writer,
+                sinks.clone(),
+                messages.clone(),
+                writer_mix,
+            )
+        });
         let (to_writer, writing) = match writing {
             Ok(writer) => writer,
-            Err(err) => return fail(err),
+            Err(err) => {
+                fail(err);
+                if let Some(exchange) = mix_exchange {
+                    exchange.share(worker, index, None);
+                }
+                return;
+            }
         };
         let mut round = 0u64;
         // With a state: the previous states of the bucket being run, less the images seen.
         let mut unseen: Option<(usize, BucketState)> = None;
-        for part in planned {
+        let mut run_part = |part: BucketPart| -> Result<PartOutput> {
             let (bucket, after, through) = (part.bucket, part.after.clone(), part.through.clone());
             let ends_bucket = part.index + 1 == part.count;
             let (part_index, part_count, part_rows) = (part.index, part.count, part.rows);
             let _part_span =
                 tracing::debug_span!("part", bucket, part = part_index + 1, of = part_count)
                     .entered();
-            let rows = match part.read() {
-                Ok(rows) => rows,
-                Err(err) => return fail(err),
-            };
-            let ranges = match rows.image_ranges(part_bytes) {
-                Ok(ranges) => ranges,
-                Err(err) => return fail(err),
-            };
+            let rows = part.read()?;
+            let ranges = rows.image_ranges(part_bytes)?;
             tracing::debug!(
                 "worker {index}: bucket {bucket} part {} of {}: {} rows, {} bytes, {} ranges",
                 part_index + 1,
@@ -487,10 +547,7 @@ pub fn run_streaming(
                 if unseen.as_ref().is_none_or(|(b, _)| *b != bucket) {
                     let previous = match state.full {
                         true => BucketState::new(),
-                        false => match state.dir.read_bucket(bucket) {
-                            Ok(previous) => previous,
-                            Err(err) => return fail(err),
-                        },
+                        false => state.dir.read_bucket(bucket)?,
                     };
                     unseen = Some((bucket, previous));
                 }
@@ -500,14 +557,9 @@ pub fn run_streaming(
             let mut part_outputs = Vec::new();
             let mut images = Vec::new();
             for (first, last) in &ranges {
-                let mut typed = match rows.typed_range(first, last) {
-                    Ok(typed) => typed,
-                    Err(err) => return fail(err),
-                };
+                let mut typed = rows.typed_range(first, last)?;
                 if let (Some(state), Some((_, previous))) = (&state, unseen.as_mut()) {
-                    if let Err(err) = plan_range(&mut typed, state.full, previous, &mut images) {
-                        return fail(err);
-                    }
+                    plan_range(&mut typed, state.full, previous, &mut images)?;
                 }
                 let (staged, samples) = gather_part(typed, gather_meter.as_ref());
                 input_samples.extend(samples);
@@ -529,7 +581,7 @@ pub fn run_streaming(
                 true => unseen.take().map_or(0, |(_, left)| left.len() as u64),
                 false => 0,
             };
-            let output = PartOutput {
+            Ok(PartOutput {
                 bucket,
                 after,
                 through,
@@ -539,12 +591,31 @@ pub fn run_streaming(
                 outputs: part_outputs,
                 images,
                 removed,
-            };
-            if to_writer.send(output).is_err() {
-                break; // the writer failed: its error comes from the join below
+            })
+        };
+        let mut failed = false;
+        for part in planned {
+            match run_part(part) {
+                Ok(output) => {
+                    if to_writer.send(output).is_err() {
+                        break; // the writer failed: its error comes from the join below
+                    }
+                }
+                Err(err) => {
+                    fail(err);
+                    failed = true;
+                    break;
+                }
             }
         }
         drop(to_writer);
+        if let (Some(exchange), Some((tally_in, plan_out))) = (mix_exchange, worker_mix) {
+            // The writer's tally once it has written every part (none if it failed).
+            let tally = tally_in.recv().ok().filter(|_| !failed);
+            if let Some(plan) = exchange.share(worker, index, tally) {
+                let _ = plan_out.send(plan);
+            }
+        }
         match writing.join() {
             Ok(Ok(written)) => {
                 let _ = messages.send(Message::Written(Box::new(written)));
@@ -555,6 +626,9 @@ pub fn run_streaming(
                     "the writer of worker {index} panicked"
                 )))
             }
+        }
+        if failed {
+            return;
         }
         drop(images_in);
         while !stage_probe.done() {
@@ -592,6 +666,9 @@ pub fn run_streaming(
     let mut state_planned: Option<StatePlanned> = None;
     // With a state, the external parser's answers, saved once the run ends.
     let mut parse_cache = None;
+    // With `[mix]`: every worker's tally, and the samples the plan took in and kept.
+    let mut tallies: Vec<WorkerTally> = Vec::new();
+    let mut mixed: Option<StageMetrics> = None;
     // Rows while reading; then the parts through the stages, with the images written.
     let mut progress = crate::cli::progress::records("read");
     for message in receiver.iter() {
@@ -639,7 +716,7 @@ pub fn run_streaming(
                         let keep = state.is_some() && matches!(source, Ok(ModelSource::Stats(_)));
                         let planned = state
                             .as_mut()
-                            .map(|state| plan_state(state, rows.as_ref()))
+                            .map(|state| plan_state(state, rows.as_ref(), &spec.mix))
                             .transpose();
                         match planned.and_then(|planned| {
                             let (fitted, metrics, cache, kept) = fitted_contexts(
@@ -693,6 +770,29 @@ pub fn run_streaming(
                 ));
             }
             Message::Written(part) => written.add(*part),
+            Message::Tally(tally) => {
+                tallies.push(tally);
+                if tallies.len() == cluster.processes.max(1) * local_workers {
+                    let planned = match (&first_error, &spec.mix) {
+                        (None, config) => plan_mix(std::mem::take(&mut tallies), config, cluster),
+                        (Some(_), _) => Ok(None),
+                    };
+                    let plan = match planned {
+                        Ok(Some((plan, metrics))) => {
+                            mixed = Some(metrics);
+                            Some(Arc::new(plan))
+                        }
+                        Ok(None) => None,
+                        Err(err) => {
+                            first_error.get_or_insert(err);
+                            None
+                        }
+                    };
+                    for _ in 0..local_workers {
+                        let _ = mix_out.send(plan.clone());
+                    }
+                }
+            }
             Message::Meters(meters) => add_metrics(&mut stage_totals, meters),
             Message::Failed(err) => {
                 first_error.get_or_insert(err);
@@ -753,13 +853,13 @@ pub fn run_streaming(
         }
         run.stages.extend(stage_totals);
         let samples: u64 = run.samples.values().sum();
-        run.stages.push(StageMetrics {
+        run.stages.push(mixed.unwrap_or(StageMetrics {
             name: "mix".into(),
             rows_in: samples,
             rows_out: samples,
             rejected: 0,
             elapsed_ms: 0,
-        });
+        }));
     }
     run.stages.push(StageMetrics {
         name: "export".into(),
@@ -770,6 +870,48 @@ pub fn run_streaming(
     });
     run.stages.append(&mut written.sinks);
     Ok(run)
+}
+
+/// The plan of `[mix]` from every worker's tally, merged in worker order, with the `mix`
+/// stage's metrics (the stages' samples in, those kept out). `None` when a worker of this
+/// process failed (its error is the run's); a worker of another process that failed is this
+/// process's error.
+fn plan_mix(
+    mut tallies: Vec<WorkerTally>,
+    config: &MixConfig,
+    cluster: &ClusterOptions,
+) -> Result<Option<(MixPlan, StageMetrics)>> {
+    let started = Instant::now();
+    tallies.sort_by_key(|t| t.from);
+    let mut merged = MixTally::new(config);
+    for tally in tallies {
+        match tally.tally {
+            Some(tally) => merged.merge(tally),
+            None => {
+                let process = tally.from / cluster.workers.max(1);
+                if process == cluster.process {
+                    return Ok(None);
+                }
+                return Err(Error::Cluster {
+                    process,
+                    reason: format!(
+                        "its worker {} failed before [mix] could choose the samples",
+                        tally.from
+                    ),
+                });
+            }
+        }
+    }
+    let originals: u64 = merged.originals.iter().sum();
+    let plan = merged.plan(config)?;
+    let metrics = StageMetrics {
+        name: "mix".into(),
+        rows_in: originals + plan.augmented,
+        rows_out: originals + plan.kept,
+        rejected: 0,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    };
+    Ok(Some((plan, metrics)))
 }
 
 /// The stage contexts of the spec's methods with their models fitted on `fit`, the names of
@@ -871,12 +1013,17 @@ fn add_images(parts: &[BucketPart], stats: &mut CorpusStats) -> Result<()> {
 fn plan_state(
     state: &mut StreamState,
     rows: Option<&RowsDigest>,
+    mix: &MixConfig,
 ) -> Result<(Option<String>, StateHeader)> {
     if let Some(rows) = rows {
         state.now.models_digest = Some(rows.hex());
     }
     let previous = state.previous.as_ref().map(|(m, sha)| (m, sha.as_str()));
-    let full = stale(state.before.as_ref(), &state.now, previous);
+    let full = stale(state.before.as_ref(), &state.now, previous).or_else(|| {
+        (*mix != MixConfig::All).then(|| {
+            "[mix] selects over all samples, so a changed image can change any bucket".into()
+        })
+    });
     if state.first {
         state.dir.invalidate()?;
     }
@@ -978,6 +1125,7 @@ fn spawn_writer(
     mut writer: PartWriter,
     sinks: Vec<NamedSink>,
     messages: crossbeam_channel::Sender<Message>,
+    mixing: Option<WriterMix>,
 ) -> Result<(
     crossbeam_channel::Sender<PartOutput>,
     std::thread::JoinHandle<Result<WrittenParts>>,
@@ -993,6 +1141,14 @@ fn spawn_writer(
                 writer.write(part, &mut sinks)?;
                 let _ = messages.send(Message::Progress(images));
             }
+            if let (Some(mix), Some(tally)) = (mixing, writer.take_tally()) {
+                // The worker hands the tally on and brings back the run's plan.
+                let _ = mix.tally.send(tally);
+                let plan = mix.plan.recv().map_err(|_| {
+                    Error::Config(format!("worker {index}: the [mix] selection was abandoned"))
+                })?;
+                writer.write_held(&plan, &mut sinks)?;
+            }
             let sinks = sinks.finish()?;
             let mut written = writer.finish()?;
             written.sinks = sinks;
@@ -1000,6 +1156,55 @@ fn spawn_writer(
         })
         .map_err(|e| Error::Config(format!("starting the writer of worker {index}: {e}")))?;
     Ok((parts, handle))
+}
+
+/// A writer's side of `[mix]`: its tally goes to the worker, the run's plan comes back.
+struct WriterMix {
+    tally: crossbeam_channel::Sender<MixTally>,
+    plan: crossbeam_channel::Receiver<Arc<MixPlan>>,
+}
+
+/// What a worker sends the mix's planning: its tally, or `None` when it failed (then no
+/// process writes a mixed sample).
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct WorkerTally {
+    from: usize,
+    tally: Option<MixTally>,
+}
+
+/// The tallies' dataflow input: `(worker to deliver to, tally)`.
+type TallyInputs =
+    timely::dataflow::InputHandle<u64, CapacityContainerBuilder<Vec<(usize, WorkerTally)>>>;
+
+/// A worker's part in planning `[mix]`: it sends its tally to the first worker of every
+/// process, whose main thread plans once it has every worker's, and waits for the plan.
+struct MixExchange {
+    input: TallyInputs,
+    probe: ProbeHandle<u64>,
+    plans: crossbeam_channel::Receiver<Option<Arc<MixPlan>>>,
+    first_workers: Vec<usize>,
+}
+
+impl MixExchange {
+    /// Sends `tally` (`None`: this worker failed) and returns the plan, or `None` when a
+    /// worker of the run failed or the plan could not be made. Every worker must come here
+    /// once, whatever happened to it, or the others wait for its tally.
+    fn share(
+        mut self,
+        worker: &mut timely::worker::Worker,
+        from: usize,
+        tally: Option<MixTally>,
+    ) -> Option<Arc<MixPlan>> {
+        let tally = WorkerTally { from, tally };
+        for &to in &self.first_workers {
+            self.input.send((to, tally.clone()));
+        }
+        self.input.close();
+        while !self.probe.done() {
+            worker.step();
+        }
+        self.plans.recv().ok().flatten()
+    }
 }
 
 /// The read dataflow's input: the readers' rows as Arrow batches, cut by the worker they go to.
@@ -1173,6 +1378,8 @@ struct PartWriter {
     /// written so far.
     state: Option<StateDir>,
     bucket_state: BucketState,
+    /// With `[mix]` other than `all`: the chunks whose samples wait for the run's plan.
+    held: Option<HeldSamples>,
 }
 
 /// The chunk being written, which a later part ends. Its input tables' rows go to its shards
@@ -1185,6 +1392,9 @@ struct OpenChunk {
     bucket: usize,
     /// The stages' samples so far, by split, image by image.
     samples: BTreeMap<String, Vec<RecordBatch>>,
+    /// With `[mix]`: the rows of the samples table among the inputs so far, by split, which
+    /// wait with the stages' samples.
+    inputs: BTreeMap<String, Vec<SampleRow>>,
 }
 
 /// A sample file of the previous version, the rows of its chunk in it (all of a chunk shard's,
@@ -1208,6 +1418,7 @@ impl PartWriter {
         chunk_images: usize,
         runs_dir: PathBuf,
         state: Option<StateDir>,
+        held: Option<HeldSamples>,
     ) -> Self {
         type Piece = (Arc<FileEntry>, u64, u64);
         let mut previous: BTreeMap<usize, Vec<(String, Piece)>> = BTreeMap::new();
@@ -1260,6 +1471,7 @@ impl PartWriter {
             written: WrittenParts::default(),
             state,
             bucket_state: BucketState::new(),
+            held,
         }
     }
 
@@ -1321,7 +1533,11 @@ impl PartWriter {
         for output in &outputs {
             samples.insert(&output.image_id, &output.samples);
             for sample in &output.samples {
-                *written.samples.entry(sample.method.clone()).or_insert(0) += 1;
+                match &mut self.held {
+                    // Counted once the plan has chosen.
+                    Some(held) => held.tally(sample)?,
+                    None => *written.samples.entry(sample.method.clone()).or_insert(0) += 1,
+                }
             }
             for (reason, n) in &output.dropped {
                 *written.dropped.entry(*reason).or_insert(0) += n;
@@ -1340,7 +1556,8 @@ impl PartWriter {
         let mut input_samples = input_samples.into_iter().peekable();
         let mut added: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
         let mut handed: Vec<SampleRow> = Vec::new();
-        let hand = !sinks.is_empty();
+        // With `[mix]`, the samples go to the sinks once the plan has chosen.
+        let hand = !sinks.is_empty() && self.held.is_none();
         // Cut at the chunk ends in the part; the last piece has the key "" ([`OPEN_CHUNK`])
         // when no chunk end closes it here: the bucket's open last chunk, or a chunk a later
         // part ends.
@@ -1354,6 +1571,7 @@ impl PartWriter {
                 None => OpenChunk {
                     bucket,
                     samples: BTreeMap::new(),
+                    inputs: BTreeMap::new(),
                 },
             };
             let bucket_of = (bucket, self.buckets);
@@ -1373,10 +1591,18 @@ impl PartWriter {
             }
             let mut sink = DatasetSink::bucket(&mut self.writer, bucket_of, OPEN_CHUNK);
             while let Some(keyed) = input_samples.next_if(|k| k.row.image_id() <= *last) {
-                if let (true, Row::Sample(sample)) = (hand, &keyed.row) {
-                    handed.push(sample.clone());
+                match (keyed.row, self.held.is_some()) {
+                    (Row::Sample(sample), true) => {
+                        let split = chunk.inputs.entry(sample.split.clone()).or_default();
+                        split.push(sample);
+                    }
+                    (row, _) => {
+                        if let (true, Row::Sample(sample)) = (hand, &row) {
+                            handed.push(sample.clone());
+                        }
+                        sink.row(row)?;
+                    }
                 }
-                sink.row(keyed.row)?;
             }
             self.written.rows_written += sink.rows_out();
             sink.finish()?;
@@ -1415,19 +1641,82 @@ impl PartWriter {
             if let Some(chunk) = self.open.take() {
                 self.close_chunk(OPEN_CHUNK, chunk)?;
             }
+            if let Some(held) = &mut self.held {
+                held.end_bucket(bucket);
+            }
             if let Some(state) = &self.state {
                 state.write_bucket(bucket, &std::mem::take(&mut self.bucket_state))?;
             }
         }
-        let changes = image_changes(retracted, added);
+        if self.held.is_none() {
+            self.push_changes(bucket, image_changes(retracted, added))?;
+        }
+        self.written.elapsed += started.elapsed();
+        sinks.write(&handed)
+    }
+
+    fn push_changes(&mut self, bucket: usize, changes: Vec<(SampleRow, i8)>) -> Result<()> {
         if !changes.is_empty() {
             let run = self.run_of(bucket)?;
             for (sample, diff) in changes {
                 run.push(sample, diff)?;
             }
         }
-        self.written.elapsed += started.elapsed();
-        sinks.write(&handed)
+        Ok(())
+    }
+
+    /// With `[mix]`: the tally of the stages' samples of every part written so far.
+    fn take_tally(&mut self) -> Option<MixTally> {
+        self.held.as_mut().map(HeldSamples::take_tally)
+    }
+
+    /// With `[mix]`: writes the samples shards of the held chunks, each chunk's rows of the
+    /// samples table among the inputs and then the stages' samples that `plan` keeps, with
+    /// their changes, and hands them to `sinks`.
+    fn write_held(&mut self, plan: &MixPlan, sinks: &mut SinkWriters) -> Result<()> {
+        let Some(held) = self.held.take() else {
+            return Ok(());
+        };
+        let hand = !sinks.is_empty();
+        for chunk in held.into_chunks() {
+            let started = Instant::now();
+            let (bucket, after, through) = (chunk.bucket, &chunk.after, &chunk.through);
+            let retracted = self.previous_samples(bucket, after.as_deref(), through.as_deref())?;
+            let mut added: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
+            let mut handed = Vec::new();
+            for (split, made, mut rows) in chunk.samples()? {
+                if made {
+                    rows.retain(|sample| plan.keeps(sample));
+                    for sample in &rows {
+                        *self
+                            .written
+                            .samples
+                            .entry(sample.method.clone())
+                            .or_insert(0) += 1;
+                        let image = added.entry(sample.image_id.clone()).or_default();
+                        image.push(sample.clone());
+                    }
+                }
+                if hand {
+                    handed.extend_from_slice(&rows);
+                }
+                let batch = rows_to_batch(&rows)?;
+                let bucket_of = (bucket, self.buckets);
+                self.writer.write_bucket_batch(
+                    TableKind::Samples,
+                    &split,
+                    bucket_of,
+                    &chunk.key,
+                    &batch,
+                )?;
+                self.written.rows_written += batch.num_rows() as u64;
+            }
+            self.writer.finish_chunk(bucket, &chunk.key)?;
+            self.push_changes(bucket, image_changes(retracted, added))?;
+            self.written.elapsed += started.elapsed();
+            sinks.write(&handed)?;
+        }
+        Ok(())
     }
 
     /// With `--state`: adds the part's images to its bucket's new states (a computed image
@@ -1465,6 +1754,12 @@ impl PartWriter {
     /// Writes the samples of the chunk being written, gives it its key `key` and closes its
     /// shards.
     fn close_chunk(&mut self, key: &str, chunk: OpenChunk) -> Result<()> {
+        if let Some(held) = &mut self.held {
+            // The samples shards wait for the plan; the other tables' close now.
+            held.hold(chunk.bucket, key, chunk.inputs, chunk.samples)?;
+            self.writer.rekey_chunk(chunk.bucket, OPEN_CHUNK, key);
+            return self.writer.finish_chunk(chunk.bucket, key);
+        }
         let bucket_of = (chunk.bucket, self.buckets);
         for (split, batches) in chunk.samples {
             for batch in batches {

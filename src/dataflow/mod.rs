@@ -11,8 +11,9 @@
 //! or processes. With `--state` ([`state`]), only new, changed and removed images go through the
 //! stages, and models fitted on the inputs are kept in the state for later runs ([`artifact`]).
 //! A single process with a state whose models do not learn from its inputs reads them piece by
-//! piece ([`inputs`]) and collects their rows first ([`runtime`], [`augment`], [`buckets`]), as
-//! runs with `[mix]` other than `all` do; [`cluster`] holds the multi-process plumbing.
+//! piece ([`inputs`]) and collects their rows first ([`runtime`], [`augment`], [`buckets`]);
+//! [`mixing`] holds each chunk's samples until a `[mix]` other than `all` has chosen among all
+//! of them; [`cluster`] holds the multi-process plumbing.
 
 pub mod artifact;
 pub mod augment;
@@ -22,6 +23,7 @@ pub mod engine;
 pub mod exchange;
 pub mod inputs;
 pub mod key;
+pub mod mixing;
 pub mod models;
 pub mod record;
 pub mod run;

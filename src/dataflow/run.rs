@@ -225,7 +225,8 @@ fn run_with_sinks(
     let stream_state = state.is_some()
         && (cluster.processes > 1
             || pinned_models.is_none()
-            || (artifact.is_some() && !pieces_kept));
+            || (artifact.is_some() && !pieces_kept)
+            || spec.mix != MixConfig::All);
     if (state.is_none() || stream_state) && streamed_run(cluster, created.as_ref(), spec)? {
         let state = match state {
             Some(dir) => {

@@ -137,26 +137,26 @@ fn decode(table: TableKind, batch: &RecordBatch) -> Result<Vec<KeyedRow>> {
 }
 
 /// One open Arrow IPC stream of spilled batches of one table.
-struct SpillFile {
+pub(super) struct SpillFile {
     path: PathBuf,
     writer: StreamWriter<BufWriter<File>>,
 }
 
 impl SpillFile {
-    fn create(path: PathBuf, schema: &SchemaRef) -> Result<SpillFile> {
+    pub(super) fn create(path: PathBuf, schema: &SchemaRef) -> Result<SpillFile> {
         let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
         let writer = StreamWriter::try_new(BufWriter::new(file), schema)
             .map_err(|e| Error::arrow(format!("creating {}", path.display()), e))?;
         Ok(SpillFile { path, writer })
     }
 
-    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+    pub(super) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         self.writer
             .write(batch)
             .map_err(|e| Error::arrow(format!("writing {}", self.path.display()), e))
     }
 
-    fn finish(mut self) -> Result<PathBuf> {
+    pub(super) fn finish(mut self) -> Result<PathBuf> {
         self.writer
             .finish()
             .map_err(|e| Error::arrow(format!("finishing {}", self.path.display()), e))?;
@@ -165,7 +165,9 @@ impl SpillFile {
 }
 
 /// Every batch of a spill file, one at a time.
-fn read_batches(path: &Path) -> Result<impl Iterator<Item = Result<RecordBatch>> + use<>> {
+pub(super) fn read_batches(
+    path: &Path,
+) -> Result<impl Iterator<Item = Result<RecordBatch>> + use<>> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let reader = StreamReader::try_new(BufReader::new(file), None)
         .map_err(|e| Error::arrow(format!("reading {}", path.display()), e))?;

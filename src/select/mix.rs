@@ -241,10 +241,7 @@ fn uniform_coverage(
     seed: u64,
 ) -> Result<Vec<usize>> {
     if let Some(&bad) = augmented.iter().find(|&&i| samples[i].coverage.is_nan()) {
-        return Err(Error::invalid(
-            format!("mix input, sample {:?}", samples[bad].sample_id),
-            "coverage is NaN; uniform-coverage mixing needs every sample's coverage",
-        ));
+        return Err(nan_coverage(&samples[bad].sample_id));
     }
     let originals = coverage_histogram(samples.iter().filter(|s| is_original(s)), bins);
     let mut candidates: Vec<Vec<(u64, &str, usize)>> = vec![Vec::new(); bins];
@@ -313,6 +310,164 @@ pub fn uniform_coverage_plan(
         }
     }
     taken
+}
+
+/// What a selection needs to know of the samples, gathered where they are made and merged:
+/// the originals per coverage bin and the selection keys of the augmented samples per bin
+/// (one bin unless the strategy is `uniform-coverage`). A worker tallies its own samples; the
+/// tallies of every worker, [merged](MixTally::merge), give the [`MixPlan`] that [`select`]
+/// would apply to all samples at once. Eight bytes per augmented sample: the samples
+/// themselves stay where they are.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MixTally {
+    pub originals: Vec<u64>,
+    pub keys: Vec<Vec<u64>>,
+}
+
+impl MixTally {
+    pub fn new(config: &MixConfig) -> Self {
+        let bins = tally_bins(config);
+        MixTally {
+            originals: vec![0; bins],
+            keys: vec![Vec::new(); bins],
+        }
+    }
+
+    /// Adds one sample; fails where [`select`] would on it (a NaN coverage under
+    /// `uniform-coverage`).
+    pub fn add(&mut self, sample: &SampleRow, config: &MixConfig) -> Result<()> {
+        let (seed, bins) = match config {
+            MixConfig::All => (0, None),
+            MixConfig::Random { seed, .. } => (*seed, None),
+            MixConfig::UniformCoverage { bins, seed, .. } => (*seed, Some(*bins)),
+        };
+        let bin = match bins {
+            Some(_) if !is_original(sample) && sample.coverage.is_nan() => {
+                return Err(nan_coverage(&sample.sample_id))
+            }
+            Some(bins) => coverage_bin(sample.coverage, bins),
+            None => 0,
+        };
+        if is_original(sample) {
+            self.originals[bin] += 1;
+        } else {
+            self.keys[bin].push(sample_key(seed, &sample.sample_id));
+        }
+        Ok(())
+    }
+
+    pub fn merge(&mut self, other: MixTally) {
+        for (mine, theirs) in self.originals.iter_mut().zip(other.originals) {
+            *mine += theirs;
+        }
+        for (mine, theirs) in self.keys.iter_mut().zip(other.keys) {
+            mine.extend(theirs);
+        }
+    }
+
+    /// The selection [`select`] makes over the tallied samples, as a key threshold per bin.
+    ///
+    /// [`select`] orders candidates by (key, sample id); a plan knows only keys, so it fails
+    /// (asking for another seed) in the one case where the ids would decide: two candidates of
+    /// a bin with the same 64-bit key, one chosen and the other not.
+    pub fn plan(mut self, config: &MixConfig) -> Result<MixPlan> {
+        config.validate()?;
+        for keys in &mut self.keys {
+            keys.sort_unstable();
+        }
+        let augmented: usize = self.keys.iter().map(Vec::len).sum();
+        let (seed, taken) = match config {
+            MixConfig::All => {
+                return Ok(MixPlan {
+                    augmented: augmented as u64,
+                    kept: augmented as u64,
+                    ..MixPlan::all()
+                })
+            }
+            MixConfig::Random { percent, seed } => (*seed, vec![percent_of(augmented, *percent)]),
+            MixConfig::UniformCoverage { percent, seed, .. } => {
+                let budget = percent.map(|p| percent_of(augmented, p));
+                (
+                    *seed,
+                    uniform_coverage_plan(&self.originals, &self.keys, budget),
+                )
+            }
+        };
+        let mut thresholds = Vec::with_capacity(taken.len());
+        for (bin, (keys, take)) in self.keys.iter().zip(taken).enumerate() {
+            if take > 0 && take < keys.len() && keys[take - 1] == keys[take] {
+                return Err(Error::Config(format!(
+                    "[mix]: two augmented samples of coverage bin {bin} have the same selection \
+                     key {} and only one of them is chosen; choose another [mix] seed",
+                    keys[take]
+                )));
+            }
+            thresholds.push(take.checked_sub(1).map(|last| keys[last]));
+        }
+        Ok(MixPlan {
+            config: config.clone(),
+            seed,
+            kept: thresholds_kept(&self.keys, &thresholds),
+            thresholds,
+            augmented: augmented as u64,
+        })
+    }
+}
+
+/// Which samples a selection keeps: every original, and the augmented samples whose key is at
+/// most their bin's threshold ([`MixTally::plan`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MixPlan {
+    config: MixConfig,
+    seed: u64,
+    thresholds: Vec<Option<u64>>,
+    /// Augmented samples tallied, and how many of them the plan keeps.
+    pub augmented: u64,
+    pub kept: u64,
+}
+
+impl MixPlan {
+    /// The plan of `all`: every sample is kept.
+    pub fn all() -> Self {
+        MixPlan {
+            config: MixConfig::All,
+            seed: 0,
+            thresholds: Vec::new(),
+            augmented: 0,
+            kept: 0,
+        }
+    }
+
+    pub fn keeps(&self, sample: &SampleRow) -> bool {
+        let bin = match &self.config {
+            MixConfig::All => return true,
+            _ if is_original(sample) => return true,
+            MixConfig::Random { .. } => 0,
+            MixConfig::UniformCoverage { bins, .. } => coverage_bin(sample.coverage, *bins),
+        };
+        self.thresholds[bin].is_some_and(|t| sample_key(self.seed, &sample.sample_id) <= t)
+    }
+}
+
+fn tally_bins(config: &MixConfig) -> usize {
+    match config {
+        MixConfig::UniformCoverage { bins, .. } => (*bins).max(1),
+        _ => 1,
+    }
+}
+
+fn thresholds_kept(keys: &[Vec<u64>], thresholds: &[Option<u64>]) -> u64 {
+    keys.iter()
+        .zip(thresholds)
+        .map(|(keys, t)| t.map_or(0, |t| keys.partition_point(|&k| k <= t)) as u64)
+        .sum()
+}
+
+fn nan_coverage(sample_id: &str) -> Error {
+    Error::invalid(
+        format!("mix input, sample {sample_id:?}"),
+        "coverage is NaN; uniform-coverage mixing needs every sample's coverage",
+    )
 }
 
 #[cfg(test)]
@@ -557,6 +712,29 @@ mod tests {
         assert!(err.to_string().contains("\"n\""), "{err}");
     }
 
+    #[test]
+    fn a_plan_refuses_a_key_shared_across_its_edge() {
+        let config = MixConfig::Random {
+            percent: 50.0,
+            seed: 0,
+        };
+        // Four candidates, two chosen: keys 1, 5, 5, 9 put the edge between the two 5s, which
+        // only the sample ids could order.
+        let tally = MixTally {
+            originals: vec![0],
+            keys: vec![vec![5, 9, 1, 5]],
+        };
+        let err = tally.clone().plan(&config).unwrap_err();
+        assert!(err.to_string().contains("another [mix] seed"), "{err}");
+        // A shared key away from the edge is no matter: 75% takes 1, 5, 5.
+        let config = MixConfig::Random {
+            percent: 75.0,
+            seed: 0,
+        };
+        let plan = tally.plan(&config).unwrap();
+        assert_eq!((plan.augmented, plan.kept), (4, 3));
+    }
+
     /// Samples with unique ids, a method (original or not) and a coverage.
     fn arb_samples() -> impl Strategy<Value = Vec<SampleRow>> {
         prop::collection::vec((any::<bool>(), 0u32..=1000), 0..60).prop_map(|rows| {
@@ -613,6 +791,31 @@ mod tests {
                 shuffled.swap(i, rng.below(i + 1));
             }
             prop_assert_eq!(kept_ids(&samples, &config), kept_ids(&shuffled, &config));
+        }
+
+        #[test]
+        fn a_plan_from_split_tallies_keeps_what_select_keeps(
+            samples in arb_samples(),
+            config in arb_config(),
+            parts in 1usize..5,
+        ) {
+            // Each "worker" tallies every parts-th sample; the merged tallies' plan, applied
+            // sample by sample, keeps exactly the samples `select` keeps of all of them.
+            let mut tally = MixTally::new(&config);
+            for part in 0..parts {
+                let mut mine = MixTally::new(&config);
+                for sample in samples.iter().skip(part).step_by(parts) {
+                    mine.add(sample, &config).unwrap();
+                }
+                tally.merge(mine);
+            }
+            let plan = tally.plan(&config).unwrap();
+            let kept: Vec<usize> = (0..samples.len()).filter(|&i| plan.keeps(&samples[i])).collect();
+            let selected = select(&samples, &config).unwrap();
+            prop_assert_eq!(&kept, &selected);
+            let augmented = samples.iter().filter(|s| !is_original(s)).count();
+            prop_assert_eq!(plan.augmented, augmented as u64);
+            prop_assert_eq!(plan.kept as usize, selected.len() - (samples.len() - augmented));
         }
 
         #[test]

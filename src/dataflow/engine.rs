@@ -331,46 +331,16 @@ pub fn run_streaming(
         };
         // What the models learn from: to the first worker of every process, which hands it to
         // its main thread, so that every process fits the same models.
-        let mut to_models = ModelInputs::new();
-        let models_probe = {
-            let messages = messages.clone();
-            worker.dataflow(|scope| {
-                scope
-                    .input_from(&mut to_models)
-                    .container::<Vec<(usize, WorkerStats)>>()
-                    .exchange(|(to, _): &(usize, WorkerStats)| *to as u64)
-                    .flat_map(move |(_, stats): (usize, WorkerStats)| {
-                        let _ = messages.send(Message::Stats(stats));
-                        None::<()>
-                    })
-                    .probe()
-                    .0
-            })
-        };
-        // With `[mix]` other than `all`: each worker's tally of its samples, to the first
-        // worker of every process, which hands it to its main thread for the plan.
+        let (mut to_models, models_probe) = to_main_threads(worker, &messages, Message::Stats);
+        // With `[mix]` other than `all`: each worker's tally of its samples, likewise, for the
+        // plan.
         let mix_exchange = mix_config.as_ref().map(|_| {
-            let messages = messages.clone();
-            let mut input = TallyInputs::new();
-            let probe = worker.dataflow(|scope| {
-                scope
-                    .input_from(&mut input)
-                    .container::<Vec<(usize, WorkerTally)>>()
-                    .exchange(|(to, _): &(usize, WorkerTally)| *to as u64)
-                    .flat_map(move |(_, tally): (usize, WorkerTally)| {
-                        let _ = messages.send(Message::Tally(tally));
-                        None::<()>
-                    })
-                    .probe()
-                    .0
-            });
+            let (input, probe) = to_main_threads(worker, &messages, Message::Tally);
             MixExchange {
                 input,
                 probe,
                 plans: mix_in.clone(),
-                first_workers: (0..peers / local_workers)
-                    .map(|process| process * local_workers)
-                    .collect(),
+                first_workers: first_workers(peers, local_workers),
             }
         });
         let mut observer = SpillObserver {
@@ -421,8 +391,7 @@ pub fn run_streaming(
             };
             // A copy for every process but the last, which takes the statistics themselves:
             // they can be as large as the held-out captions of the whole share.
-            let mut first_workers =
-                (0..peers / local_workers).map(|process| process * local_workers);
+            let mut first_workers = first_workers(peers, local_workers).into_iter();
             let last = first_workers.next_back();
             for to in first_workers {
                 to_models.send((to, stats.clone()));
@@ -970,8 +939,40 @@ struct WorkerStats {
 }
 
 /// The model inputs' dataflow input: `(worker to deliver to, statistics)`.
-type ModelInputs =
-    timely::dataflow::InputHandle<u64, CapacityContainerBuilder<Vec<(usize, WorkerStats)>>>;
+/// The input of a dataflow to the processes' main threads: `(worker to deliver to, item)`.
+type ToMainThreads<T> =
+    timely::dataflow::InputHandle<u64, CapacityContainerBuilder<Vec<(usize, T)>>>;
+
+/// A dataflow that delivers each `(worker, item)` sent into its input to that worker (the first
+/// worker of a process), which hands the item to its process's main thread as `message(item)`.
+fn to_main_threads<T: timely::ExchangeData + Clone>(
+    worker: &mut timely::worker::Worker,
+    messages: &crossbeam_channel::Sender<Message>,
+    message: fn(T) -> Message,
+) -> (ToMainThreads<T>, ProbeHandle<u64>) {
+    let messages = messages.clone();
+    let mut input = ToMainThreads::new();
+    let probe = worker.dataflow(|scope| {
+        scope
+            .input_from(&mut input)
+            .container::<Vec<(usize, T)>>()
+            .exchange(|(to, _): &(usize, T)| *to as u64)
+            .flat_map(move |(_, item): (usize, T)| {
+                let _ = messages.send(message(item));
+                None::<()>
+            })
+            .probe()
+            .0
+    });
+    (input, probe)
+}
+
+/// The first worker of every process, which hands what the others send it to its main thread.
+fn first_workers(peers: usize, local_workers: usize) -> Vec<usize> {
+    (0..peers / local_workers)
+        .map(|process| process * local_workers)
+        .collect()
+}
 
 /// Every worker's statistics merged in worker order, so that the models are the same on every
 /// process and in every run.
@@ -1172,14 +1173,10 @@ struct WorkerTally {
     tally: Option<MixTally>,
 }
 
-/// The tallies' dataflow input: `(worker to deliver to, tally)`.
-type TallyInputs =
-    timely::dataflow::InputHandle<u64, CapacityContainerBuilder<Vec<(usize, WorkerTally)>>>;
-
 /// A worker's part in planning `[mix]`: it sends its tally to the first worker of every
 /// process, whose main thread plans once it has every worker's, and waits for the plan.
 struct MixExchange {
-    input: TallyInputs,
+    input: ToMainThreads<WorkerTally>,
     probe: ProbeHandle<u64>,
     plans: crossbeam_channel::Receiver<Option<Arc<MixPlan>>>,
     first_workers: Vec<usize>,

@@ -366,6 +366,68 @@ fn crashing_adapter_fails_the_run_and_commits_nothing() {
     assert_failed_without_dataset(&output, &out, "crash");
 }
 
+/// With a selecting `[mix]`, every worker waits for every other's tally of its samples before
+/// writing them: a run whose stage fails on both processes of a cluster still ends, with the
+/// adapter's exit code, and commits nothing.
+#[test]
+fn a_failing_stage_under_a_selecting_mix_ends_every_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(spec) = adapter_spec(tmp.path(), &["--crash-on", "ride-01"], 60.0) else {
+        return;
+    };
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        text.replace(
+            "[ssa]",
+            "[mix]\nstrategy = \"random\"\npercent = 50\n\n[ssa]",
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let port = 45000 + (std::process::id() % 5000) as u16 * 2;
+    let hosts = tmp.path().join("hosts");
+    std::fs::write(
+        &hosts,
+        format!("127.0.0.1:{port}\n127.0.0.1:{}\n", port + 1),
+    )
+    .unwrap();
+    let mut processes: Vec<std::process::Child> = (0..2)
+        .map(|p| {
+            Command::new(common::capflow_bin())
+                .arg("run")
+                .arg(&spec)
+                .arg("--out")
+                .arg(&out)
+                .args(["-n", "2", "-p", &p.to_string(), "--hostfile"])
+                .arg(&hosts)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut codes = [None, None];
+    while codes.iter().any(Option::is_none) {
+        for (p, child) in processes.iter_mut().enumerate() {
+            if codes[p].is_none() {
+                codes[p] = child.try_wait().unwrap().map(|s| s.code());
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            for child in &mut processes {
+                let _ = child.kill();
+            }
+            panic!("the processes did not end within 120 s: {codes:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Both processes' buckets hold an image whose subgraphs the adapter crashes on.
+    assert_eq!(codes, [Some(Some(5)), Some(Some(5))]);
+    assert!(!out.join("manifest.json").exists());
+}
+
 #[test]
 fn hanging_adapter_fails_the_run_and_commits_nothing() {
     let tmp = tempfile::tempdir().unwrap();

@@ -366,27 +366,14 @@ fn crashing_adapter_fails_the_run_and_commits_nothing() {
     assert_failed_without_dataset(&output, &out, "crash");
 }
 
-/// With a selecting `[mix]`, every worker waits for every other's tally of its samples before
-/// writing them: a run whose stage fails on both processes of a cluster still ends, with the
-/// adapter's exit code, and commits nothing.
-#[test]
-fn a_failing_stage_under_a_selecting_mix_ends_every_process() {
-    let tmp = tempfile::tempdir().unwrap();
-    let Some(spec) = adapter_spec(tmp.path(), &["--crash-on", "ride-01"], 60.0) else {
-        return;
-    };
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
-        &spec,
-        text.replace(
-            "[ssa]",
-            "[mix]\nstrategy = \"random\"\npercent = 50\n\n[ssa]",
-        ),
-    )
-    .unwrap();
-    let out = tmp.path().join("out");
-    let port = 45000 + (std::process::id() % 5000) as u16 * 2;
-    let hosts = tmp.path().join("hosts");
+/// Runs `spec` as two loopback processes writing `out`; their exit codes (fails the test after
+/// 120 s).
+fn run_two_processes(spec: &Path, out: &Path, dir: &Path) -> [Option<i32>; 2] {
+    // Tests of one binary run at once: each call its own ports.
+    static CALLS: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let port = 40000 + (std::process::id() % 1000) as u16 * 20 + call * 2;
+    let hosts = dir.join(format!("hosts-{port}"));
     std::fs::write(
         &hosts,
         format!("127.0.0.1:{port}\n127.0.0.1:{}\n", port + 1),
@@ -396,9 +383,9 @@ fn a_failing_stage_under_a_selecting_mix_ends_every_process() {
         .map(|p| {
             Command::new(common::capflow_bin())
                 .arg("run")
-                .arg(&spec)
+                .arg(spec)
                 .arg("--out")
-                .arg(&out)
+                .arg(out)
                 .args(["-n", "2", "-p", &p.to_string(), "--hostfile"])
                 .arg(&hosts)
                 .stdout(std::process::Stdio::null())
@@ -423,8 +410,31 @@ fn a_failing_stage_under_a_selecting_mix_ends_every_process() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    codes.map(Option::flatten)
+}
+
+/// With a selecting `[mix]`, every worker waits for every other's tally of its samples before
+/// writing them: a run whose stage fails on both processes of a cluster still ends, with the
+/// adapter's exit code, and commits nothing.
+#[test]
+fn a_failing_stage_under_a_selecting_mix_ends_every_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(spec) = adapter_spec(tmp.path(), &["--crash-on", "ride-01"], 60.0) else {
+        return;
+    };
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        text.replace(
+            "[ssa]",
+            "[mix]\nstrategy = \"random\"\npercent = 50\n\n[ssa]",
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let codes = run_two_processes(&spec, &out, tmp.path());
     // Both processes' buckets hold an image whose subgraphs the adapter crashes on.
-    assert_eq!(codes, [Some(Some(5)), Some(Some(5))]);
+    assert_eq!(codes, [Some(5), Some(5)]);
     assert!(!out.join("manifest.json").exists());
 }
 
@@ -556,6 +566,22 @@ fn a_mixed_run_keeps_what_the_selection_keeps_of_the_unmixed_samples() {
             digests.push(common::data_files(&out));
         }
         assert!(digests[0] == digests[1], "{name}: -w 1 and -w 2 differ");
+        // Two processes: the same files, and the plan's counts once, not once per process.
+        let out = tmp.path().join(format!("{name}-p2"));
+        assert_eq!(
+            run_two_processes(&spec, &out, tmp.path()),
+            [Some(0), Some(0)]
+        );
+        assert!(
+            common::data_files(&out) == digests[0],
+            "{name}: 2 processes differ"
+        );
+        let manifest = read_manifest(&out).unwrap();
+        let mix = manifest.stages.iter().find(|s| s.name == "mix").unwrap();
+        assert_eq!(
+            (mix.rows_in, mix.rows_out),
+            (unmixed.len() as u64, kept.len() as u64)
+        );
         // With a state: the same files, and a rerun computes every image (a changed image
         // could change any bucket's selection) but has nothing to commit.
         let out = tmp.path().join(format!("{name}-state"));

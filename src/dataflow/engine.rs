@@ -822,13 +822,23 @@ pub fn run_streaming(
         }
         run.stages.extend(stage_totals);
         let samples: u64 = run.samples.values().sum();
-        run.stages.push(mixed.unwrap_or(StageMetrics {
+        let all = StageMetrics {
             name: "mix".into(),
             rows_in: samples,
             rows_out: samples,
             rejected: 0,
             elapsed_ms: 0,
-        }));
+        };
+        // A selecting mix's plan counts the samples of every process; the first one reports it.
+        run.stages.push(match mixed {
+            Some(plan) if cluster.process == 0 => plan,
+            Some(_) => StageMetrics {
+                rows_in: 0,
+                rows_out: 0,
+                ..all
+            },
+            None => all,
+        });
     }
     run.stages.push(StageMetrics {
         name: "export".into(),

@@ -543,6 +543,15 @@ fn a_mixed_run_keeps_what_the_selection_keeps_of_the_unmixed_samples() {
             .map(|i| unmixed[i].clone())
             .collect();
         assert!(kept.len() < unmixed.len() && kept.iter().any(|s| s.method == "ssa"));
+        // The manifest's `mix` stage: every sample in, the kept ones out.
+        let assert_mix_counts = |out: &Path| {
+            let manifest = read_manifest(out).unwrap();
+            let mix = manifest.stages.iter().find(|s| s.name == "mix").unwrap();
+            assert_eq!(
+                (mix.rows_in, mix.rows_out),
+                (unmixed.len() as u64, kept.len() as u64)
+            );
+        };
         let mut digests = Vec::new();
         for workers in [1, 2] {
             let out = tmp.path().join(format!("{name}-w{workers}"));
@@ -557,12 +566,7 @@ fn a_mixed_run_keeps_what_the_selection_keeps_of_the_unmixed_samples() {
                 not_samples(&out) == not_samples(&all),
                 "{name}: other tables differ"
             );
-            let manifest = read_manifest(&out).unwrap();
-            let mix = manifest.stages.iter().find(|s| s.name == "mix").unwrap();
-            assert_eq!(
-                (mix.rows_in, mix.rows_out),
-                (unmixed.len() as u64, kept.len() as u64)
-            );
+            assert_mix_counts(&out);
             digests.push(common::data_files(&out));
         }
         assert!(digests[0] == digests[1], "{name}: -w 1 and -w 2 differ");
@@ -576,12 +580,7 @@ fn a_mixed_run_keeps_what_the_selection_keeps_of_the_unmixed_samples() {
             common::data_files(&out) == digests[0],
             "{name}: 2 processes differ"
         );
-        let manifest = read_manifest(&out).unwrap();
-        let mix = manifest.stages.iter().find(|s| s.name == "mix").unwrap();
-        assert_eq!(
-            (mix.rows_in, mix.rows_out),
-            (unmixed.len() as u64, kept.len() as u64)
-        );
+        assert_mix_counts(&out);
         // With a state: the same files, and a rerun computes every image (a changed image
         // could change any bucket's selection) but has nothing to commit.
         let out = tmp.path().join(format!("{name}-state"));

@@ -7,13 +7,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use capflow::amr::align::{ground, ModifierLexicon, VgAmr};
 use capflow::amr::merge::{
-    merge_in_order, merge_order, smatch_distances, MergeContext, MergeStep, MetaGraph, RuleSet,
-    SimilarityTable,
+    merge_in_order, merge_order, smatch_distances, MergeContext, MergeLog, MergeStep, MetaGraph,
+    RuleSet, SimilarityTable,
 };
 use capflow::amr::penman::{encode, parse};
 use capflow::amr::sample::{event_subgraphs, EventSubgraph, EventVariant, SamplingConfig};
 use capflow::amr::Graph;
 use capflow::schema::{BoxXyxy, GroundingRow};
+use std::cell::RefCell;
 
 const MAN: BoxXyxy = BoxXyxy {
     x1: 10.0,
@@ -136,6 +137,7 @@ fn context(sim: &SimilarityTable) -> MergeContext<'_> {
         rules: RuleSet::Coco,
         similarity: sim,
         lexicon: ModifierLexicon::wordnet(),
+        log: None,
     }
 }
 
@@ -565,6 +567,70 @@ mod no_panic {
         removed == n
     }
 
+    /// The words of [`LABELS`] that similarities compare (senses stripped, constructs left
+    /// out).
+    const WORDS: [&str; 9] = [
+        "sit", "stand", "man", "person", "dock", "boat", "white", "young", "green",
+    ];
+    /// Similarities at and about the merge's thresholds, so that two tables often disagree on
+    /// one side of a threshold and agree on the other.
+    const NEAR: [f64; 13] = [
+        -1.0, 0.2, 0.3, 0.305, 0.31, 0.32, 0.34, 0.5, 0.55, 0.7, 0.75, 0.8, 0.95,
+    ];
+    const PAIRS: usize = WORDS.len() * (WORDS.len() - 1) / 2;
+
+    fn table(values: &[usize]) -> SimilarityTable {
+        let mut table = SimilarityTable::new();
+        let mut k = 0;
+        for (i, a) in WORDS.iter().enumerate() {
+            for b in &WORDS[i + 1..] {
+                table = table.with(a, b, NEAR[values[k]]);
+                k += 1;
+            }
+        }
+        table
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// Whenever a merge's log holds under other similarities, the merge under them builds
+        /// the same meta graph.
+        #[test]
+        fn a_merge_log_that_holds_means_the_same_merge(
+            raws in proptest::collection::vec(raw_graph(), 1..6),
+            first in proptest::collection::vec(0..NEAR.len(), PAIRS),
+            second in proptest::collection::vec(proptest::option::of(0..NEAR.len()), PAIRS),
+            flickr in any::<bool>(),
+        ) {
+            let vg: Vec<VgAmr> = raws.iter().enumerate().map(|(k, r)| build(k, r)).collect();
+            // A chain in caption order: every caption merges into what came before.
+            let order: Vec<MergeStep> = (1..vg.len())
+                .map(|k| MergeStep { left: if k == 1 { 0 } else { vg.len() + k - 2 }, right: k })
+                .collect();
+            let other: Vec<usize> = first
+                .iter()
+                .zip(&second)
+                .map(|(a, b)| b.unwrap_or(*a))
+                .collect();
+            let (sim, sim2) = (table(&first), table(&other));
+            let rules = if flickr { RuleSet::Flickr } else { RuleSet::Coco };
+            let context = |similarity| MergeContext {
+                rules,
+                similarity,
+                lexicon: ModifierLexicon::wordnet(),
+                log: None,
+            };
+            let log = RefCell::new(MergeLog::default());
+            let logged = MergeContext { log: Some(&log), ..context(&sim) };
+            let meta = merge_in_order(&vg, &order, &logged).unwrap();
+            let log = log.into_inner();
+            prop_assert!(log.holds(&sim));
+            prop_assert_eq!(&merge_in_order(&vg, &order, &context(&sim)).unwrap(), &meta);
+            let merged = merge_in_order(&vg, &order, &context(&sim2)).unwrap();
+            prop_assert!(!log.holds(&sim2) || merged == meta, "the log holds, the merge differs");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
         #[test]
@@ -586,6 +652,7 @@ mod no_panic {
                 rules: if flickr { RuleSet::Flickr } else { RuleSet::Coco },
                 similarity: &sim,
                 lexicon: ModifierLexicon::wordnet(),
+                log: None,
             };
             let order = merge_order(&graphs, &f_score).unwrap();
             let meta = merge_in_order(&vg, &order, &ctx).unwrap();
@@ -621,6 +688,38 @@ fn capflow_smatch_agrees_with_the_hand_counts_and_order() {
     }
     let f = |a: &Graph, b: &Graph| smatch(a, b, &options).f1();
     assert_eq!(merge_order(&graphs, &f).unwrap(), EXPECTED_ORDER);
+}
+
+/// A merge's log of its similarity decisions holds under other similarities when they leave
+/// every decision as it was. In the worked example the neighbour check of the two `sit-01`
+/// (rule 4) asks first whether man and person are similar (0.6 `>= 0.5`): at 0.55 they still
+/// are, at 0.45 they are not, and the log no longer holds, although the check then finds the
+/// two docks alike and the merge comes out the same: the log is cautious, never wrong.
+#[test]
+fn the_merge_log_tells_whether_other_similarities_merge_the_same_way() {
+    let vg = vgamrs();
+    let sim = similarities();
+    let log = RefCell::new(MergeLog::default());
+    let ctx = MergeContext {
+        log: Some(&log),
+        ..context(&sim)
+    };
+    let meta = merge_in_order(&vg, &EXPECTED_ORDER, &ctx).unwrap();
+    let log = log.into_inner();
+    assert!(log.holds(&sim));
+    let with_man_person = |s: f64| {
+        SimilarityTable::new()
+            .with("man", "person", s)
+            .with("green", "white", 0.75)
+    };
+    let close = with_man_person(0.55);
+    assert!(log.holds(&close));
+    let merged = merge_in_order(&vg, &EXPECTED_ORDER, &context(&close)).unwrap();
+    assert_eq!(merged, meta);
+    let apart = with_man_person(0.45);
+    assert!(!log.holds(&apart));
+    let merged = merge_in_order(&vg, &EXPECTED_ORDER, &context(&apart)).unwrap();
+    assert_eq!(merged, meta);
 }
 
 /// Merge fidelity against the reference (`SSA-FLICKR/ssa.py`) and the paper's criterion 1: pairs
@@ -663,6 +762,7 @@ mod fidelity {
             rules,
             similarity: &ExactWords,
             lexicon: ModifierLexicon::wordnet(),
+            log: None,
         };
         merge_in_order(
             &[c1.clone(), c2.clone()],

@@ -46,7 +46,7 @@
 //! Where this differs from the reference code (`SamsungLabs/CIC-BART-SSA`, `ssa-*/ssa.py`) see
 //! `docs/decisions/ssa-reference-deviations.md`.
 
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::amr::align::{is_predicate, strip_sense, Grounding, ModifierLexicon, VgAmr};
@@ -172,6 +172,109 @@ enum Neighbours {
 const NEIGHBOUR_THRESHOLD: f64 = 0.5;
 /// Similarity a `:subset` pair needs.
 const SUBSET_THRESHOLD: f64 = 0.34;
+
+/// A comparison of a label similarity with a threshold: `> value` when `strict`, else `>=`.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Threshold {
+    pub value: f64,
+    pub strict: bool,
+}
+
+impl Threshold {
+    fn above(value: f64) -> Threshold {
+        Threshold {
+            value,
+            strict: true,
+        }
+    }
+
+    fn at_least(value: f64) -> Threshold {
+        Threshold {
+            value,
+            strict: false,
+        }
+    }
+
+    fn passes(self, sim: f64) -> bool {
+        if self.strict {
+            sim > self.value
+        } else {
+            sim >= self.value
+        }
+    }
+}
+
+/// What a merge decided through word similarities: every comparison of two nodes' label
+/// similarity with a threshold, and the order in which criterion 1 took its candidates.
+///
+/// Word similarities enter the merge only through these decisions; everything else it does
+/// depends on the graphs alone. So when other word vectors give every recorded decision the
+/// same outcome ([`holds`](Self::holds)), the merge under them takes the same path and builds
+/// the same meta graph, bit for bit: a refit of the word vectors need not merge such an
+/// image again.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MergeLog {
+    decisions: Vec<Decision>,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+enum Decision {
+    /// `label_similarity(a, b)` compared with `threshold`, which it passed or not.
+    Threshold {
+        a: Vec<String>,
+        b: Vec<String>,
+        threshold: Threshold,
+        passes: bool,
+    },
+    /// Criterion 1's candidates in the order they were found (whether their labels are
+    /// identical, the two nodes' labels) and the order it took them in.
+    Order {
+        candidates: Vec<(bool, Vec<String>, Vec<String>)>,
+        taken: Vec<u32>,
+    },
+}
+
+impl MergeLog {
+    /// Whether `similarity` gives every recorded decision the outcome it had.
+    pub fn holds(&self, similarity: &dyn WordSimilarity) -> bool {
+        self.decisions.iter().all(|decision| match decision {
+            Decision::Threshold {
+                a,
+                b,
+                threshold,
+                passes,
+            } => threshold.passes(label_similarity(a, b, similarity)) == *passes,
+            Decision::Order { candidates, taken } => {
+                let sims: Vec<(bool, f64)> = candidates
+                    .iter()
+                    .map(|(identical, a, b)| (*identical, label_similarity(a, b, similarity)))
+                    .collect();
+                candidate_order(&sims) == *taken
+            }
+        })
+    }
+
+    /// How many decisions were recorded.
+    pub fn len(&self) -> usize {
+        self.decisions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.decisions.is_empty()
+    }
+}
+
+/// Criterion 1's order of its candidates, given as (identical labels, label similarity) in the
+/// order they were found (graph-1 then graph-2 node order): identical labels first, then the
+/// most similar, then the order found.
+fn candidate_order(candidates: &[(bool, f64)]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..candidates.len() as u32).collect();
+    order.sort_by(|&x, &y| {
+        let (cx, cy) = (candidates[x as usize], candidates[y as usize]);
+        cy.0.cmp(&cx.0).then(cy.1.total_cmp(&cx.1)).then(x.cmp(&y))
+    });
+    order
+}
 
 /// Where a meta node came from.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -552,11 +655,28 @@ pub struct MergeContext<'a> {
     pub rules: RuleSet,
     pub similarity: &'a dyn WordSimilarity,
     pub lexicon: &'a ModifierLexicon,
+    /// Where the merge records what it decided through word similarities, when given.
+    pub log: Option<&'a RefCell<MergeLog>>,
 }
 
 impl MergeContext<'_> {
     fn sim(&self, a: &MetaNode, b: &MetaNode) -> f64 {
         label_similarity(&a.labels, &b.labels, self.similarity)
+    }
+
+    /// Whether the label similarity of `a` and `b` exceeds `threshold` (`strict`) or reaches
+    /// it, recorded in the log.
+    fn sim_passes(&self, a: &MetaNode, b: &MetaNode, threshold: Threshold) -> bool {
+        let passes = threshold.passes(self.sim(a, b));
+        if let Some(log) = self.log {
+            log.borrow_mut().decisions.push(Decision::Threshold {
+                a: a.labels.clone(),
+                b: b.labels.clone(),
+                threshold,
+                passes,
+            });
+        }
+        passes
     }
 
     fn is_adjective(&self, node: &MetaNode) -> bool {
@@ -834,11 +954,9 @@ fn first_pass_rule<'g>(
         (None, None) => {}
         _ => return false,
     }
-    // The label similarity costs word-vector lookups; only rules 2 and 5 need it.
-    let sim = || ctx.sim(n1, n2);
     // Rules 2 and 3.
     match (&n1.grounding, &n2.grounding) {
-        (Some(a), Some(b)) => return unknown_regions_rule(a, b, n1, n2, sim, ctx),
+        (Some(a), Some(b)) => return unknown_regions_rule(a, b, n1, n2, ctx),
         (Some(_), None) | (None, Some(_)) => return false,
         (None, None) => {}
     }
@@ -860,7 +978,11 @@ fn first_pass_rule<'g>(
         return !(ctx.rules == RuleSet::Flickr && ctx.is_adjective(n1));
     }
     // Rule 5.
-    if sim() >= ctx.rules.same_meaning_threshold() {
+    if ctx.sim_passes(
+        n1,
+        n2,
+        Threshold::at_least(ctx.rules.same_meaning_threshold()),
+    ) {
         let elsewhere = n2.labels.iter().any(|l| (labels.g1)().contains(l.as_str()))
             || n1.labels.iter().any(|l| (labels.g2)().contains(l.as_str()));
         if !elsewhere {
@@ -901,7 +1023,9 @@ fn same_boxes(a: &Grounding, b: &Grounding, rules: RuleSet) -> bool {
 /// one. Candidates are taken best first: identical labels, then label similarity, then graph-1
 /// and graph-2 order.
 fn same_box_pairs(g1: &MetaGraph, g2: &MetaGraph, ctx: &MergeContext) -> BTreeMap<usize, usize> {
-    let mut candidates: Vec<(bool, f64, usize, usize)> = Vec::new();
+    // Found in graph-1 then graph-2 node order, which breaks the order's ties.
+    let mut found: Vec<(usize, usize)> = Vec::new();
+    let mut keys: Vec<(bool, f64)> = Vec::new();
     for (i, n1) in g1.nodes.iter().enumerate() {
         let Some(a) = n1.grounding.as_ref().filter(|a| has_boxes(a)) else {
             continue;
@@ -912,19 +1036,33 @@ fn same_box_pairs(g1: &MetaGraph, g2: &MetaGraph, ctx: &MergeContext) -> BTreeMa
             };
             if same_boxes(a, b, ctx.rules) {
                 let identical = n1.labels.iter().any(|l| n2.has_label(l));
-                candidates.push((identical, ctx.sim(n1, n2), i, j));
+                found.push((i, j));
+                keys.push((identical, ctx.sim(n1, n2)));
             }
         }
     }
-    candidates.sort_by(|x, y| {
-        y.0.cmp(&x.0)
-            .then(y.1.total_cmp(&x.1))
-            .then(x.2.cmp(&y.2))
-            .then(x.3.cmp(&y.3))
-    });
+    let order = candidate_order(&keys);
+    if let (Some(log), true) = (ctx.log, found.len() > 1) {
+        let candidates = found
+            .iter()
+            .zip(&keys)
+            .map(|(&(i, j), &(identical, _))| {
+                (
+                    identical,
+                    g1.nodes[i].labels.clone(),
+                    g2.nodes[j].labels.clone(),
+                )
+            })
+            .collect();
+        log.borrow_mut().decisions.push(Decision::Order {
+            candidates,
+            taken: order.clone(),
+        });
+    }
     let mut taken = BTreeSet::new();
     let mut pairs = BTreeMap::new();
-    for (_, _, i, j) in candidates {
+    for k in order {
+        let (i, j) = found[k as usize];
         if !pairs.contains_key(&j) && !taken.contains(&i) {
             taken.insert(i);
             pairs.insert(j, i);
@@ -940,14 +1078,13 @@ fn unknown_regions_rule(
     b: &Grounding,
     n1: &MetaNode,
     n2: &MetaNode,
-    sim: impl Fn() -> f64,
     ctx: &MergeContext,
 ) -> bool {
     if has_boxes(a) || has_boxes(b) {
         return false;
     }
     match ctx.rules {
-        RuleSet::Coco => a.unknown && b.unknown && sim() > 0.5,
+        RuleSet::Coco => a.unknown && b.unknown && ctx.sim_passes(n1, n2, Threshold::above(0.5)),
         RuleSet::Flickr => a.phrase_id == b.phrase_id && n1.labels.iter().any(|l| n2.has_label(l)),
     }
 }
@@ -982,7 +1119,7 @@ fn neighbours_similar(
             // coordination and an entity are not.
             let similar = match (is_coordination(pa), is_coordination(pb)) {
                 (Some(x), Some(y)) => x == y,
-                (None, None) => ctx.sim(pa, pb) >= NEIGHBOUR_THRESHOLD,
+                (None, None) => ctx.sim_passes(pa, pb, Threshold::at_least(NEIGHBOUR_THRESHOLD)),
                 _ => false,
             };
             similar && !repeats(pa, n2) && !repeats(pb, n1)
@@ -1012,7 +1149,7 @@ fn same_argument_structure(
                 .any(|b| correspondence.get(b).is_some_and(|a| c1.contains(a))),
         )
     };
-    let sim = ctx.sim(&g1.nodes[i], &g2.nodes[j]);
+    let sim_above = |t: f64| ctx.sim_passes(&g1.nodes[i], &g2.nodes[j], Threshold::above(t));
     let (different_arg2, missing_arg2, missing_arg1) = ctx.rules.predicate_thresholds();
     if same(":ARG0") != Some(true) {
         return false;
@@ -1020,11 +1157,11 @@ fn same_argument_structure(
     match same(":ARG1") {
         Some(true) => match same(":ARG2") {
             Some(true) => true,
-            Some(false) => sim > different_arg2,
-            None => sim > missing_arg2,
+            Some(false) => sim_above(different_arg2),
+            None => sim_above(missing_arg2),
         },
         Some(false) => false,
-        None => sim > missing_arg1,
+        None => sim_above(missing_arg1),
     }
 }
 
@@ -1147,7 +1284,9 @@ pub fn add_subset_edges(g: &mut MetaGraph, ctx: &MergeContext) {
                 .boxes
                 .iter()
                 .any(|x| gb.boxes.iter().any(|y| x == y || x.iou(y) >= 1.0));
-            if shares_box && ctx.sim(&g.nodes[a], &g.nodes[b]) > SUBSET_THRESHOLD {
+            if shares_box
+                && ctx.sim_passes(&g.nodes[a], &g.nodes[b], Threshold::above(SUBSET_THRESHOLD))
+            {
                 new_edges.push((a, b));
             }
         }
@@ -1297,6 +1436,7 @@ mod tests {
             rules,
             similarity: sim,
             lexicon,
+            log: None,
         };
         let meta = merge_pair(&MetaGraph::from_vgamr(a), &MetaGraph::from_vgamr(b), &ctx);
         let pairs = meta
@@ -1690,6 +1830,7 @@ mod tests {
             rules: RuleSet::Coco,
             similarity: &sim,
             lexicon: ModifierLexicon::wordnet(),
+            log: None,
         };
         let meta3 = merge_pair(&meta, &MetaGraph::from_vgamr(&c), &ctx);
         assert_eq!(meta3.nodes.len(), 5);

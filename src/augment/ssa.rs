@@ -289,6 +289,7 @@ pub fn merge(
         rules: config.rules,
         similarity: models.similarity(),
         lexicon: models.lexicon,
+        log: None,
     };
     let (_, meta) = smatch_meta_graph(vgamrs, &config.smatch, &ctx)?;
     Ok(Some(meta))

@@ -195,6 +195,7 @@ fn build(inputs: &MetaGraphInputs) -> Result<Built> {
         rules: inputs.variant,
         similarity,
         lexicon,
+        log: None,
     };
     let options = SmatchOptions::default();
     let f_score = |a: &Graph, b: &Graph| smatch(a, b, &options).f1();

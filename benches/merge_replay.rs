@@ -5,33 +5,35 @@
 //! decision its merge took through a similarity; when the refitted vectors give each the same
 //! outcome, the merge (and everything after it up to the quality filter) is what it was.
 //!
-//! This bench reads a `capflow synth` directory with the shipped SSA recipe, fits the vectors on
-//! the captions of the first 99% of its images (in id order) and on all of them, merges every
-//! image of the first 99% under the first vectors with a log, and counts the images whose log
-//! holds under the second; it times the merges and the checks.
+//! This bench reads a `capflow synth` directory with the shipped SSA recipe, fits the models on
+//! the captions of the first 99% of its images (in id order) and on all of them, runs SSA's
+//! stages on every image of the first 99% with the first models, keeping each image's record
+//! ([`SsaRecord`]: the merge's log and the sentences before the quality filter), and replays
+//! the records with the second models ([`replay`]): it counts the images whose log holds and
+//! times the stages, the checks of the logs and the replays.
 //!
 //! `MERGE_REPLAY_DATA=/tmp/synth/20000 cargo bench --bench merge_replay`
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capflow::amr::merge::{smatch_meta_graph, MergeContext, MergeLog};
-use capflow::augment::ssa::align;
+use capflow::amr::Graph;
+use capflow::augment::ssa::{
+    align, builtin_realizer, filter_sentences, merge_logged, record, replay, sample, SsaModels,
+    SsaRecord,
+};
 use capflow::augment::ImageAnnotations;
-use capflow::dataflow::ssa::{fit_models, ssa_stats_of_rows};
+use capflow::dataflow::spec::ModelsSpec;
+use capflow::dataflow::ssa::{fit_models, models_of_fitted, ssa_stats_of_rows};
 use capflow::dataflow::{run_collect, ClusterOptions, DataflowSpec, KeyedRow};
-use capflow::text::WordVectors;
 
-fn vectors(rows: &[Arc<KeyedRow>], spec: &DataflowSpec) -> WordVectors {
+fn models(rows: &[Arc<KeyedRow>], spec: &DataflowSpec) -> SsaModels {
     let config = spec.ssa.clone().expect("the recipe configures ssa");
-    let stats = ssa_stats_of_rows(&config, rows);
-    fit_models(&config, stats)
-        .expect("the models fit")
-        .vectors
-        .expect("PPMI vectors")
+    let fitted = fit_models(&config, ssa_stats_of_rows(&config, rows)).expect("the models fit");
+    models_of_fitted(&config, fitted, &ModelsSpec::default(), builtin_realizer())
+        .expect("the models assemble")
 }
 
 fn main() {
@@ -68,41 +70,66 @@ fn main() {
         kept.len(),
         ids.len()
     );
-    let (old, new) = (vectors(&before, &spec), vectors(&collected.rows, &spec));
+    let (old, new) = (models(&before, &spec), models(&collected.rows, &spec));
     let config = spec.ssa.clone().expect("the recipe configures ssa");
     let lexicon = capflow::amr::align::ModifierLexicon::wordnet();
-    let (mut merged, mut held, mut decisions) = (0usize, 0usize, 0usize);
-    let (mut merging, mut checking) = (Duration::ZERO, Duration::ZERO);
+    let mut records: Vec<SsaRecord> = Vec::with_capacity(kept.len());
+    let (mut merging, mut stages) = (Duration::ZERO, Duration::ZERO);
     for id in &kept {
         let image = ImageAnnotations::from_rows(id, by_image[*id].iter().map(|r| &r.row));
+        let started = Instant::now();
         let aligned = align(&image, lexicon);
-        if aligned.vgamrs.is_empty() {
+        let merge_started = Instant::now();
+        let merged = merge_logged(&aligned.vgamrs, &config, &old).expect("the merge runs");
+        merging += merge_started.elapsed();
+        let Some((meta, log)) = merged else {
             continue;
-        }
-        let log = RefCell::new(MergeLog::default());
-        let ctx = MergeContext {
-            rules: config.rules,
-            similarity: &old,
-            lexicon,
-            log: Some(&log),
         };
-        let started = Instant::now();
-        smatch_meta_graph(&aligned.vgamrs, &config.smatch, &ctx).expect("the merge runs");
-        merging += started.elapsed();
-        let log = log.into_inner();
-        let started = Instant::now();
-        let holds = log.holds(&new);
-        checking += started.elapsed();
-        merged += 1;
-        decisions += log.len();
-        held += usize::from(holds);
+        let events = sample(&meta, id, spec.seed, &config, &old);
+        let graphs: Vec<&Graph> = events.iter().map(|e| &e.graph).collect();
+        let texts = (old.realizer.realize_batch(id, &graphs)).expect("the realizer realizes");
+        filter_sentences(&image, &events, &texts, &config, &old);
+        stages += started.elapsed();
+        records.push(record(
+            &image,
+            &meta,
+            log,
+            &events,
+            &texts,
+            &[],
+            &config,
+            spec.seed,
+        ));
     }
+    let started = Instant::now();
+    let held = (records.iter())
+        .filter(|r| r.merge.holds(new.similarity()))
+        .count();
+    let checking = started.elapsed();
+    let started = Instant::now();
+    let replayed: usize = (records.iter())
+        .filter_map(|r| replay(r, &config, &new))
+        .map(|r| r.samples.len())
+        .sum();
+    let replaying = started.elapsed();
+    let bytes: usize = (records.iter())
+        .map(|r| bincode::serialized_size(r).unwrap_or(0) as usize)
+        .sum();
+    let decisions: usize = records.iter().map(|r| r.merge.len()).sum();
+    let merged = records.len().max(1);
     println!(
         "{held} of {merged} merges hold under the refitted vectors ({:.2}%); {:.1} decisions an \
-         image; merging {:.2} s, checking {:.3} s",
-        100.0 * held as f64 / merged.max(1) as f64,
-        decisions as f64 / merged.max(1) as f64,
+         image",
+        100.0 * held as f64 / merged as f64,
+        decisions as f64 / merged as f64,
+    );
+    println!(
+        "stages from amr-align to quality-filter {:.2} s (merge {:.2} s); checking the logs \
+         {:.3} s; replaying them {:.2} s ({replayed} samples); records {:.0} bytes an image",
+        stages.as_secs_f64(),
         merging.as_secs_f64(),
-        checking.as_secs_f64()
+        checking.as_secs_f64(),
+        replaying.as_secs_f64(),
+        bytes as f64 / merged as f64,
     );
 }

@@ -25,7 +25,8 @@ pub use parse::{
 };
 pub use stats::{CaptionNumbering, SsaCorpusStats};
 
-use std::collections::{BTreeSet, HashSet};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -34,7 +35,7 @@ use crate::amr::align::{
 };
 use crate::amr::graph::AlignmentFlavour;
 use crate::amr::merge::{
-    smatch_meta_graph, ExactWords, MergeContext, MetaGraph, RuleSet, WordSimilarity,
+    smatch_meta_graph, ExactWords, MergeContext, MergeLog, MetaGraph, RuleSet, WordSimilarity,
 };
 use crate::amr::penman::{alignment_flavour, encode, parse};
 use crate::amr::sample::{event_subgraphs, EventSubgraph, SamplingConfig};
@@ -282,6 +283,27 @@ pub fn merge(
     config: &SsaConfig,
     models: &SsaModels,
 ) -> Result<Option<MetaGraph>> {
+    merge_with(vgamrs, config, models, None)
+}
+
+/// [`merge`], with the log of what the merge decided through word similarities
+/// ([`MergeLog`], which a [`SsaRecord`] keeps).
+pub fn merge_logged(
+    vgamrs: &[VgAmr],
+    config: &SsaConfig,
+    models: &SsaModels,
+) -> Result<Option<(MetaGraph, MergeLog)>> {
+    let log = RefCell::new(MergeLog::default());
+    let merged = merge_with(vgamrs, config, models, Some(&log))?;
+    Ok(merged.map(|meta| (meta, log.into_inner())))
+}
+
+fn merge_with(
+    vgamrs: &[VgAmr],
+    config: &SsaConfig,
+    models: &SsaModels,
+    log: Option<&RefCell<MergeLog>>,
+) -> Result<Option<MetaGraph>> {
     if vgamrs.is_empty() {
         return Ok(None);
     }
@@ -289,7 +311,7 @@ pub fn merge(
         rules: config.rules,
         similarity: models.similarity(),
         lexicon: models.lexicon,
-        log: None,
+        log,
     };
     let (_, meta) = smatch_meta_graph(vgamrs, &config.smatch, &ctx)?;
     Ok(Some(meta))
@@ -310,16 +332,16 @@ pub fn sample(
 }
 
 /// What the quality filter knows about an image: the words of its original captions.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CaptionContext {
     words: BTreeSet<String>,
-    normalized: HashSet<String>,
+    normalized: BTreeSet<String>,
 }
 
 impl CaptionContext {
     pub fn new(captions: &[CaptionRow]) -> Self {
         let mut words = BTreeSet::new();
-        let mut normalized = HashSet::new();
+        let mut normalized = BTreeSet::new();
         for c in captions {
             let tokens = tokenize(&c.text);
             normalized.insert(normalize(&tokens));
@@ -427,7 +449,11 @@ pub fn judge(
     models: &SsaModels,
 ) -> std::result::Result<Vec<QualityScore>, Drop> {
     let tokens = prejudge(text, event, context, config, models)?;
-    judge_scored(builtin_score(models, &tokens), event, config)
+    judge_scored(
+        builtin_score(models, &tokens),
+        event.boxes.is_empty(),
+        config,
+    )
 }
 
 /// The name of the built-in quality scorer's score in a sample's `quality` list.
@@ -443,6 +469,19 @@ pub fn prejudge(
     config: &SsaConfig,
     models: &SsaModels,
 ) -> std::result::Result<Vec<String>, Drop> {
+    let (tokens, nouns) = fixed_checks(text, event, config, models.lexicon)?;
+    nouns_grounded(&nouns, context, config, models)?;
+    Ok(tokens)
+}
+
+/// The checks of [`prejudge`] that do not depend on the corpus-level models (full grounding,
+/// hallucination words, a noun); the sentence's tokens and nouns when it passes them.
+fn fixed_checks(
+    text: &str,
+    event: &EventSubgraph,
+    config: &SsaConfig,
+    lexicon: &ModifierLexicon,
+) -> std::result::Result<(Vec<String>, Vec<String>), Drop> {
     if config.require_fully_grounded && event.unknown {
         return Err(Drop::NotFullyGrounded);
     }
@@ -453,23 +492,34 @@ pub fn prejudge(
     {
         return Err(Drop::Hallucination);
     }
-    let nouns = event_nouns(event, models.lexicon);
+    let nouns = event_nouns(event, lexicon);
     if nouns.is_empty() {
         return Err(Drop::NoNoun);
     }
-    if !nouns
+    Ok((tokens, nouns))
+}
+
+/// [`prejudge`]'s last check, through the word vectors: every noun in the captions.
+fn nouns_grounded(
+    nouns: &[String],
+    context: &CaptionContext,
+    config: &SsaConfig,
+    models: &SsaModels,
+) -> std::result::Result<(), Drop> {
+    if nouns
         .iter()
         .all(|n| context.grounds_noun(n, models, config.noun_similarity))
     {
-        return Err(Drop::UngroundedNoun);
+        Ok(())
+    } else {
+        Err(Drop::UngroundedNoun)
     }
-    Ok(tokens)
 }
 
 /// The verdict on a sentence that passed [`prejudge`], from its quality score.
 fn judge_scored(
     score: QualityScore,
-    event: &EventSubgraph,
+    no_boxes: bool,
     config: &SsaConfig,
 ) -> std::result::Result<Vec<QualityScore>, Drop> {
     if score.value <= config.quality_threshold {
@@ -477,7 +527,7 @@ fn judge_scored(
     }
     // Last, so that it counts the sentences that would otherwise be kept: SSA never emits a
     // sample without control boxes.
-    if event.boxes.is_empty() {
+    if no_boxes {
         return Err(Drop::NoControlBox);
     }
     Ok(vec![score])
@@ -639,15 +689,17 @@ pub fn filter_scored(
     let mut kept = Vec::new();
     let mut dropped = std::collections::BTreeMap::new();
     for (index, (event, text)) in events.iter().zip(texts).enumerate() {
-        let verdict = prejudge(text, event, &context, config, models)
-            .and_then(|tokens| judge_scored(score(index, &tokens), event, config))
-            .and_then(|scores| {
-                if is_duplicate(text, &context, &mut seen) {
-                    Err(Drop::Duplicate)
-                } else {
-                    Ok(scores)
-                }
-            });
+        let verdict = prejudge(text, event, &context, config, models).and_then(|tokens| {
+            let score = score(index, &tokens);
+            judge_passed(
+                text,
+                score,
+                event.boxes.is_empty(),
+                &context,
+                &mut seen,
+                config,
+            )
+        });
         match verdict {
             Ok(scores) => kept.push((index, scores)),
             Err(reason) => *dropped.entry(reason).or_insert(0u64) += 1,
@@ -657,6 +709,131 @@ pub fn filter_scored(
         kept,
         dropped: dropped.into_iter().collect(),
     }
+}
+
+/// The checks after [`prejudge`], in order: the quality score, a control box, not a duplicate
+/// of an earlier kept sentence or a caption (recorded in `seen` when kept).
+fn judge_passed(
+    text: &str,
+    score: QualityScore,
+    no_boxes: bool,
+    context: &CaptionContext,
+    seen: &mut HashSet<String>,
+    config: &SsaConfig,
+) -> std::result::Result<Vec<QualityScore>, Drop> {
+    let scores = judge_scored(score, no_boxes, config)?;
+    if is_duplicate(text, context, seen) {
+        Err(Drop::Duplicate)
+    } else {
+        Ok(scores)
+    }
+}
+
+/// What SSA's stages before the quality filter made of one image, kept so that new
+/// corpus-level models (a refit) need only the quality filter again ([`replay`]): the merge's
+/// log, which tells whether the new word vectors would merge the image the same way, the
+/// captions' words the filter compares nouns with, the drops that do not depend on the models,
+/// and the sample of every sentence that passed those checks, without its quality score.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SsaRecord {
+    pub merge: MergeLog,
+    context: CaptionContext,
+    /// Drops before the quality filter (`amr-align`'s token-aligned count) and of its checks
+    /// that do not depend on the models, by reason.
+    fixed_drops: Vec<(Drop, u64)>,
+    candidates: Vec<SsaCandidate>,
+}
+
+/// A realized sentence that passed the quality filter's checks that do not depend on the
+/// models: its nouns (the filter's grounding check) and its sample, without a quality score.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct SsaCandidate {
+    nouns: Vec<String>,
+    sample: SampleRow,
+}
+
+/// The record of one image whose meta graph `meta` (merged with `log`) gave the subgraphs
+/// `events`, realized as `texts`; `earlier` are the drops counted before the quality filter.
+#[allow(clippy::too_many_arguments)]
+pub fn record(
+    image: &ImageAnnotations,
+    meta: &MetaGraph,
+    log: MergeLog,
+    events: &[EventSubgraph],
+    texts: &[String],
+    earlier: &[(Drop, u64)],
+    config: &SsaConfig,
+    seed: u64,
+) -> SsaRecord {
+    let lexicon = ModifierLexicon::wordnet();
+    let mut fixed: BTreeMap<Drop, u64> = BTreeMap::new();
+    for &(reason, n) in earlier {
+        *fixed.entry(reason).or_insert(0) += n;
+    }
+    let mut candidates = Vec::new();
+    for (index, (event, text)) in events.iter().zip(texts).enumerate() {
+        match fixed_checks(text, event, config, lexicon) {
+            Ok((_, nouns)) => candidates.push(SsaCandidate {
+                nouns,
+                sample: ssa_sample(image, meta, index, event, text.clone(), Vec::new(), seed),
+            }),
+            Err(reason) => *fixed.entry(reason).or_insert(0) += 1,
+        }
+    }
+    SsaRecord {
+        merge: log,
+        context: CaptionContext::new(&image.captions),
+        fixed_drops: fixed.into_iter().collect(),
+        candidates,
+    }
+}
+
+/// What [`replay`] gives for one image: its SSA samples and its drops by reason (those of the
+/// record and the quality filter's), as the stages from `amr-align` on would give them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Replayed {
+    pub samples: Vec<SampleRow>,
+    pub dropped: Vec<(Drop, u64)>,
+}
+
+/// The quality filter and the control signals of a recorded image with the built-in quality
+/// scorer and word vectors of `models`: the image's SSA samples as computing it from its
+/// inputs with these models gives them. `None` when the merge's log does not hold under the
+/// new vectors: the image must then be computed again.
+pub fn replay(record: &SsaRecord, config: &SsaConfig, models: &SsaModels) -> Option<Replayed> {
+    if !record.merge.holds(models.similarity()) {
+        return None;
+    }
+    let mut dropped: BTreeMap<Drop, u64> = record.fixed_drops.iter().copied().collect();
+    let mut seen = HashSet::new();
+    let mut samples = Vec::new();
+    for candidate in &record.candidates {
+        let sample = &candidate.sample;
+        let verdict =
+            nouns_grounded(&candidate.nouns, &record.context, config, models).and_then(|()| {
+                let score = builtin_score(models, &tokenize(&sample.text));
+                let no_boxes = sample.control_boxes.is_empty();
+                judge_passed(
+                    &sample.text,
+                    score,
+                    no_boxes,
+                    &record.context,
+                    &mut seen,
+                    config,
+                )
+            });
+        match verdict {
+            Ok(quality) => samples.push(SampleRow {
+                quality,
+                ..sample.clone()
+            }),
+            Err(reason) => *dropped.entry(reason).or_insert(0) += 1,
+        }
+    }
+    Some(Replayed {
+        samples,
+        dropped: dropped.into_iter().collect(),
+    })
 }
 
 /// The built-in realizer ([`crate::amr::realize::Realizer`]) as the realize stage's model.

@@ -11,9 +11,11 @@ use std::sync::OnceLock;
 
 use capflow::schema::SampleRow;
 use capflow::train::compare::{compare, CompareOptions, TrainingLimits, Variant};
-use capflow::train::data::TrainingData;
+use capflow::train::data::{encode_sample, EncodedSample, TrainingData};
 use capflow::train::eval::EvalOptions;
-use capflow::train::run::{train_samples, JobOptions};
+use capflow::train::pool::{sample_bytes, Pool};
+use capflow::train::run::{curriculum, job_vocabulary, train_samples, JobOptions};
+use capflow::train::source::{SampleSource, CACHED_BLOCKS};
 use capflow::train::trainer::{Trainer, VOCAB_FILE};
 use capflow::train::vocab::Vocabulary;
 use capflow::train::{Precision, TrainConfig, TrainingSink};
@@ -240,6 +242,115 @@ fn curriculum_scores_selects_and_trains() {
         .unwrap();
     let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
     assert_eq!(rows, 100, "one score per generated sample");
+    // The curriculum read the spilled blocks back through its cache, a page at a time.
+    let cache = summary.curriculum_cache.expect("the curriculum's cache");
+    assert!(cache.page_reads > 0, "{cache:?}");
+    assert!(cache.peak_bytes <= cache.capacity_bytes, "{cache:?}");
+}
+
+/// CLID's curriculum over a pool that spilled nearly all its blocks computes exactly what
+/// `capflow train --curriculum` computes over the same samples in memory (every loss and weight
+/// of the scoring models and of the final model, the same scores and draws), and holds no more
+/// than the pool's budget and a cache of at most four blocks.
+#[test]
+fn curriculum_over_a_spilled_pool_matches_the_one_in_memory_within_its_bound() {
+    let (data, samples) = originals();
+    let samples = with_generated(&samples);
+    let mut config = tiny_config();
+    config.curriculum.enabled = true;
+    config.curriculum.scoring_steps = 30;
+    config.curriculum.steps_per_iteration = 2;
+    config.curriculum.c_percent = 10.0;
+    config.curriculum.balanced = true;
+    let in_memory = tempfile::tempdir().unwrap();
+    let expected = train_on_cpu(&samples, &data.context, &config, in_memory.path()).unwrap();
+
+    // The same encoding, pooled in blocks of 8 under a 10 KiB budget.
+    let pooled = tempfile::tempdir().unwrap();
+    let vocab = job_vocabulary(pooled.path(), &samples, &data.context, false).unwrap();
+    let encoded: Vec<EncodedSample> = samples
+        .iter()
+        .map(|s| encode_sample(s, &data.context, &vocab, &config, None))
+        .collect();
+    let (block, budget) = (8, 10 << 10);
+    let mut pool = Pool::new(block, budget, pooled.path().join("pool"));
+    for (k, s) in encoded.iter().enumerate() {
+        pool.push(s.clone(), k).unwrap();
+    }
+    let block_bytes: Vec<usize> = encoded
+        .chunks(block)
+        .map(|c| c.iter().map(sample_bytes).sum())
+        .collect();
+    let largest = *block_bytes.iter().max().unwrap();
+    let whole: usize = block_bytes.iter().sum();
+    assert!(
+        pool.spilled().0 + 3 >= block_bytes.len(),
+        "{:?} of {} blocks spilled",
+        pool.spilled(),
+        block_bytes.len()
+    );
+    let source = SampleSource::pooled(pool);
+    let (trusted, generated): (Vec<usize>, Vec<usize>) =
+        (0..samples.len()).partition(|&j| config.curriculum.is_trusted(&samples[j].method));
+    tch::set_num_threads(1);
+    let outcome = curriculum(
+        &samples,
+        &source,
+        &vocab,
+        &config,
+        pooled.path(),
+        Device::Cpu,
+        &JobOptions::default(),
+        &trusted,
+        &generated,
+    )
+    .unwrap();
+
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(outcome.iterations, 10);
+    assert_eq!(bits(&outcome.run.losses), bits(&expected.run.losses));
+    assert_eq!(outcome.scoring_runs.len(), 2);
+    for (run, expected) in outcome.scoring_runs.iter().zip(&expected.scoring_runs) {
+        assert_eq!(bits(&run.losses), bits(&expected.losses), "{:?}", run.dir);
+    }
+    for dir in ["", "scoring-extended", "scoring-trusted"] {
+        let (a, b) = (
+            parameters(&in_memory.path().join(dir)),
+            parameters(&pooled.path().join(dir)),
+        );
+        assert_eq!(a.len(), b.len());
+        for ((name, x), (_, y)) in a.iter().zip(&b) {
+            let xb: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
+            let yb: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+            assert!(
+                xb == yb,
+                "parameter {name} of {dir:?} differs over the pool"
+            );
+        }
+    }
+    for file in ["curriculum/scores.parquet", "curriculum/selections.parquet"] {
+        let read = |dir: &Path| std::fs::read(dir.join(file)).unwrap();
+        assert!(
+            read(in_memory.path()) == read(pooled.path()),
+            "{file} differs"
+        );
+    }
+
+    // Memory: the blocks left in memory (within the budget) and the cache (within four of the
+    // largest blocks), together well under the whole pool.
+    let cache = source.cache_stats().unwrap();
+    let resident = source.pool().unwrap().memory();
+    assert!(resident <= budget.max(largest), "{resident} bytes resident");
+    assert!(cache.page_reads > 0, "{cache:?}");
+    assert!(cache.peak_bytes <= CACHED_BLOCKS * largest, "{cache:?}");
+    assert!(
+        resident + cache.peak_bytes <= budget + CACHED_BLOCKS * largest,
+        "{resident} + {cache:?}"
+    );
+    assert!(
+        2 * (resident + cache.peak_bytes) < whole,
+        "{resident} + {cache:?} of {whole} bytes"
+    );
 }
 
 #[test]

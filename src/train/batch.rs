@@ -60,18 +60,25 @@ impl From<&ModelConfig> for RegionInputs {
 /// `image_crop > 0` the regions' crops (`[B, R, 3, side, side]` u8; zeros where a region has
 /// none).
 pub fn build_batch(samples: &[EncodedSample], indices: &[usize], inputs: RegionInputs) -> Batch {
+    let rows: Vec<&EncodedSample> = indices.iter().map(|&j| &samples[j]).collect();
+    batch_of(&rows, indices, inputs)
+}
+
+/// Builds the batch of `rows`, the samples at `indices` of the pool they were drawn from (as
+/// [`build_batch`], for samples fetched from elsewhere than one slice).
+pub fn batch_of(rows: &[&EncodedSample], indices: &[usize], inputs: RegionInputs) -> Batch {
     let (feature_dim, image_crop) = (inputs.feature_dim, inputs.image_crop);
-    let b = indices.len();
-    let longest = indices
+    let b = rows.len();
+    let longest = rows
         .iter()
-        .map(|&j| samples[j].tokens.len())
+        .map(|s| s.tokens.len())
         .max()
         .unwrap_or(2)
         .max(2);
     let t = longest - 1;
-    let regions = indices
+    let regions = rows
         .iter()
-        .map(|&j| samples[j].regions.len())
+        .map(|s| s.regions.len())
         .max()
         .unwrap_or(0)
         .max(1);
@@ -89,8 +96,7 @@ pub fn build_batch(samples: &[EncodedSample], indices: &[usize], inputs: RegionI
     let crop = 3 * side * side;
     let mut pixels = vec![0u8; b * regions * crop];
     let mut tokens = 0;
-    for (row, &j) in indices.iter().enumerate() {
-        let s = &samples[j];
+    for (row, &s) in rows.iter().enumerate() {
         let n = s.tokens.len() - 1;
         inputs[row * t..row * t + n].copy_from_slice(&s.tokens[..n]);
         targets[row * t..row * t + n].copy_from_slice(&s.tokens[1..]);

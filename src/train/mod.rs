@@ -8,7 +8,8 @@
 //! - [`model`]: encoder over control and region tokens (with [`pixels`], each region's crop of
 //!   its image through a small CNN), autoregressive transformer decoder;
 //! - [`optim`]: AdamW, warm-up + cosine, gradient clipping;
-//! - [`trainer`]: the loop, the loader thread, checkpoints and resume;
+//! - [`trainer`]: the loop, the loader thread, checkpoints and resume; [`source`]: where its
+//!   batches' samples come from (memory, or the sink's pool through a small cache);
 //! - [`run`]: plain and curriculum jobs; the selection math is in
 //!   [`crate::select::curriculum`];
 //! - [`sink`]: [`TrainingSink`], training on samples while they arrive, and [`TrainSink`], the
@@ -32,6 +33,7 @@ pub mod pixels;
 pub mod pool;
 pub mod run;
 pub mod sink;
+pub mod source;
 pub mod stream;
 pub mod trainer;
 pub mod vocab;

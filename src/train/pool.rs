@@ -2,6 +2,10 @@
 //! `block_samples`. Blocks stay in memory up to a byte budget; beyond it, sealed blocks are
 //! written to local disk as Arrow IPC files and read back when a window of training needs them
 //! (blocks the trainer has already streamed through go first).
+//!
+//! A spilled block's file holds one record batch per page of [`PAGE_SAMPLES`] samples, so that
+//! a reader after a few samples of it (the curriculum's draws, [`super::source`]) decodes one
+//! page rather than the block.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +21,9 @@ use arrow::record_batch::RecordBatch;
 
 use super::data::{EncodedSample, Region};
 use crate::error::{Error, Result};
+
+/// Samples per record batch of a spilled block's file: the unit [`Pool::read_page`] decodes.
+pub const PAGE_SAMPLES: usize = 64;
 
 /// One block of the pool.
 struct Block {
@@ -40,6 +47,8 @@ pub struct Pool {
     len: usize,
     spilled_blocks: usize,
     spilled_bytes: u64,
+    /// Every sample's token count, in arrival order (what batch planning reads of a sample).
+    token_lengths: Vec<usize>,
 }
 
 /// Bytes a sample takes in memory (its vectors' contents and headers).
@@ -72,6 +81,7 @@ impl Pool {
             len: 0,
             spilled_blocks: 0,
             spilled_bytes: 0,
+            token_lengths: Vec::new(),
         }
     }
 
@@ -89,6 +99,16 @@ impl Pool {
         self.memory
     }
 
+    /// The memory budget in bytes.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Every sample's token count, in arrival order.
+    pub fn token_lengths(&self) -> &[usize] {
+        &self.token_lengths
+    }
+
     /// Blocks written to disk so far, and their bytes on disk.
     pub fn spilled(&self) -> (usize, u64) {
         (self.spilled_blocks, self.spilled_bytes)
@@ -99,6 +119,7 @@ impl Pool {
     /// the trainer has streamed through), then the oldest.
     pub fn push(&mut self, sample: EncodedSample, consumed: usize) -> Result<()> {
         let bytes = sample_bytes(&sample);
+        self.token_lengths.push(sample.tokens.len());
         self.open.push(sample);
         self.open_bytes += bytes;
         self.memory += bytes;
@@ -184,6 +205,27 @@ impl Pool {
         }
     }
 
+    /// The samples of sealed block `k` when it is in memory; `None` once spilled.
+    pub fn resident(&self, k: usize) -> Option<Arc<Vec<EncodedSample>>> {
+        self.blocks[k].samples.clone()
+    }
+
+    /// Page `page` of sealed block `k` (its samples `page * PAGE_SAMPLES..` up to the next
+    /// page): decoded from the block's file alone when spilled, copied when in memory.
+    pub fn read_page(&self, k: usize, page: usize) -> Result<Vec<EncodedSample>> {
+        let block = &self.blocks[k];
+        let start = page * PAGE_SAMPLES;
+        let end = (start + PAGE_SAMPLES).min(block.len);
+        match (&block.samples, &block.file) {
+            (Some(samples), _) => Ok(samples.get(start..end).unwrap_or_default().to_vec()),
+            (None, Some(file)) => read_block_page(file, page),
+            (None, None) => Err(Error::invalid(
+                "training pool",
+                format!("block {k} is lost"),
+            )),
+        }
+    }
+
     /// Samples `start..end` in arrival order (copies).
     pub fn range(&self, start: usize, end: usize) -> Result<Vec<EncodedSample>> {
         let mut out = Vec::with_capacity(end.saturating_sub(start));
@@ -237,8 +279,28 @@ fn arrow_error(path: &Path, e: arrow::error::ArrowError) -> Error {
     )
 }
 
-/// Writes `samples` as one Arrow IPC file (written beside, then renamed).
+/// Writes `samples` as one Arrow IPC file, one record batch per [`PAGE_SAMPLES`] samples
+/// (written beside, then renamed).
 pub fn write_block(path: &Path, samples: &[EncodedSample]) -> Result<()> {
+    let schema = schema();
+    let tmp = path.with_extension("arrow.tmp");
+    let file = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    let mut writer = FileWriter::try_new(std::io::BufWriter::new(file), &schema)
+        .map_err(|e| arrow_error(&tmp, e))?;
+    for page in samples.chunks(PAGE_SAMPLES) {
+        let batch = page_batch(&schema, page).map_err(|e| arrow_error(path, e))?;
+        writer.write(&batch).map_err(|e| arrow_error(&tmp, e))?;
+    }
+    writer.finish().map_err(|e| arrow_error(&tmp, e))?;
+    drop(writer);
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+/// One page of samples as a record batch of the pool's schema.
+fn page_batch(
+    schema: &Arc<Schema>,
+    samples: &[EncodedSample],
+) -> std::result::Result<RecordBatch, arrow::error::ArrowError> {
     let mut tokens = ListBuilder::new(Int64Builder::new());
     let mut labels = ListBuilder::new(Int64Builder::new());
     let mut geometry = ListBuilder::new(Float32Builder::new());
@@ -289,16 +351,7 @@ pub fn write_block(path: &Path, samples: &[EncodedSample]) -> Result<()> {
         Arc::new(count.finish()),
         Arc::new(verb.finish()),
     ];
-    let schema = schema();
-    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| arrow_error(path, e))?;
-    let tmp = path.with_extension("arrow.tmp");
-    let file = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    let mut writer = FileWriter::try_new(std::io::BufWriter::new(file), &schema)
-        .map_err(|e| arrow_error(&tmp, e))?;
-    writer.write(&batch).map_err(|e| arrow_error(&tmp, e))?;
-    writer.finish().map_err(|e| arrow_error(&tmp, e))?;
-    drop(writer);
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    RecordBatch::try_new(schema.clone(), columns)
 }
 
 fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str, path: &Path) -> Result<&'a T> {
@@ -324,74 +377,105 @@ fn values<'a, T: 'static>(list: &'a ListArray, path: &Path) -> Result<&'a T> {
     })
 }
 
+fn open_block(path: &Path) -> Result<FileReader<std::io::BufReader<std::fs::File>>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    FileReader::try_new(std::io::BufReader::new(file), None).map_err(|e| arrow_error(path, e))
+}
+
 /// Reads a block written by [`write_block`].
 pub fn read_block(path: &Path) -> Result<Vec<EncodedSample>> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let reader = FileReader::try_new(std::io::BufReader::new(file), None)
-        .map_err(|e| arrow_error(path, e))?;
     let mut out = Vec::new();
-    for batch in reader {
+    for batch in open_block(path)? {
         let batch = batch.map_err(|e| arrow_error(path, e))?;
-        let tokens: &ListArray = column(&batch, "tokens", path)?;
-        let labels: &ListArray = column(&batch, "region_labels", path)?;
-        let geometry: &ListArray = column(&batch, "region_geometry", path)?;
-        let in_control: &ListArray = column(&batch, "region_in_control", path)?;
-        let feature_lengths: &ListArray = column(&batch, "region_feature_lengths", path)?;
-        let features: &ListArray = column(&batch, "region_features", path)?;
-        let pixels: &ListArray = column(&batch, "region_pixels", path)?;
-        let level: &Int64Array = column(&batch, "length_level", path)?;
-        let count: &Int64Array = column(&batch, "word_count", path)?;
-        let verb: &Int64Array = column(&batch, "verb", path)?;
-        let token_values: &Int64Array = values(tokens, path)?;
-        let label_values: &Int64Array = values(labels, path)?;
-        let geometry_values: &Float32Array = values(geometry, path)?;
-        let control_values: &BooleanArray = values(in_control, path)?;
-        let length_values: &Int32Array = values(feature_lengths, path)?;
-        let feature_values: &Float32Array = values(features, path)?;
-        let pixel_values: &BinaryArray = values(pixels, path)?;
-        for row in 0..batch.num_rows() {
-            let span = |list: &ListArray| {
-                let offsets = list.value_offsets();
-                (offsets[row] as usize, offsets[row + 1] as usize)
-            };
-            let (t0, t1) = span(tokens);
-            let (r0, r1) = span(labels);
-            let (g0, _) = span(geometry);
-            let (f0, _) = span(features);
-            let mut feature_at = f0;
-            let mut regions = Vec::with_capacity(r1 - r0);
-            for (k, r) in (r0..r1).enumerate() {
-                let g = g0 + 5 * k;
-                let mut geometry = [0f32; 5];
-                for (i, v) in geometry.iter_mut().enumerate() {
-                    *v = geometry_values.value(g + i);
-                }
-                let length = length_values.value(r);
-                let feature = (length >= 0).then(|| {
-                    let f = &feature_values.values()[feature_at..feature_at + length as usize];
-                    feature_at += length as usize;
-                    f.to_vec()
-                });
-                regions.push(Region {
-                    label: label_values.value(r),
-                    geometry,
-                    in_control: control_values.value(r),
-                    feature,
-                    pixels: pixel_values
-                        .is_valid(r)
-                        .then(|| pixel_values.value(r).to_vec()),
-                });
-            }
-            out.push(EncodedSample {
-                tokens: token_values.values()[t0..t1].to_vec(),
-                regions,
-                length_level: level.value(row),
-                word_count: count.value(row),
-                verb: verb.value(row),
-            });
-        }
+        decode_page(&batch, path, &mut out)?;
     }
     Ok(out)
+}
+
+/// Reads page `page` (its record batch) of a block written by [`write_block`], and nothing
+/// else of the file but its footer.
+pub fn read_block_page(path: &Path, page: usize) -> Result<Vec<EncodedSample>> {
+    let mut reader = open_block(path)?;
+    if page >= reader.num_batches() {
+        return Err(Error::record(
+            path.display().to_string(),
+            format!("page {page}"),
+            format!(
+                "the file has {} pages: not a training pool file of this pool",
+                reader.num_batches()
+            ),
+        ));
+    }
+    reader.set_index(page).map_err(|e| arrow_error(path, e))?;
+    let mut out = Vec::with_capacity(PAGE_SAMPLES);
+    if let Some(batch) = reader.next() {
+        let batch = batch.map_err(|e| arrow_error(path, e))?;
+        decode_page(&batch, path, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Appends the samples of one record batch of a pool file to `out`.
+fn decode_page(batch: &RecordBatch, path: &Path, out: &mut Vec<EncodedSample>) -> Result<()> {
+    let tokens: &ListArray = column(batch, "tokens", path)?;
+    let labels: &ListArray = column(batch, "region_labels", path)?;
+    let geometry: &ListArray = column(batch, "region_geometry", path)?;
+    let in_control: &ListArray = column(batch, "region_in_control", path)?;
+    let feature_lengths: &ListArray = column(batch, "region_feature_lengths", path)?;
+    let features: &ListArray = column(batch, "region_features", path)?;
+    let pixels: &ListArray = column(batch, "region_pixels", path)?;
+    let level: &Int64Array = column(batch, "length_level", path)?;
+    let count: &Int64Array = column(batch, "word_count", path)?;
+    let verb: &Int64Array = column(batch, "verb", path)?;
+    let token_values: &Int64Array = values(tokens, path)?;
+    let label_values: &Int64Array = values(labels, path)?;
+    let geometry_values: &Float32Array = values(geometry, path)?;
+    let control_values: &BooleanArray = values(in_control, path)?;
+    let length_values: &Int32Array = values(feature_lengths, path)?;
+    let feature_values: &Float32Array = values(features, path)?;
+    let pixel_values: &BinaryArray = values(pixels, path)?;
+    for row in 0..batch.num_rows() {
+        let span = |list: &ListArray| {
+            let offsets = list.value_offsets();
+            (offsets[row] as usize, offsets[row + 1] as usize)
+        };
+        let (t0, t1) = span(tokens);
+        let (r0, r1) = span(labels);
+        let (g0, _) = span(geometry);
+        let (f0, _) = span(features);
+        let mut feature_at = f0;
+        let mut regions = Vec::with_capacity(r1 - r0);
+        for (k, r) in (r0..r1).enumerate() {
+            let g = g0 + 5 * k;
+            let mut geometry = [0f32; 5];
+            for (i, v) in geometry.iter_mut().enumerate() {
+                *v = geometry_values.value(g + i);
+            }
+            let length = length_values.value(r);
+            let feature = (length >= 0).then(|| {
+                let f = &feature_values.values()[feature_at..feature_at + length as usize];
+                feature_at += length as usize;
+                f.to_vec()
+            });
+            regions.push(Region {
+                label: label_values.value(r),
+                geometry,
+                in_control: control_values.value(r),
+                feature,
+                pixels: pixel_values
+                    .is_valid(r)
+                    .then(|| pixel_values.value(r).to_vec()),
+            });
+        }
+        out.push(EncodedSample {
+            tokens: token_values.values()[t0..t1].to_vec(),
+            regions,
+            length_level: level.value(row),
+            word_count: count.value(row),
+            verb: verb.value(row),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -426,6 +510,20 @@ mod tests {
     }
 
     #[test]
+    fn a_page_of_a_spilled_block_reads_back_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let samples: Vec<EncodedSample> = (0..150).map(|k| sample(k % 6)).collect();
+        let path = dir.path().join("b.arrow");
+        write_block(&path, &samples).unwrap();
+        assert_eq!(read_block(&path).unwrap(), samples);
+        assert_eq!(read_block_page(&path, 0).unwrap(), samples[..64]);
+        assert_eq!(read_block_page(&path, 1).unwrap(), samples[64..128]);
+        assert_eq!(read_block_page(&path, 2).unwrap(), samples[128..]);
+        let err = read_block_page(&path, 3).unwrap_err().to_string();
+        assert!(err.contains("3 pages"), "{err}");
+    }
+
+    #[test]
     fn over_its_budget_the_pool_spills_blocks_already_trained_on_first() {
         let dir = tempfile::tempdir().unwrap();
         let samples: Vec<EncodedSample> = (0..40).map(|k| sample(k % 5)).collect();
@@ -450,5 +548,16 @@ mod tests {
         assert_eq!(pool.range(0, 40).unwrap(), samples);
         assert_eq!(pool.range(13, 27).unwrap(), samples[13..27]);
         assert_eq!(pool.len(), 40);
+        let lengths: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
+        assert_eq!(pool.token_lengths(), lengths);
+        // A page of a spilled block, and of one in memory.
+        assert!(pool.resident(0).is_none());
+        assert_eq!(pool.read_page(0, 0).unwrap(), samples[..4]);
+        let mut roomy = Pool::new(4, usize::MAX, dir.path().join("roomy"));
+        for s in &samples[..8] {
+            roomy.push(s.clone(), 0).unwrap();
+        }
+        assert_eq!(roomy.resident(1).as_deref(), Some(&samples[4..8].to_vec()));
+        assert_eq!(roomy.read_page(1, 0).unwrap(), samples[4..8]);
     }
 }

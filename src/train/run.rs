@@ -10,6 +10,7 @@ use tch::Device;
 use super::config::TrainConfig;
 use super::data::{encode_sample, EncodedSample, RegionContext};
 use super::pixels::ImageCrops;
+use super::source::SampleSource;
 use super::trainer::{run_plan, score_samples, DataPlan, RunSummary, Segment, Trainer, VOCAB_FILE};
 use super::vocab::Vocabulary;
 use crate::error::{Error, Result};
@@ -126,7 +127,7 @@ pub fn train_samples(
     }
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let vocab = job_vocabulary(out, samples, context, options.resume)?;
-    let encoded = encode_all(samples, context, &vocab, config)?;
+    let encoded = SampleSource::in_memory(encode_all(samples, context, &vocab, config)?);
     let trusted: Vec<usize> = (0..samples.len())
         .filter(|&j| config.curriculum.is_trusted(&samples[j].method))
         .collect();
@@ -167,12 +168,15 @@ pub fn train_samples(
     )
 }
 
-/// CLID's curriculum over `samples` (encoded as `encoded`): the two scoring models, the quality
-/// scores, then the final model trained iteration by iteration on trusted ∪ drawn samples.
+/// CLID's curriculum over `samples` (encoded as `encoded`, index for index): the two scoring
+/// models, the quality scores, then the final model trained iteration by iteration on
+/// trusted ∪ drawn samples. `trusted` and `generated` are indices into `samples`. Every batch
+/// is fetched from `encoded` when it is built, so over a pool the curriculum holds what
+/// [`SampleSource`] says, never the whole pool.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn curriculum(
+pub fn curriculum(
     samples: &[SampleRow],
-    encoded: &Arc<Vec<EncodedSample>>,
+    encoded: &SampleSource,
     vocab: &Vocabulary,
     config: &TrainConfig,
     out: &Path,
@@ -182,6 +186,16 @@ pub(crate) fn curriculum(
     generated: &[usize],
 ) -> Result<TrainOutcome> {
     let cc = &config.curriculum;
+    if encoded.len() != samples.len() {
+        return Err(Error::invalid(
+            "curriculum",
+            format!(
+                "{} samples but {} encoded ones: they must match index for index",
+                samples.len(),
+                encoded.len()
+            ),
+        ));
+    }
     if trusted.is_empty() {
         return Err(Error::invalid(
             "curriculum",
@@ -213,8 +227,8 @@ pub(crate) fn curriculum(
     let extended = Trainer::load(&out.join(EXTENDED_DIR), vocab, device)?;
     let trusted_model = Trainer::load(&out.join(TRUSTED_DIR), vocab, device)?;
     let budget = config.batching.token_budget;
-    let extended_ll = score_samples(&extended.model, encoded, generated, budget);
-    let trusted_ll = score_samples(&trusted_model.model, encoded, generated, budget);
+    let extended_ll = score_samples(&extended.model, encoded, generated, budget)?;
+    let trusted_ll = score_samples(&trusted_model.model, encoded, generated, budget)?;
     drop((extended, trusted_model));
     let scores: Vec<f64> = trusted_ll
         .iter()

@@ -21,8 +21,10 @@
 //!   ([`Trainer::train_step`]), checkpoints every `checkpoint_every` steps and at the end, with
 //!   the vocabulary as it stood.
 //!
-//! With the curriculum, the trainer thread takes no arrivals: once the input has ended it reads the
-//! pool back and runs CLID's curriculum over it ([`train_curriculum`]).
+//! With the curriculum, the trainer thread takes no arrivals: once the input has ended it runs
+//! CLID's curriculum over the pool as it stands ([`train_curriculum`]), each batch's samples
+//! fetched from the blocks still in memory or, through a small cache, from the spilled ones
+//! ([`SampleSource`]).
 //!
 //! The learning-rate schedule runs over `steps`. Steps taken from arrivals count against
 //! them: when they are spent before the input ends, later samples are pooled but not trained
@@ -48,6 +50,7 @@ use super::data::{
 use super::pixels::ImageCrops;
 use super::pool::Pool;
 use super::run::{curriculum, JobOptions};
+use super::source::{CacheStats, SampleSource};
 use super::trainer::{next_batch, DataWaits, Trainer, VOCAB_FILE};
 use super::vocab::{Slots, Vocabulary};
 use crate::error::{Error, Result};
@@ -100,6 +103,9 @@ pub struct StreamSummary {
     /// With the curriculum: its iterations, and the steps of its two scoring models together.
     pub curriculum_iterations: u32,
     pub scoring_steps: u64,
+    /// With the curriculum: the cache in front of the pool's spilled blocks (its capacity, the
+    /// most it held, pages read).
+    pub curriculum_cache: Option<CacheStats>,
 }
 
 impl StreamSummary {
@@ -625,9 +631,11 @@ pub fn train(
     Ok(summary)
 }
 
-/// The trainer thread with CLID's curriculum: waits for the input to end, reads the whole pool
-/// back into memory and runs the curriculum over it ([`super::run::curriculum`]: the two scoring
-/// models, the quality scores, then the final model iteration by iteration).
+/// The trainer thread with CLID's curriculum: waits for the input to end and runs the
+/// curriculum over the pool as it stands ([`super::run::curriculum`]: the two scoring models,
+/// the quality scores, then the final model iteration by iteration). The pool is not read back
+/// whole: every batch fetches its samples ([`SampleSource::pooled`]), so the curriculum holds
+/// the pool's budget and the source's cache, never the whole pool.
 pub fn train_curriculum(
     shared: &Arc<Shared>,
     config: &TrainConfig,
@@ -649,13 +657,18 @@ pub fn train_curriculum(
     state.pool.seal();
     // Every pooled sample takes part.
     state.epochs = true;
-    let mut encoded = Vec::with_capacity(state.pool.len());
-    for k in 0..state.pool.block_count() {
-        encoded.extend_from_slice(&state.pool.block(k)?);
-    }
-    let meta = std::mem::take(&mut state.meta);
     drop(state);
     let vocab = finish_state(shared, &mut summary);
+    // The pool thread has ended and pools nothing more (`finished`): the curriculum takes the
+    // pool, leaving an empty one.
+    let (pool, meta) = {
+        let mut state = shared.lock();
+        let empty = Pool::new(1, 0, out.join("pool"));
+        (
+            std::mem::replace(&mut state.pool, empty),
+            std::mem::take(&mut state.meta),
+        )
+    };
     if meta.is_empty() {
         return Err(no_samples(config, summary.offered));
     }
@@ -665,16 +678,9 @@ pub fn train_curriculum(
         resume,
         stop_after: None,
     };
+    let encoded = SampleSource::pooled(pool);
     let outcome = curriculum(
-        &meta,
-        &Arc::new(encoded),
-        &vocab,
-        config,
-        out,
-        device,
-        &options,
-        &trusted,
-        &generated,
+        &meta, &encoded, &vocab, config, out, device, &options, &trusted, &generated,
     )?;
     let run = &outcome.run;
     summary.steps = run.steps;
@@ -687,5 +693,6 @@ pub fn train_curriculum(
     summary.data_wait_seconds = run.data_wait_seconds;
     summary.curriculum_iterations = outcome.iterations;
     summary.scoring_steps = outcome.scoring_runs.iter().map(|r| r.steps).sum();
+    summary.curriculum_cache = encoded.cache_stats();
     Ok(summary)
 }

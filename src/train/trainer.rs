@@ -10,18 +10,18 @@
 //! computes (on the CPU; CUDA kernels need not be deterministic).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Reduction, Tensor};
 
-use super::batch::{build_batch, Batch, RegionInputs};
+use super::batch::{Batch, RegionInputs};
 use super::config::TrainConfig;
-use super::data::{epoch_seed, plan_batches, weighted_epoch, EncodedSample};
+use super::data::{epoch_seed, plan_batches, weighted_epoch};
 use super::model::Captioner;
 use super::optim::{learning_rate, AdamW, Gradients};
+use super::source::SampleSource;
 use super::vocab::{Vocabulary, PAD};
 use crate::error::{Error, Result};
 use crate::seed::splitmix64;
@@ -129,30 +129,33 @@ impl DataPlan {
 
 /// Starts the loader thread: it builds the batches of steps `start..` and sends them, on
 /// `device`, through a channel holding at most `capacity` batches. The thread ends when the plan
-/// is done or the receiver is dropped.
+/// is done, the receiver is dropped, or `samples` cannot be read (its error is the thread's).
 pub fn spawn_loader(
-    samples: Arc<Vec<EncodedSample>>,
+    samples: SampleSource,
     plan: DataPlan,
     start: u64,
     inputs: RegionInputs,
     device: Device,
     capacity: usize,
-) -> (Receiver<Batch>, std::thread::JoinHandle<()>) {
+) -> (Receiver<Batch>, std::thread::JoinHandle<Result<()>>) {
     let (sender, receiver) = bounded(capacity);
     let handle = std::thread::spawn(move || {
-        let lengths: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
         let total = plan.total_steps().saturating_sub(start) as usize;
-        for indices in plan.batches_from(&lengths, start).take(total) {
-            let batch = build_batch(&samples, &indices, inputs);
+        for indices in plan
+            .batches_from(samples.token_lengths(), start)
+            .take(total)
+        {
+            let batch = samples.batch(&indices, inputs)?;
             let batch = if device == Device::Cpu {
                 batch
             } else {
                 batch.to_device(device)
             };
             if sender.send(batch).is_err() {
-                return;
+                break;
             }
         }
+        Ok(())
     });
     (receiver, handle)
 }
@@ -431,7 +434,7 @@ impl RunSummary {
 #[allow(clippy::too_many_arguments)]
 pub fn run_plan(
     dir: &Path,
-    samples: Arc<Vec<EncodedSample>>,
+    samples: SampleSource,
     plan: DataPlan,
     config: &TrainConfig,
     vocab: &Vocabulary,
@@ -463,15 +466,18 @@ pub fn run_plan(
             config.batching.queue_batches,
         );
         while trainer.step < end {
-            let batch = next_batch(&batches, &mut waits, true).ok_or_else(|| {
-                Error::invalid("training data", "the loader thread stopped early")
-            })?;
+            let Some(batch) = next_batch(&batches, &mut waits, true) else {
+                // The loader's own error says why it stopped.
+                join_loader(loader)?;
+                return Err(Error::invalid(
+                    "training data",
+                    "the loader thread stopped early",
+                ));
+            };
             trainer.checked_step(&batch, dir, config.checkpoint_every, end, |t| t.save(dir))?;
         }
         drop(batches);
-        loader
-            .join()
-            .map_err(|_| Error::invalid("training data", "the loader thread panicked"))?;
+        join_loader(loader)?;
     }
     trainer.save(dir)?;
     Ok(RunSummary {
@@ -486,31 +492,39 @@ pub fn run_plan(
     })
 }
 
+fn join_loader(loader: std::thread::JoinHandle<Result<()>>) -> Result<()> {
+    loader
+        .join()
+        .map_err(|_| Error::invalid("training data", "the loader thread panicked"))?
+}
+
 /// Mean per-token log-likelihoods of `indices` under `model`, in order (eval batches by token
-/// budget, no shuffling).
+/// budget, no shuffling); an error when `samples` cannot be read.
 pub fn score_samples(
     model: &Captioner,
-    samples: &[EncodedSample],
+    samples: &SampleSource,
     indices: &[usize],
     token_budget: usize,
-) -> Vec<f64> {
+) -> Result<Vec<f64>> {
+    let lengths = samples.token_lengths();
     let mut out = Vec::with_capacity(indices.len());
     let mut start = 0;
     while start < indices.len() {
         let mut end = start;
         let mut longest = 0;
         while end < indices.len() {
-            let len = samples[indices[end]].tokens.len();
+            let len = lengths[indices[end]];
             if end > start && (end - start + 1) * longest.max(len) > token_budget {
                 break;
             }
             longest = longest.max(len);
             end += 1;
         }
-        let batch = build_batch(samples, &indices[start..end], (&model.config).into())
+        let batch = samples
+            .batch(&indices[start..end], (&model.config).into())?
             .to_device(model.device);
         out.extend(model.mean_log_likelihood(&batch.input, &batch.inputs, &batch.targets));
         start = end;
     }
-    out
+    Ok(out)
 }

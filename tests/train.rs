@@ -14,7 +14,7 @@ use capflow::train::compare::{compare, CompareOptions, TrainingLimits, Variant};
 use capflow::train::data::{encode_sample, EncodedSample, TrainingData};
 use capflow::train::eval::EvalOptions;
 use capflow::train::pool::{sample_bytes, Pool};
-use capflow::train::run::{curriculum, job_vocabulary, train_samples, JobOptions};
+use capflow::train::run::{curriculum, encode_samples, job_vocabulary, train_samples, JobOptions};
 use capflow::train::source::{SampleSource, CACHED_BLOCKS};
 use capflow::train::trainer::{Trainer, VOCAB_FILE};
 use capflow::train::vocab::Vocabulary;
@@ -843,6 +843,31 @@ fn unreadable_images_are_counted_and_a_wrong_directory_is_an_error() {
         capflow::train::data::encode_sample(s, &data.context, &vocab, &config, Some(&crops));
     }
     assert_eq!(crops.counts(), (20, 0, None));
+}
+
+/// Encoding on several threads (each cutting the crops of its share of the images) gives what
+/// one thread gives, sample for sample, and the crops of every region of the embedded images.
+#[test]
+fn samples_encode_alike_on_one_thread_and_on_several() {
+    let (data, samples) = originals();
+    let mut config = tiny_config();
+    config.model.image_crop = 8;
+    config.images.dir = Some(common::repo_root().join("examples/data/images"));
+    let vocab = Vocabulary::build(&samples, data.context.labels());
+    let one = encode_samples(&samples, &data.context, &vocab, &config, 1).unwrap();
+    assert_eq!(one.len(), samples.len());
+    let regions = one.iter().flat_map(|s| &s.regions);
+    let (cropped, all) = regions.fold((0, 0), |(c, a), r| {
+        (c + usize::from(r.pixels.is_some()), a + 1)
+    });
+    assert!(
+        all > 0 && cropped == all,
+        "{cropped} of {all} regions have pixels"
+    );
+    for threads in [2, 3, 7] {
+        let several = encode_samples(&samples, &data.context, &vocab, &config, threads).unwrap();
+        assert!(several == one, "{threads} threads encode otherwise");
+    }
 }
 
 /// The `[train]` example of docs/train.md's "Pixels" section, appended to the SSA recipe as it

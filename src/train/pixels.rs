@@ -130,6 +130,18 @@ impl ImageCrops {
         image
     }
 
+    /// Adds what `other` read and could not read to these counts; `other`'s first reason
+    /// counts only when these crops have none (`other` cut the crops of later samples).
+    pub fn absorb(&self, other: ImageCrops) {
+        let other = other.state.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.read += other.read;
+        state.unreadable += other.unreadable;
+        if state.first_error.is_none() {
+            state.first_error = other.first_error;
+        }
+    }
+
     /// Images read, images that could not be read, and the first reason.
     pub fn counts(&self) -> (usize, usize, Option<String>) {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());

@@ -56,15 +56,71 @@ fn encode_all(
     vocab: &Vocabulary,
     config: &TrainConfig,
 ) -> Result<Arc<Vec<EncodedSample>>> {
+    // Cutting crops is most of the work when the model sees pixels: it takes every core.
+    let threads = match config.model.image_crop > 0 {
+        true => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        false => 1,
+    };
+    Ok(Arc::new(encode_samples(
+        samples, context, vocab, config, threads,
+    )?))
+}
+
+/// Every sample encoded ([`encode_sample`]), in order, by up to `threads` threads, each over a
+/// contiguous share that ends where an image's samples end (so an image is decoded by one
+/// thread, once while its samples follow each other). Fails when the model sees pixels and no
+/// image could be read.
+pub fn encode_samples(
+    samples: &[SampleRow],
+    context: &RegionContext,
+    vocab: &Vocabulary,
+    config: &TrainConfig,
+    threads: usize,
+) -> Result<Vec<EncodedSample>> {
+    let share = samples.len().div_ceil(threads.max(1)).max(1);
+    let mut shares = Vec::new();
+    let mut start = 0;
+    while start < samples.len() {
+        let mut end = (start + share).min(samples.len());
+        while end < samples.len() && samples[end].image_id == samples[end - 1].image_id {
+            end += 1;
+        }
+        shares.push(&samples[start..end]);
+        start = end;
+    }
+    let encoded: Vec<(Vec<EncodedSample>, Option<ImageCrops>)> = std::thread::scope(|scope| {
+        let parts: Vec<_> = shares
+            .into_iter()
+            .map(|part| {
+                scope.spawn(move || {
+                    let images = ImageCrops::new(config);
+                    let encoded = (part.iter())
+                        .map(|s| encode_sample(s, context, vocab, config, images.as_ref()))
+                        .collect();
+                    (encoded, images)
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .map(|part| {
+                part.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
     let images = ImageCrops::new(config);
-    let encoded = samples
-        .iter()
-        .map(|s| encode_sample(s, context, vocab, config, images.as_ref()))
-        .collect();
+    let mut out = Vec::with_capacity(samples.len());
+    for (part, crops) in encoded {
+        out.extend(part);
+        if let (Some(images), Some(crops)) = (&images, crops) {
+            images.absorb(crops);
+        }
+    }
     if let Some(images) = &images {
         images.check()?;
     }
-    Ok(Arc::new(encoded))
+    Ok(out)
 }
 
 fn plan(config: &TrainConfig, segments: Vec<Segment>, salt: u64) -> DataPlan {

@@ -194,16 +194,22 @@ fn with_generated(samples: &[SampleRow]) -> Vec<SampleRow> {
     all
 }
 
-#[test]
-fn curriculum_scores_selects_and_trains() {
-    let (data, samples) = originals();
-    let samples = with_generated(&samples);
+/// The tiny model with CLID's curriculum: 30 scoring steps, 10 iterations of 2 steps.
+fn curriculum_config() -> TrainConfig {
     let mut config = tiny_config();
     config.curriculum.enabled = true;
     config.curriculum.scoring_steps = 30;
     config.curriculum.steps_per_iteration = 2;
     config.curriculum.c_percent = 10.0;
     config.curriculum.balanced = true;
+    config
+}
+
+#[test]
+fn curriculum_scores_selects_and_trains() {
+    let (data, samples) = originals();
+    let samples = with_generated(&samples);
+    let mut config = curriculum_config();
     let out = tempfile::tempdir().unwrap();
     let outcome = train_on_cpu(&samples, &data.context, &config, out.path()).unwrap();
     assert_eq!(outcome.generated, 100);
@@ -256,12 +262,7 @@ fn curriculum_scores_selects_and_trains() {
 fn curriculum_over_a_spilled_pool_matches_the_one_in_memory_within_its_bound() {
     let (data, samples) = originals();
     let samples = with_generated(&samples);
-    let mut config = tiny_config();
-    config.curriculum.enabled = true;
-    config.curriculum.scoring_steps = 30;
-    config.curriculum.steps_per_iteration = 2;
-    config.curriculum.c_percent = 10.0;
-    config.curriculum.balanced = true;
+    let config = curriculum_config();
     let in_memory = tempfile::tempdir().unwrap();
     let expected = train_on_cpu(&samples, &data.context, &config, in_memory.path()).unwrap();
 

@@ -98,6 +98,7 @@ fn main() {
             &texts,
             &[],
             &config,
+            &old,
             spec.seed,
         ));
     }

@@ -64,7 +64,9 @@ fn compute(
     for (reason, n) in earlier.iter().chain(&filtered.dropped) {
         *dropped.entry(*reason).or_insert(0) += n;
     }
-    let record = record(image, &meta, log, &events, &texts, &earlier, config, seed);
+    let record = record(
+        image, &meta, log, &events, &texts, &earlier, config, models, seed,
+    );
     Some(Computed {
         samples,
         dropped,
@@ -121,6 +123,12 @@ fn a_replayed_image_is_the_image_computed_with_the_new_models_when_its_merge_log
             (with_a.samples.clone(), with_a.dropped.clone()),
             "{id}"
         );
+        // Made with other settings, the record is not replayed.
+        let other = SsaConfig {
+            min_nodes: config.min_nodes + 1,
+            ..config.clone()
+        };
+        assert!(replayed(&record, &other, &a).is_none());
         match replayed(&record, &config, &b) {
             Some(again) => {
                 assert_eq!(again, (with_b.samples.clone(), with_b.dropped), "{id}");

@@ -736,6 +736,9 @@ fn judge_passed(
 /// and the sample of every sentence that passed those checks, without its quality score.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SsaRecord {
+    /// A digest of the SSA settings the record was made with ([`config_digest`]): the checks
+    /// it kept the outcome of, and the events it kept, depend on them.
+    config: u64,
     pub merge: MergeLog,
     context: CaptionContext,
     /// Drops before the quality filter (`amr-align`'s token-aligned count) and of its checks
@@ -752,8 +755,15 @@ struct SsaCandidate {
     sample: SampleRow,
 }
 
+/// A digest of SSA's settings, which a record must be replayed with.
+fn config_digest(config: &SsaConfig) -> u64 {
+    let bytes = serde_json::to_vec(config).unwrap_or_default();
+    xxhash_rust::xxh3::xxh3_64(&bytes)
+}
+
 /// The record of one image whose meta graph `meta` (merged with `log`) gave the subgraphs
 /// `events`, realized as `texts`; `earlier` are the drops counted before the quality filter.
+/// The samples carry `seed`, the run's, as the stages' samples do.
 #[allow(clippy::too_many_arguments)]
 pub fn record(
     image: &ImageAnnotations,
@@ -763,9 +773,10 @@ pub fn record(
     texts: &[String],
     earlier: &[(Drop, u64)],
     config: &SsaConfig,
+    models: &SsaModels,
     seed: u64,
 ) -> SsaRecord {
-    let lexicon = ModifierLexicon::wordnet();
+    let lexicon = models.lexicon;
     let mut fixed: BTreeMap<Drop, u64> = BTreeMap::new();
     for &(reason, n) in earlier {
         *fixed.entry(reason).or_insert(0) += n;
@@ -781,6 +792,7 @@ pub fn record(
         }
     }
     SsaRecord {
+        config: config_digest(config),
         merge: log,
         context: CaptionContext::new(&image.captions),
         fixed_drops: fixed.into_iter().collect(),
@@ -799,9 +811,14 @@ pub struct Replayed {
 /// The quality filter and the control signals of a recorded image with the built-in quality
 /// scorer and word vectors of `models`: the image's SSA samples as computing it from its
 /// inputs with these models gives them. `None` when the merge's log does not hold under the
-/// new vectors: the image must then be computed again.
+/// new vectors, when `config` is not the configuration the record was made with, or when
+/// `models` score with an external scorer (whose requests go by batches of images): the image
+/// must then be computed again.
 pub fn replay(record: &SsaRecord, config: &SsaConfig, models: &SsaModels) -> Option<Replayed> {
-    if !record.merge.holds(models.similarity()) {
+    if models.external_quality.is_some()
+        || record.config != config_digest(config)
+        || !record.merge.holds(models.similarity())
+    {
         return None;
     }
     let mut dropped: BTreeMap<Drop, u64> = record.fixed_drops.iter().copied().collect();

@@ -56,15 +56,19 @@ fn encode_all(
     vocab: &Vocabulary,
     config: &TrainConfig,
 ) -> Result<Arc<Vec<EncodedSample>>> {
-    // Cutting crops is most of the work when the model sees pixels: it takes every core.
+    // Cutting crops is most of the work when the model sees pixels: it takes the cores, up to
+    // `MAX_CROP_THREADS` (each thread keeps a few decoded images).
     let threads = match config.model.image_crop > 0 {
-        true => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        true => std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_CROP_THREADS)),
         false => 1,
     };
     Ok(Arc::new(encode_samples(
         samples, context, vocab, config, threads,
     )?))
 }
+
+/// The most threads that cut crops at once: each holds up to eight decoded images.
+const MAX_CROP_THREADS: usize = 8;
 
 /// Every sample encoded ([`encode_sample`]), in order, by up to `threads` threads, each over a
 /// contiguous share that ends where an image's samples end (so an image is decoded by one

@@ -7,14 +7,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use capflow::amr::align::{ground, ModifierLexicon, VgAmr};
 use capflow::amr::merge::{
-    merge_in_order, merge_order, smatch_distances, MergeContext, MergeLog, MergeStep, MetaGraph,
-    RuleSet, SimilarityTable,
+    merge_in_order, merge_order, smatch_distances, MergeContext, MergeStep, MetaGraph, RuleSet,
+    SimilarityTable,
 };
 use capflow::amr::penman::{encode, parse};
 use capflow::amr::sample::{event_subgraphs, EventSubgraph, EventVariant, SamplingConfig};
 use capflow::amr::Graph;
 use capflow::schema::{BoxXyxy, GroundingRow};
-use std::cell::RefCell;
 
 const MAN: BoxXyxy = BoxXyxy {
     x1: 10.0,
@@ -633,13 +632,8 @@ mod no_panic {
                 lexicon: ModifierLexicon::wordnet(),
                 log: None,
             };
-            let log = RefCell::new(MergeLog::default());
-            let logged = MergeContext {
-                log: Some(&log),
-                ..context(&sim)
-            };
-            let meta = merge_in_order(&vg, &order, &logged).unwrap();
-            let log = log.into_inner();
+            let (meta, log) = context(&sim).logged(|ctx| merge_in_order(&vg, &order, ctx));
+            let meta = meta.unwrap();
             prop_assert!(log.holds(&sim));
             prop_assert_eq!(&merge_in_order(&vg, &order, &context(&sim)).unwrap(), &meta);
             let merged = merge_in_order(&vg, &order, &context(&sim2)).unwrap();
@@ -736,13 +730,8 @@ fn capflow_smatch_agrees_with_the_hand_counts_and_order() {
 fn the_merge_log_tells_whether_other_similarities_merge_the_same_way() {
     let vg = vgamrs();
     let sim = similarities();
-    let log = RefCell::new(MergeLog::default());
-    let ctx = MergeContext {
-        log: Some(&log),
-        ..context(&sim)
-    };
-    let meta = merge_in_order(&vg, &EXPECTED_ORDER, &ctx).unwrap();
-    let log = log.into_inner();
+    let (meta, log) = context(&sim).logged(|ctx| merge_in_order(&vg, &EXPECTED_ORDER, ctx));
+    let meta = meta.unwrap();
     assert!(log.holds(&sim));
     let with_man_person = |s: f64| {
         SimilarityTable::new()

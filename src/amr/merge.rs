@@ -175,9 +175,9 @@ const SUBSET_THRESHOLD: f64 = 0.34;
 
 /// A comparison of a label similarity with a threshold: `> value` when `strict`, else `>=`.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Threshold {
-    pub value: f64,
-    pub strict: bool,
+struct Threshold {
+    value: f64,
+    strict: bool,
 }
 
 impl Threshold {
@@ -662,6 +662,20 @@ pub struct MergeContext<'a> {
 impl MergeContext<'_> {
     fn sim(&self, a: &MetaNode, b: &MetaNode) -> f64 {
         label_similarity(&a.labels, &b.labels, self.similarity)
+    }
+
+    /// Runs `merge` with this context recording every decision it takes through word
+    /// similarities; its result, and the log.
+    pub fn logged<T>(&self, merge: impl FnOnce(&MergeContext) -> T) -> (T, MergeLog) {
+        let log = RefCell::new(MergeLog::default());
+        let logging = MergeContext {
+            rules: self.rules,
+            similarity: self.similarity,
+            lexicon: self.lexicon,
+            log: Some(&log),
+        };
+        let out = merge(&logging);
+        (out, log.into_inner())
     }
 
     /// Whether the label similarity of `a` and `b` exceeds `threshold` (`strict`) or reaches

@@ -25,7 +25,6 @@ pub use parse::{
 };
 pub use stats::{CaptionNumbering, SsaCorpusStats};
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -283,7 +282,11 @@ pub fn merge(
     config: &SsaConfig,
     models: &SsaModels,
 ) -> Result<Option<MetaGraph>> {
-    merge_with(vgamrs, config, models, None)
+    if vgamrs.is_empty() {
+        return Ok(None);
+    }
+    let (_, meta) = smatch_meta_graph(vgamrs, &config.smatch, &merge_context(config, models))?;
+    Ok(Some(meta))
 }
 
 /// [`merge`], with the log of what the merge decided through word similarities
@@ -293,28 +296,22 @@ pub fn merge_logged(
     config: &SsaConfig,
     models: &SsaModels,
 ) -> Result<Option<(MetaGraph, MergeLog)>> {
-    let log = RefCell::new(MergeLog::default());
-    let merged = merge_with(vgamrs, config, models, Some(&log))?;
-    Ok(merged.map(|meta| (meta, log.into_inner())))
-}
-
-fn merge_with(
-    vgamrs: &[VgAmr],
-    config: &SsaConfig,
-    models: &SsaModels,
-    log: Option<&RefCell<MergeLog>>,
-) -> Result<Option<MetaGraph>> {
     if vgamrs.is_empty() {
         return Ok(None);
     }
-    let ctx = MergeContext {
+    let ctx = merge_context(config, models);
+    let (merged, log) = ctx.logged(|ctx| smatch_meta_graph(vgamrs, &config.smatch, ctx));
+    let (_, meta) = merged?;
+    Ok(Some((meta, log)))
+}
+
+fn merge_context<'a>(config: &SsaConfig, models: &'a SsaModels) -> MergeContext<'a> {
+    MergeContext {
         rules: config.rules,
         similarity: models.similarity(),
         lexicon: models.lexicon,
-        log,
-    };
-    let (_, meta) = smatch_meta_graph(vgamrs, &config.smatch, &ctx)?;
-    Ok(Some(meta))
+        log: None,
+    }
 }
 
 /// Stage `event-sample`: the event subgraphs of the meta graph.

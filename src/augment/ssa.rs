@@ -850,6 +850,66 @@ pub fn replay(record: &SsaRecord, config: &SsaConfig, models: &SsaModels) -> Opt
     })
 }
 
+/// What a run with a state keeps of one image's SSA for a refit ([`crate::dataflow::state`]):
+/// the image's [`SsaRecord`], or, for an image whose captions gave no meta graph (no AMR, or
+/// none aligned), the drops counted before the merge: no corpus-level model changes that.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum SsaKept {
+    Record(Box<SsaRecord>),
+    Unmerged {
+        config: u64,
+        dropped: Vec<(Drop, u64)>,
+    },
+}
+
+impl SsaKept {
+    /// What is kept of an image with no meta graph, whose drops so far are `dropped`.
+    pub fn unmerged(config: &SsaConfig, dropped: &[(Drop, u64)]) -> SsaKept {
+        let mut total: BTreeMap<Drop, u64> = BTreeMap::new();
+        for &(reason, n) in dropped {
+            *total.entry(reason).or_insert(0) += n;
+        }
+        SsaKept::Unmerged {
+            config: config_digest(config),
+            dropped: total.into_iter().collect(),
+        }
+    }
+
+    /// The image's SSA samples and drops under `models`, as [`replay`] gives them; `None` when
+    /// the image must be computed again.
+    pub fn replay(&self, config: &SsaConfig, models: &SsaModels) -> Option<Replayed> {
+        match self {
+            SsaKept::Record(record) => replay(record, config, models),
+            SsaKept::Unmerged {
+                config: digest,
+                dropped,
+            } => {
+                (models.external_quality.is_none() && *digest == config_digest(config)).then(|| {
+                    Replayed {
+                        samples: Vec::new(),
+                        dropped: dropped.clone(),
+                    }
+                })
+            }
+        }
+    }
+
+    /// Whether [`replay`](Self::replay) would give the image's samples under `models` (it
+    /// does not score them).
+    pub fn holds(&self, config: &SsaConfig, models: &SsaModels) -> bool {
+        let digest = match self {
+            SsaKept::Record(record) => record.config,
+            SsaKept::Unmerged { config, .. } => *config,
+        };
+        models.external_quality.is_none()
+            && digest == config_digest(config)
+            && match self {
+                SsaKept::Record(record) => record.merge.holds(models.similarity()),
+                SsaKept::Unmerged { .. } => true,
+            }
+    }
+}
+
 /// The built-in realizer ([`crate::amr::realize::Realizer`]) as the realize stage's model.
 pub fn builtin_realizer() -> Arc<dyn EventRealizer> {
     Arc::new(BuiltinRealizer)

@@ -36,7 +36,7 @@ use super::stages::{
 };
 use super::ClusterOptions;
 use crate::augment::method::Method;
-use crate::augment::ssa::{Drop, SsaConfig, SsaModels};
+use crate::augment::ssa::{Drop, SsaConfig, SsaKept, SsaModels};
 use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
 use crate::export::StageMetrics;
@@ -52,6 +52,9 @@ pub struct Methods {
     /// The single-stage methods after SSA, in dataflow order: CLID, GBC, relatedness, CutSwap,
     /// then the registered ones ([`crate::augment::method`]).
     pub after_ssa: Vec<Arc<dyn Method>>,
+    /// Whether SSA's stages keep each image's record for the state ([`SsaKept`]); ignored
+    /// with an external quality scorer, whose scores a record cannot replay.
+    pub keep_records: bool,
 }
 
 impl Methods {
@@ -80,6 +83,8 @@ pub struct AugmentRun {
     pub dropped: BTreeMap<Drop, u64>,
     /// Wall-clock time of the stages, from feeding the first record to the last image's output.
     pub wall: std::time::Duration,
+    /// What the state keeps of each image's SSA ([`Methods::keep_records`]), by image id.
+    pub records: Vec<(String, SsaKept)>,
 }
 
 /// The rows the stages work on: every read row but existing samples, in read order; only the
@@ -153,6 +158,7 @@ pub fn run_augment(
                         samples: staged.value.samples,
                         rejected: staged.value.rejected,
                         dropped: staged.value.dropped,
+                        record: staged.value.record,
                     })
                 })
                 .exchange(move |output: &ImageOutput| bucket_of(&output.image_id, buckets) as u64)
@@ -202,9 +208,13 @@ pub fn run_augment(
                 samples,
                 rejected,
                 dropped,
+                record,
             }) => {
                 for (reason, n) in dropped {
                     *run.dropped.entry(reason).or_insert(0) += n;
+                }
+                if let Some(record) = record {
+                    run.records.push((image_id.clone(), record));
                 }
                 per_image.push((image_id, samples, rejected));
                 progress.inc(1);
@@ -229,6 +239,7 @@ pub fn run_augment(
         return Err(error);
     }
     per_image.sort_by(|a, b| a.0.cmp(&b.0));
+    run.records.sort_by(|a, b| a.0.cmp(&b.0));
     run.images = per_image.len() as u64;
     run.stages = stages;
     for (image_id, samples, rejected) in per_image {
@@ -251,11 +262,13 @@ pub struct StageContexts {
 
 impl StageContexts {
     pub fn new(methods: Methods, seed: u64, failure: &Failure) -> StageContexts {
+        let records = methods.keep_records;
         StageContexts {
             originals: methods.originals.map(|m| method_context(seed, m, failure)),
             ssa: methods.ssa.map(|(config, models)| {
                 Arc::new(StageContext {
                     seed,
+                    records: records && models.external_quality.is_none(),
                     config,
                     models,
                     failure: failure.clone(),
@@ -310,6 +323,8 @@ pub(crate) struct ImageOutput {
     pub samples: Vec<SampleRow>,
     pub rejected: Vec<RejectedRow>,
     pub dropped: Vec<(Drop, u64)>,
+    /// What the state keeps of the image's SSA ([`Methods::keep_records`]).
+    pub record: Option<SsaKept>,
 }
 
 enum WorkerOutput {

@@ -86,6 +86,9 @@ fn chunk_ids<'a>(ids: &'a [&'a str], chunk_images: usize) -> HashMap<&'a str, &'
         .collect()
 }
 
+/// A bucket's replayed SSA samples, by image ([`BucketExport::replay`]).
+pub type ReplayBucket<'a> = dyn Fn(usize) -> Result<BTreeMap<String, Vec<SampleRow>>> + 'a;
+
 /// How a run's rows are written into buckets.
 pub struct BucketExport<'a> {
     pub buckets: usize,
@@ -96,6 +99,12 @@ pub struct BucketExport<'a> {
     pub previous: Option<(&'a Manifest, &'a str)>,
     /// The dataset directory.
     pub dir: &'a Path,
+    /// A refit that replays SSA ([`super::refit`]): every image the plan carries keeps its
+    /// input rows, and its SSA samples are the ones this gives for its bucket, by image.
+    pub replay: Option<&'a ReplayBucket<'a>>,
+    /// With a replay: the images the plan computes whose input rows did not change (their
+    /// merge did, under the new models), whose chunks keep their input tables' files.
+    pub recomputed: Option<&'a BTreeSet<String>>,
 }
 
 /// What [`BucketExport::write`] did.
@@ -144,6 +153,7 @@ impl BucketExport<'_> {
         }
         let mut retracted: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
         let mut added: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
+        let mut replay_changes: BTreeMap<String, Vec<(SampleRow, i8)>> = BTreeMap::new();
         let previous = self.previous.map(|(m, _)| m);
         if let (Some(_), Some(manifest)) = (&plan.full, previous) {
             // A full run retracts the whole previous version.
@@ -196,25 +206,43 @@ impl BucketExport<'_> {
         // A chunk none of whose images changed is kept: its files are carried forward, or, for a
         // chunk inside a compacted file that holds a changed chunk too (and so is replaced),
         // its rows there are copied into chunk files of its own.
+        // With a replay, a chunk of carried images keeps its input tables' files and has its
+        // samples written anew.
         let mut kept: HashMap<usize, HashSet<&str>> = HashMap::new();
+        let mut inputs_kept: HashMap<usize, HashSet<&str>> = HashMap::new();
         for (bucket, old_ids, new_ids) in &layouts {
             let old_chunks = chunk_ids(old_ids, self.chunk_images);
-            let unchanged = chunks(new_ids, self.chunk_images)
+            let unchanged: HashSet<&str> = chunks(new_ids, self.chunk_images)
                 .into_iter()
                 .filter(|chunk| {
+                    let changed = |id: &&str| {
+                        plan.compute.contains(*id)
+                            && self.recomputed.is_none_or(|same| !same.contains(*id))
+                    };
                     plan.full.is_none()
                         && previous.is_some()
                         && old_chunks.get(chunk.key) == Some(&chunk.ids)
-                        && !chunk.ids.iter().any(|id| plan.compute.contains(*id))
+                        && !chunk.ids.iter().any(changed)
                 })
                 .map(|chunk| chunk.key)
                 .collect();
-            kept.insert(*bucket, unchanged);
+            if self.replay.is_none() {
+                kept.insert(*bucket, unchanged.clone());
+            }
+            kept.entry(*bucket).or_default();
+            inputs_kept.insert(*bucket, unchanged);
         }
+        let keeps = |bucket: usize, piece: &ChunkPiece| {
+            let kept = match piece.file.table {
+                TableKind::Samples => &kept[&bucket],
+                _ => &inputs_kept[&bucket],
+            };
+            kept.contains(piece.chunk)
+        };
         let replaced_files: HashSet<&str> = old_pieces
             .iter()
-            .filter_map(|(bucket, pieces)| Some((kept.get(bucket)?, pieces)))
-            .flat_map(|(kept, pieces)| pieces.iter().filter(|p| !kept.contains(p.chunk)))
+            .filter(|(bucket, _)| kept.contains_key(*bucket))
+            .flat_map(|(bucket, pieces)| pieces.iter().filter(|p| !keeps(*bucket, p)))
             .map(|piece| piece.file.path.as_str())
             .collect();
         let mut carried_files: HashSet<&str> = HashSet::new();
@@ -223,13 +251,18 @@ impl BucketExport<'_> {
             let rows = &by_bucket[bucket];
             let old_chunks = chunk_ids(old_ids, self.chunk_images);
             let pieces: &[ChunkPiece] = old_pieces.get(&bucket).map_or(&[], Vec::as_slice);
-            let kept = &kept[&bucket];
+            let (kept, inputs_kept) = (&kept[&bucket], &inputs_kept[&bucket]);
             let new_chunks = chunks(new_ids, self.chunk_images);
             let mut written = Vec::new();
+            let mut resampled = Vec::new();
             for chunk in &new_chunks {
-                if kept.contains(chunk.key) {
+                let samples_kept = kept.contains(chunk.key);
+                if samples_kept || inputs_kept.contains(chunk.key) {
                     let mut copied = false;
-                    for piece in pieces.iter().filter(|p| p.chunk == chunk.key) {
+                    let pieces = pieces.iter().filter(|p| {
+                        p.chunk == chunk.key && (samples_kept || p.file.table != TableKind::Samples)
+                    });
+                    for piece in pieces {
                         let file = piece.file;
                         if replaced_files.contains(file.path.as_str()) {
                             let bucket_of = (bucket, buckets);
@@ -249,7 +282,9 @@ impl BucketExport<'_> {
                             exported.rows_written += file.rows;
                         }
                     }
-                    if copied {
+                    if !samples_kept {
+                        resampled.push(chunk);
+                    } else if copied {
                         writer.finish_chunk(bucket, chunk.key)?;
                         exported.written += 1;
                     } else {
@@ -259,7 +294,7 @@ impl BucketExport<'_> {
                     written.push(chunk);
                 }
             }
-            if written.is_empty() && kept.len() == old_chunks.len() {
+            if written.is_empty() && resampled.is_empty() && kept.len() == old_chunks.len() {
                 continue;
             }
             // Every previous chunk that is not kept as it was is read back: its images' rows go
@@ -267,12 +302,60 @@ impl BucketExport<'_> {
             let mut back = match plan.full {
                 Some(_) => ReadBack::default(),
                 None => {
-                    let replaced = pieces
-                        .iter()
-                        .filter(|p| old_chunks.contains_key(p.chunk) && !kept.contains(p.chunk));
+                    let replaced = pieces.iter().filter(|p| {
+                        old_chunks.contains_key(p.chunk)
+                            && !kept.contains(p.chunk)
+                            && !(inputs_kept.contains(p.chunk)
+                                && p.file.table != TableKind::Samples)
+                    });
                     self.read_back(replaced, rows, &mut retracted)?
                 }
             };
+            if let Some(replay) = self.replay {
+                // Each replayed image's changes are made at once: the bucket's samples are
+                // not held twice.
+                let mut replayed = replay(bucket)?;
+                for (id, previous) in back.samples.iter_mut() {
+                    let ssa = replayed.remove(id).ok_or_else(|| {
+                        Error::invalid(
+                            self.dir.display().to_string(),
+                            format!("no SSA record replays image {id:?}; rerun without --state"),
+                        )
+                    })?;
+                    let new = with_ssa_samples(previous, ssa);
+                    let old = std::mem::replace(previous, new.clone());
+                    let changes = changelog([(id.clone(), old)].into(), [(id.clone(), new)].into());
+                    replay_changes.insert(id.clone(), changes);
+                }
+                // Carried images without samples before may have some now.
+                for (id, ssa) in replayed.into_iter().filter(|(_, ssa)| !ssa.is_empty()) {
+                    let changes = ssa.iter().map(|s| (s.clone(), 1)).collect();
+                    replay_changes.insert(id.clone(), changes);
+                    back.samples.insert(id, ssa);
+                }
+            }
+            for chunk in resampled {
+                let mut sink = DatasetSink::bucket(writer, (bucket, buckets), chunk.key);
+                for id in chunk.ids {
+                    let samples = match plan.compute.contains(*id) {
+                        true => {
+                            let new = new_samples.remove(*id).unwrap_or_default();
+                            if !new.is_empty() {
+                                added.insert(id.to_string(), new.clone());
+                            }
+                            new
+                        }
+                        false => back.samples.remove(*id).unwrap_or_default(),
+                    };
+                    for sample in samples {
+                        sink.row(Row::Sample(sample))?;
+                    }
+                }
+                exported.rows_written += sink.rows_out();
+                sink.finish()?;
+                writer.finish_chunk(bucket, chunk.key)?;
+                exported.written += 1;
+            }
             for chunk in written {
                 let mut sink = DatasetSink::bucket(writer, (bucket, buckets), chunk.key);
                 for id in chunk.ids {
@@ -320,7 +403,14 @@ impl BucketExport<'_> {
                 exported.written += 1;
             }
         }
-        exported.changes = changelog(retracted, added);
+        let mut changes: BTreeMap<String, Vec<(SampleRow, i8)>> = replay_changes;
+        for (sample, diff) in changelog(retracted, added) {
+            changes
+                .entry(sample.image_id.clone())
+                .or_default()
+                .push((sample, diff));
+        }
+        exported.changes = changes.into_values().flatten().collect();
         Ok(exported)
     }
 }
@@ -357,6 +447,26 @@ impl BucketExport<'_> {
         }
         Ok(back)
     }
+}
+
+/// An image's samples with its SSA samples replaced by `ssa`: where the old ones were, else
+/// after its original captions (the stages' order, [`super::augment`]).
+fn with_ssa_samples(previous: &[SampleRow], ssa: Vec<SampleRow>) -> Vec<SampleRow> {
+    let is_ssa = |s: &SampleRow| s.method == crate::augment::ssa::METHOD;
+    let at = previous.iter().position(is_ssa).unwrap_or_else(|| {
+        previous
+            .iter()
+            .rposition(|s| s.method == crate::augment::original::ORIGINAL_METHOD)
+            .map_or(0, |i| i + 1)
+    });
+    let mut samples: Vec<SampleRow> = previous[..at]
+        .iter()
+        .filter(|s| !is_ssa(s))
+        .cloned()
+        .collect();
+    samples.extend(ssa);
+    samples.extend(previous[at..].iter().filter(|s| !is_ssa(s)).cloned());
+    samples
 }
 
 /// Every row of one of the previous version's bucket chunks, typed by its table.

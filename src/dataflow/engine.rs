@@ -57,6 +57,7 @@ use super::exchange::{to_owners, InFlight, TableBatch, TableBatcher};
 use super::mixing::HeldSamples;
 use super::models::{fit_methods_with, CorpusStats, FittedModels, ModelSource, ModelsFrom};
 use super::record::Staged;
+use super::refit::BucketRecords;
 use super::runtime::{
     input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed, SharedUnits,
 };
@@ -273,6 +274,9 @@ pub fn run_streaming(
         _ => None,
     };
     let state_dir = state.as_ref().map(|s| s.dir.clone());
+    // With a state, each image's SSA record is kept for a refit ([`super::refit`]).
+    let keep_records =
+        (state.is_some() && super::refit::keeps_records(spec)).then(|| config_hash.clone());
     let augments = spec.augments() || spec.keeps_originals();
     let (sender, receiver) = crossbeam_channel::bounded::<Message>(4 * 1024);
     let (models_out, models_in) = crossbeam_channel::unbounded::<Option<FittedStages>>();
@@ -438,6 +442,7 @@ pub fn run_streaming(
                         samples: staged.value.samples,
                         rejected: staged.value.rejected,
                         dropped: staged.value.dropped,
+                        record: staged.value.record,
                     })
                 })
                 .flat_map(move |output: ImageOutput| {
@@ -473,7 +478,8 @@ pub fn run_streaming(
                 runs_dir.join(format!("w{index:03}")),
                 state.as_ref().map(|s| s.dir.clone()),
                 held,
-            );
+            )
+            .keeping_records(keep_records.clone());
             spawn_writer(
                 index,
                 part_writer,
@@ -919,6 +925,7 @@ fn fitted_contexts(
         return Ok((fitted, None, None, None));
     }
     let (mut methods, metrics, kept) = fit_methods_with(spec, fit, source, keep)?;
+    methods.keep_records = state.is_some();
     let cache = super::models::cache_parses(spec, state, &mut methods)?;
     let names = methods.stage_names();
     let fitted = FittedStages {
@@ -1387,6 +1394,16 @@ struct PartWriter {
     bucket_state: BucketState,
     /// With `[mix]` other than `all`: the chunks whose samples wait for the run's plan.
     held: Option<HeldSamples>,
+    /// With a state and SSA's built-in scorer: the records of the bucket being written.
+    records: Option<KeptRecords>,
+}
+
+/// The SSA records of the bucket a [`PartWriter`] writes ([`super::refit`]).
+struct KeptRecords {
+    config_hash: String,
+    /// The previous run's records of the bucket, for the images carried forward.
+    previous: Option<(usize, BucketRecords)>,
+    bucket: BucketRecords,
 }
 
 /// The chunk being written, which a later part ends. Its input tables' rows go to its shards
@@ -1479,7 +1496,21 @@ impl PartWriter {
             state,
             bucket_state: BucketState::new(),
             held,
+            records: None,
         }
+    }
+
+    /// With a state, keeps each image's SSA record in it, under `config_hash`
+    /// ([`super::refit`]).
+    fn keeping_records(mut self, config_hash: Option<String>) -> PartWriter {
+        self.records = config_hash
+            .filter(|_| self.state.is_some())
+            .map(|config_hash| KeptRecords {
+                config_hash,
+                previous: None,
+                bucket: BucketRecords::new(),
+            });
+        self
     }
 
     /// The previous version's samples of the images in `(after, through]` of `bucket`, by image.
@@ -1529,6 +1560,7 @@ impl PartWriter {
         } = part;
         let retracted = self.previous_samples(bucket, after.as_deref(), through.as_deref())?;
         self.record_states(&images, &outputs, removed);
+        self.keep_records(bucket, &images, &outputs)?;
         let written = &mut self.written;
         let mut samples: BTreeMap<&str, &[SampleRow]> = BTreeMap::new();
         // An image carried forward keeps the samples the previous version holds of it.
@@ -1653,6 +1685,10 @@ impl PartWriter {
             }
             if let Some(state) = &self.state {
                 state.write_bucket(bucket, &std::mem::take(&mut self.bucket_state))?;
+                if let Some(records) = &mut self.records {
+                    let images = std::mem::take(&mut records.bucket);
+                    super::refit::write(state, bucket, &records.config_hash, images)?;
+                }
             }
         }
         if self.held.is_none() {
@@ -1722,6 +1758,44 @@ impl PartWriter {
             self.push_changes(bucket, image_changes(retracted, added))?;
             self.written.elapsed += started.elapsed();
             sinks.write(&handed)?;
+        }
+        Ok(())
+    }
+
+    /// With records kept: adds the part's images' records to its bucket's, a computed image's
+    /// from the stages, a carried one's from the previous run's.
+    fn keep_records(
+        &mut self,
+        bucket: usize,
+        images: &[ImageRecord],
+        outputs: &[ImageOutput],
+    ) -> Result<()> {
+        let (Some(records), Some(state)) = (&mut self.records, &self.state) else {
+            return Ok(());
+        };
+        for image in images {
+            let kept = match &image.carried {
+                Some(_) => {
+                    if records.previous.as_ref().is_none_or(|(b, _)| *b != bucket) {
+                        let previous = super::refit::read(state, bucket, &records.config_hash)?;
+                        records.previous = Some((bucket, previous));
+                    }
+                    let previous = records.previous.as_mut().map(|(_, p)| p);
+                    previous
+                        .and_then(|p| p.remove(&image.image_id))
+                        .filter(|(digest, _)| *digest == image.digest)
+                        .map(|(_, kept)| kept)
+                }
+                None => outputs
+                    .binary_search_by(|o| o.image_id.as_str().cmp(&image.image_id))
+                    .ok()
+                    .and_then(|i| outputs[i].record.clone()),
+            };
+            if let Some(kept) = kept {
+                records
+                    .bucket
+                    .insert(image.image_id.clone(), (image.digest.clone(), kept));
+            }
         }
         Ok(())
     }

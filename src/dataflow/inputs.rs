@@ -774,6 +774,17 @@ fn plan_steps(units: &[Unit], old_units: Vec<OldUnit>) -> Result<(Vec<Vec<Step>>
 /// its stamps' fingerprint, where its line is) and the listing, never the record, whose unchanged
 /// pieces' lines are copied into the new one as they are.
 pub fn read_inputs(spec: &DataflowSpec, state_dir: &Path, reuse: bool) -> Result<InputRead> {
+    read_inputs_with(spec, state_dir, reuse, &BTreeSet::new())
+}
+
+/// [`read_inputs`], reading the rows of the images in `also` too (from unchanged pieces, as
+/// those of touched images are).
+pub fn read_inputs_with(
+    spec: &DataflowSpec,
+    state_dir: &Path,
+    reuse: bool,
+    also: &BTreeSet<String>,
+) -> Result<InputRead> {
     let started = Instant::now();
     let started_ns = now_ns();
     let record_path = state_dir.join(INPUTS_FILE);
@@ -818,7 +829,7 @@ pub fn read_inputs(spec: &DataflowSpec, state_dir: &Path, reuse: bool) -> Result
     };
     let listed: usize = units.iter().map(Unit::len).sum();
     // Step 1: the images of changed and removed pieces, then the new and changed pieces.
-    let mut touched: HashSet<String> = HashSet::new();
+    let mut touched: HashSet<String> = also.iter().cloned().collect();
     if let Some(record) = record.as_mut() {
         for offset in gone {
             let line = record.line_at(offset)?;

@@ -26,6 +26,7 @@ pub mod key;
 pub mod mixing;
 pub mod models;
 pub mod record;
+pub mod refit;
 pub mod run;
 pub mod runtime;
 pub mod sink;

@@ -14,9 +14,11 @@ use super::models::{
     cache_parses, fit_methods_with, model_rows, models_digest, save_parses, FittedModels,
     ModelSource, ModelsFrom,
 };
+use super::refit::{self, BucketRecords};
 use super::sink::{self, NamedSink};
 use super::state::{self, bucket_of, image_digests, BucketState, ImageState, Plan, StateDir};
 use super::{run_collect, run_collect_sharing, ClusterOptions, CollectedRun, DataflowSpec};
+use crate::augment::ssa::SsaKept;
 use crate::error::{Error, Result};
 use crate::export::{Committed, DatasetWriter, FileEntry, ModelsSource, ModelsUsed, StageMetrics};
 use crate::schema::{RejectedRow, SampleRow};
@@ -206,6 +208,35 @@ fn run_with_sinks(
     // Whether the state's record of the input pieces describes the dataset in the output
     // directory, read with these models: then only new and changed pieces need to be read.
     let previous = created.as_ref().and_then(DatasetWriter::previous);
+    // A `--refit` that replays SSA's quality filter from the state's records: the models are
+    // fitted from a pass over the captions, and only new and changed pieces, and the images
+    // whose merge the new models change, are read (docs/decisions/refit-replay.md).
+    let replaying = match (&state, &header_before) {
+        (Some(dir), Some(before)) if refit::replays(spec, options, dir, before, previous) => {
+            let replaying = refit::prepare(spec, dir, cluster.workers)?;
+            crate::cli::out::status!(
+                "capflow run {}: fitted the models on {} captions; the merge of {} images holds \
+                 under them, {} of the state's images are computed again",
+                spec.name,
+                replaying.models_metrics.rows_in,
+                replaying.replayable,
+                replaying.recompute.len()
+            );
+            Some(replaying)
+        }
+        _ => None,
+    };
+    let pinned_models = match &replaying {
+        Some(replaying) => Some(Some(replaying.models_digest.clone())),
+        None => pinned_models,
+    };
+    if let (Some(writer), Some(replaying)) = (created.as_mut(), &replaying) {
+        writer.models(ModelsUsed {
+            source: ModelsSource::Fitted,
+            id: Some(replaying.models_digest.clone()),
+        });
+    }
+    let previous = created.as_ref().and_then(DatasetWriter::previous);
     let pieces_reusable = |models: &Option<String>| {
         spec.mix == MixConfig::All
             && header_before.as_ref()
@@ -216,13 +247,15 @@ fn run_with_sinks(
                     previous,
                 ))
     };
-    let reusable = piecewise && pinned_models.as_ref().is_some_and(pieces_reusable);
+    let reusable =
+        piecewise && (replaying.is_some() || pinned_models.as_ref().is_some_and(pieces_reusable));
     let pieces_kept = reusable && state.as_ref().is_some_and(|s| InputsState::kept(s.dir()));
     // A run with a state streams too unless it can read its inputs piece by piece: when the
     // models learn from the inputs (a new caption changes them, so every input is read), when
     // they come from a stored artifact but the state's pieces cannot be reused, or with several
     // processes.
     let stream_state = state.is_some()
+        && replaying.is_none()
         && (cluster.processes > 1
             || pinned_models.is_none()
             || (artifact.is_some() && !pieces_kept)
@@ -268,7 +301,13 @@ fn run_with_sinks(
     let mut read_inputs = None;
     let mut collected = match (&state, &created) {
         (Some(state_dir), Some(_)) if piecewise => {
-            let read = crate::dataflow::inputs::read_inputs(spec, state_dir.dir(), reusable)?;
+            let also = replaying.as_ref().map(|r| r.recompute.clone());
+            let read = crate::dataflow::inputs::read_inputs_with(
+                spec,
+                state_dir.dir(),
+                reusable,
+                &also.unwrap_or_default(),
+            )?;
             crate::cli::out::status!("capflow run {}: {}", spec.name, read.summary);
             let collected = read.collected;
             read_inputs = Some(read.touched);
@@ -323,10 +362,19 @@ fn run_with_sinks(
     };
     let header_now = state::header(spec.config_hash(), models_digest, buckets, previous_ref);
     let owned = cluster.owned_buckets(buckets);
+    // A replaying refit compares the images with the state as if the models were the same,
+    // and computes the images whose records do not hold as well as the changed ones.
+    let compared = match (&replaying, header_before.clone()) {
+        (Some(_), Some(before)) => Some(state::StateHeader {
+            models_digest: header_now.models_digest.clone(),
+            ..before
+        }),
+        (_, before) => before,
+    };
     let mut plan = match &state {
         Some(state) => state::plan(
             state,
-            header_before.clone(),
+            compared,
             &header_now,
             previous_ref,
             &digests,
@@ -335,6 +383,17 @@ fn run_with_sinks(
         )?,
         None => Plan::full(&digests, "no --state"),
     };
+    // The images computed again whose input rows did not change: their chunks keep their
+    // input tables' files.
+    let mut recomputed = BTreeSet::new();
+    if let Some(replaying) = &replaying {
+        recomputed = (replaying.recompute.iter())
+            .filter(|id| digests.contains_key(*id) && !plan.compute.contains(*id))
+            .cloned()
+            .collect();
+        plan.unchanged -= recomputed.len().min(plan.unchanged);
+        plan.compute.extend(recomputed.iter().cloned());
+    }
     if plan.full.is_none() && spec.mix != MixConfig::All {
         plan = Plan::full(
             &digests,
@@ -350,7 +409,7 @@ fn run_with_sinks(
     }
     if let Some(state) = &state {
         let nothing = plan.full.is_none() && plan.compute.is_empty() && plan.removed.is_empty();
-        if skip_unchanged && nothing && cluster.processes == 1 {
+        if skip_unchanged && nothing && cluster.processes == 1 && replaying.is_none() {
             // The header was set aside after the read phase; it is still true.
             if pieces_pending {
                 InputsState::commit_pending(state.dir())?;
@@ -366,14 +425,15 @@ fn run_with_sinks(
 
     // The models: the artifact's, else fitted on `fit`'s rows (and, with a state and models
     // that learn from the inputs, kept in the state).
-    let source = match artifact {
-        Some(artifact) => ModelSource::Fitted(Box::new(artifact.models)),
-        None => ModelSource::Rows,
+    let source = match (artifact, &replaying) {
+        (Some(artifact), _) => ModelSource::Fitted(Box::new(artifact.models)),
+        (None, Some(replaying)) => ModelSource::Fitted(Box::new(replaying.fitted.clone())),
+        (None, None) => ModelSource::Rows,
     };
     let keep = fits_on_inputs && state.is_some();
     let mut fitted = None;
     let augmented = if spec.augments() || spec.keeps_originals() {
-        let (run, kept) = run_augment_phase(
+        let (mut run, kept) = run_augment_phase(
             spec,
             (&collected, fit, source, keep),
             cluster,
@@ -383,6 +443,14 @@ fn run_with_sinks(
         fitted = kept
             .zip(header_now.models_digest.clone())
             .map(|(models, id)| ModelArtifact::new(spec, id, models));
+        if let Some(replaying) = &replaying {
+            fitted = Some(ModelArtifact::new(
+                spec,
+                replaying.models_digest.clone(),
+                replaying.fitted.clone(),
+            ));
+            run.stages[0] = replaying.models_metrics.clone();
+        }
         Some(run)
     } else {
         None
@@ -399,7 +467,9 @@ fn run_with_sinks(
     let mut new_samples: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
     let mut new_rejected: BTreeMap<String, Vec<RejectedRow>> = BTreeMap::new();
     let mut dropped = BTreeMap::new();
-    if let Some(run) = augmented {
+    let mut new_records: BTreeMap<String, SsaKept> = BTreeMap::new();
+    if let Some(mut run) = augmented {
+        new_records.extend(std::mem::take(&mut run.records));
         print_augment_summary(spec, &run);
         warn_idle_methods(spec, &run.stages);
         dropped = drop_reasons(&run.dropped);
@@ -430,8 +500,30 @@ fn run_with_sinks(
         plan: &plan,
         previous: previous_ref,
         dir: &out,
+        replay: None,
+        recomputed: None,
+    };
+    let replay_bucket = |bucket: usize| match (&replaying, &state) {
+        (Some(replaying), Some(state)) => replaying.replay_bucket(state, bucket, |id, digest| {
+            let before = plan.previous.get(&bucket).and_then(|states| states.get(id));
+            before.is_some_and(|s| s.digest == digest)
+                && !plan.compute.contains(id)
+                && !plan.removed.contains(id)
+        }),
+        _ => Ok(BTreeMap::new()),
+    };
+    let layout = BucketExport {
+        replay: replaying.as_ref().map(|_| &replay_bucket as _),
+        recomputed: replaying.as_ref().map(|_| &recomputed),
+        ..layout
     };
     let exported = layout.write(&mut writer, &collected, &owned, &mut new_samples)?;
+    if let Some(replaying) = &replaying {
+        for (reason, n) in drop_reasons(&replaying.dropped()) {
+            *dropped.entry(reason).or_insert(0) += n;
+        }
+        stages.push(replaying.metrics());
+    }
     // The per-image states of this process's buckets: the previous ones, less the removed
     // images, with this run's digests; the method stages' rejections are this run's for computed
     // images and the state's for carried ones.
@@ -470,7 +562,17 @@ fn run_with_sinks(
         for bucket in &owned {
             if plan.touches(*bucket, buckets) {
                 let empty = BucketState::new();
-                state.write_bucket(*bucket, bucket_states.get(bucket).unwrap_or(&empty))?;
+                let states = bucket_states.get(bucket).unwrap_or(&empty);
+                state.write_bucket(*bucket, states)?;
+                if refit::keeps_records(spec) {
+                    let records = computed_records(states, &plan.compute, &mut new_records);
+                    match plan.full {
+                        Some(_) => refit::write(state, *bucket, &spec.config_hash(), records)?,
+                        None => {
+                            refit::append(state, *bucket, &spec.config_hash(), records, states)?
+                        }
+                    }
+                }
             }
         }
         if pieces_pending {
@@ -525,6 +627,22 @@ fn run_with_sinks(
     });
     confirm_commit(cluster, &committed)?;
     committed
+}
+
+/// The SSA records of the images of a bucket (whose new states are `states`) that the run
+/// computed, taken from `new`.
+fn computed_records(
+    states: &BucketState,
+    computed: &BTreeSet<String>,
+    new: &mut BTreeMap<String, SsaKept>,
+) -> BucketRecords {
+    let mut records = BucketRecords::new();
+    for (id, image) in states.iter().filter(|(id, _)| computed.contains(*id)) {
+        if let Some(kept) = new.remove(id) {
+            records.insert(id.clone(), (image.digest.clone(), kept));
+        }
+    }
+    records
 }
 
 /// What the manifest says of the run's corpus-level models before they are fitted: kept from
@@ -1235,6 +1353,7 @@ fn run_augment_phase(
     state: Option<&StateDir>,
 ) -> Result<(AugmentRun, Option<FittedModels>)> {
     let (mut methods, models_metrics, kept) = fit_methods_with(spec, fit, source, keep)?;
+    methods.keep_records = state.is_some();
     let cache = cache_parses(spec, state, &mut methods)?;
     let run = run_augment(
         collected,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{per_image, Images, StageContext, StageCount, StageMeter};
-use crate::augment::ssa::merge as merge_graphs;
+use crate::augment::ssa::{merge as merge_graphs, merge_logged};
 use crate::error::Error;
 
 pub fn merge<'scope>(
@@ -18,7 +18,16 @@ pub fn merge<'scope>(
         meter,
         move |image_id, state| {
             let vgamrs = std::mem::take(&mut state.vgamrs);
-            match merge_graphs(&vgamrs, &ctx.config, &ctx.models) {
+            let merged = match ctx.records {
+                true => merge_logged(&vgamrs, &ctx.config, &ctx.models).map(|merged| {
+                    merged.map(|(meta, log)| {
+                        state.log = Some(log);
+                        meta
+                    })
+                }),
+                false => merge_graphs(&vgamrs, &ctx.config, &ctx.models),
+            };
+            match merged {
                 Ok(meta) => {
                     let out = usize::from(meta.is_some());
                     state.meta = meta.map(Arc::new);

@@ -30,9 +30,9 @@ use timely::dataflow::operators::Operator;
 
 use super::record::Staged;
 use crate::amr::align::VgAmr;
-use crate::amr::merge::MetaGraph;
+use crate::amr::merge::{MergeLog, MetaGraph};
 use crate::amr::sample::EventSubgraph;
-use crate::augment::ssa::{Drop, SsaConfig, SsaModels};
+use crate::augment::ssa::{Drop, SsaConfig, SsaKept, SsaModels};
 use crate::augment::ImageAnnotations;
 use crate::error::{Error, Result};
 use crate::export::StageMetrics;
@@ -45,6 +45,8 @@ pub struct SsaImage {
     pub image: Arc<ImageAnnotations>,
     pub vgamrs: Vec<VgAmr>,
     pub meta: Option<Arc<MetaGraph>>,
+    /// With [`StageContext::records`]: the merge's log of its similarity decisions.
+    pub log: Option<MergeLog>,
     pub events: Vec<EventSubgraph>,
     pub texts: Vec<String>,
     /// Events that passed the quality filter, with their scores.
@@ -54,6 +56,9 @@ pub struct SsaImage {
     pub dropped: Vec<(Drop, u64)>,
     pub samples: Vec<SampleRow>,
     pub rejected: Vec<RejectedRow>,
+    /// With [`StageContext::records`]: what a refit needs of the image's SSA, made by
+    /// `quality-filter`.
+    pub record: Option<SsaKept>,
 }
 
 /// The per-image collection the stages pass along.
@@ -65,6 +70,9 @@ pub struct StageContext {
     pub config: SsaConfig,
     pub models: SsaModels,
     pub failure: Failure,
+    /// Whether the stages keep each image's [`SsaKept`] for the state (a run with `--state`
+    /// and the built-in quality scorer): `merge` logs its decisions, `quality-filter` makes it.
+    pub records: bool,
 }
 
 /// What a non-SSA method stage shares: the seed, the method's configuration or fitted model, the

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{per_batch, per_image, Images, SsaImage, StageContext, StageCount, StageMeter};
-use crate::augment::ssa::{filter_scored, filter_sentences, to_score, ExternalQuality, Filtered};
+use crate::augment::ssa::{
+    filter_scored, filter_sentences, record, to_score, ExternalQuality, Filtered, SsaKept,
+};
 use crate::error::{Error, Result};
 use crate::models::one_per_request;
 use crate::schema::QualityScore;
@@ -21,6 +23,9 @@ pub fn quality_filter<'scope>(
     let failure = ctx.failure.clone();
     match ctx.models.external_quality.clone() {
         None => per_image(images, failure, meter, move |_, state| {
+            if ctx.records {
+                state.record = Some(keep_record(state, &ctx));
+            }
             if state.texts.is_empty() {
                 return StageCount::default();
             }
@@ -81,6 +86,24 @@ pub fn quality_filter<'scope>(
             }
             Ok(count)
         }),
+    }
+}
+
+/// What a refit needs of the image ([`SsaKept`]), made before the filter counts its drops.
+fn keep_record(state: &mut SsaImage, ctx: &StageContext) -> SsaKept {
+    match (&state.meta, state.log.take()) {
+        (Some(meta), Some(log)) => SsaKept::Record(Box::new(record(
+            &state.image,
+            meta,
+            log,
+            &state.events,
+            &state.texts,
+            &state.dropped,
+            &ctx.config,
+            &ctx.models,
+            ctx.seed,
+        ))),
+        _ => SsaKept::unmerged(&ctx.config, &state.dropped),
     }
 }
 

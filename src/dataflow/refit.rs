@@ -1,0 +1,519 @@
+//! What a `--refit` keeps of SSA: every run with `--state` keeps, per bucket, each image's
+//! [`SsaKept`] (its merge's log and its sentences before the quality filter,
+//! [`crate::augment::ssa::SsaRecord`]), so that a refit that leaves an image's merge as it was
+//! replays its quality filter with the new models instead of computing the image again
+//! (`docs/decisions/refit-replay.md`).
+//!
+//! ```text
+//! STATE/records/r<NNNNN>.bin    zstd-compressed bincode: the config hash of the run that wrote
+//!                               it, then per image its id, its digest and what SSA keeps
+//! STATE/records/r<NNNNN>-<k>.bin  the same, for the images a later rerun computed again
+//! ```
+//!
+//! A bucket's records are written with its image states: whole by a run that computes the
+//! bucket (the streaming engine), appended to by a rerun that computes some of its images, so
+//! that a rerun does not rewrite every bucket's records; a bucket with more than a few appended
+//! files is rewritten as one. An image's record counts only while its digest is the one the
+//! bucket's state holds and the file was written under the spec's configuration (a run that
+//! keeps no records leaves older files behind, which those checks refuse).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::inputs::InputsState;
+use super::models::{fit_methods_with, CorpusStats, FittedModels, ModelSource};
+use super::runtime::{input_units, CollectedRun, KeyedRow, RecordNumbering};
+use super::state::{
+    remove_if_present, write_replacing_with, BucketState, RowsDigest, StateDir, StateHeader,
+};
+use super::DataflowSpec;
+use crate::augment::ssa::{CaptionNumbering, Drop, Replayed, SsaConfig, SsaKept, SsaModels};
+use crate::error::{Error, Result};
+use crate::export::{Manifest, StageMetrics};
+use crate::ingest::flickr30k::{ImageSlot, Listing};
+use crate::ingest::{read_input, Format, RecordSink, Row};
+use crate::schema::{RejectedRow, SampleRow, TableKind};
+use crate::select::mix::MixConfig;
+
+const RECORDS_DIR: &str = "records";
+
+/// A bucket's records: per image id, the image's digest and what SSA keeps of it.
+pub type BucketRecords = BTreeMap<String, (String, SsaKept)>;
+
+#[derive(Serialize, Deserialize)]
+struct RecordsFile {
+    config_hash: String,
+    images: BucketRecords,
+}
+
+/// The most record files a bucket has beside its base before an append compacts them.
+const MAX_DELTAS: usize = 8;
+
+/// A bucket's base records file (`delta` 0) or the `delta`-th appended to it.
+fn records_path(state: &StateDir, bucket: usize, delta: usize) -> PathBuf {
+    let name = match delta {
+        0 => format!("r{bucket:05}.bin"),
+        n => format!("r{bucket:05}-{n}.bin"),
+    };
+    state.dir().join(RECORDS_DIR).join(name)
+}
+
+/// Whether a run of `spec` with a state keeps records: it runs SSA with the built-in quality
+/// scorer.
+pub fn keeps_records(spec: &DataflowSpec) -> bool {
+    spec.ssa.is_some() && spec.models.quality_scorer.is_none()
+}
+
+/// Whether the state keeps records at all (a run with `--state` and SSA with its built-in
+/// scorer wrote them).
+pub fn kept(state: &StateDir) -> bool {
+    state.dir().join(RECORDS_DIR).is_dir()
+}
+
+/// The records of `bucket` written under `config_hash`: its base file's, then each appended
+/// file's, a later record of an image replacing an earlier one. Records of images the bucket
+/// no longer holds, or holds with another digest, are among them: the caller compares.
+pub fn read(state: &StateDir, bucket: usize, config_hash: &str) -> Result<BucketRecords> {
+    let mut records = BucketRecords::new();
+    for delta in 0.. {
+        let path = records_path(state, bucket, delta);
+        let file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && delta > 0 => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let mut bytes = Vec::new();
+        zstd::stream::read::Decoder::new(file)
+            .and_then(|mut decoder| decoder.read_to_end(&mut bytes))
+            .map_err(|e| Error::io(&path, e))?;
+        let file: RecordsFile = bincode::deserialize(&bytes).map_err(|e| {
+            Error::invalid(
+                path.display().to_string(),
+                format!("not a capflow records file: {e}"),
+            )
+        })?;
+        if file.config_hash == config_hash {
+            records.extend(file.images);
+        }
+    }
+    Ok(records)
+}
+
+/// Replaces the records of `bucket` with `images` (removes them when there are none).
+pub fn write(
+    state: &StateDir,
+    bucket: usize,
+    config_hash: &str,
+    images: BucketRecords,
+) -> Result<()> {
+    let deltas = (1..)
+        .map(|delta| records_path(state, bucket, delta))
+        .take_while(|path| path.is_file());
+    for path in deltas.collect::<Vec<_>>() {
+        remove_if_present(&path)?;
+    }
+    let path = records_path(state, bucket, 0);
+    match images.is_empty() {
+        true => remove_if_present(&path),
+        false => write_file(state, &path, config_hash, images),
+    }
+}
+
+/// Adds the records of `images` (computed again) to those of `bucket`, in a file of their
+/// own; after [`MAX_DELTAS`] such files, rewrites the bucket's records as one, keeping those
+/// of the images in `live` with their digest there.
+pub fn append(
+    state: &StateDir,
+    bucket: usize,
+    config_hash: &str,
+    images: BucketRecords,
+    live: &BucketState,
+) -> Result<()> {
+    let next = (1..)
+        .find(|&delta| !records_path(state, bucket, delta).is_file())
+        .unwrap_or(1);
+    if next > MAX_DELTAS || !records_path(state, bucket, 0).is_file() {
+        let mut all = read(state, bucket, config_hash)?;
+        all.extend(images);
+        all.retain(|id, (digest, _)| live.get(id).is_some_and(|s| s.digest == *digest));
+        return write(state, bucket, config_hash, all);
+    }
+    if images.is_empty() {
+        return Ok(());
+    }
+    write_file(
+        state,
+        &records_path(state, bucket, next),
+        config_hash,
+        images,
+    )
+}
+
+fn write_file(
+    state: &StateDir,
+    path: &std::path::Path,
+    config_hash: &str,
+    images: BucketRecords,
+) -> Result<()> {
+    let dir = state.dir().join(RECORDS_DIR);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let file = RecordsFile {
+        config_hash: config_hash.to_string(),
+        images,
+    };
+    let bytes = bincode::serialize(&file)
+        .map_err(|e| Error::invalid(path.display().to_string(), e.to_string()))?;
+    write_replacing_with(path, |out| {
+        let mut encoder = zstd::stream::write::Encoder::new(out, 1)?;
+        encoder.write_all(&bytes)?;
+        encoder.finish()?;
+        Ok(())
+    })
+}
+
+/// The statistics SSA's corpus-level models are fitted from and the digest of the caption rows
+/// they learn from ([`super::models::model_rows`]), as the streaming engine gathers them while
+/// it reads every input ([`CaptionNumbering`], [`RowsDigest`]), from a pass that reads only
+/// the inputs that hold captions: a PENMAN file's graphs are not parsed. The images of a
+/// Flickr30k Entities directory are read on `threads` threads; what each gathers merges
+/// exactly.
+pub fn caption_stats(spec: &DataflowSpec, threads: usize) -> Result<(CorpusStats, RowsDigest)> {
+    let mut total = CorpusStats::new(spec).ok_or_else(|| {
+        Error::Usage(format!(
+            "the dataflow {} fits no corpus-level models",
+            spec.name
+        ))
+    })?;
+    let mut rows = RowsDigest::default();
+    for (index, unit) in input_units(spec)?.iter().enumerate() {
+        if unit.format == Format::Penman {
+            continue;
+        }
+        let unit_index = index as u32;
+        let tables = unit.tables.as_deref();
+        if unit.format == Format::Flickr30kEntities && unit.path.is_dir() {
+            let listing = Listing::of(&unit.path, false)?;
+            let slots: Vec<ImageSlot> = listing.slots().collect();
+            let threads = threads.clamp(1, slots.len().max(1));
+            let share = slots.len().div_ceil(threads).max(1);
+            let gathered: Vec<Result<(CorpusStats, RowsDigest)>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = slots
+                    .chunks(share)
+                    .enumerate()
+                    .map(|(n, slots)| {
+                        let (listing, spec) = (&listing, spec);
+                        scope.spawn(move || {
+                            let mut gather = Gather::new(spec, unit_index, tables);
+                            for (i, slot) in slots.iter().enumerate() {
+                                gather.base = ((n * share + i) as u64) << 32;
+                                gather.numbering.ordinal = 0;
+                                listing.read_image(&listing.image(*slot), &mut gather)?;
+                            }
+                            Ok((gather.stats, gather.rows))
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(Error::Usage("gathering caption statistics panicked".into()))
+                        })
+                    })
+                    .collect()
+            });
+            for part in gathered {
+                let (stats, digest) = part?;
+                total.merge(stats)?;
+                rows.merge(&digest);
+            }
+        } else {
+            let mut gather = Gather::new(spec, unit_index, tables);
+            read_input(unit.format, &unit.path, &mut gather)?;
+            total.merge(gather.stats)?;
+            rows.merge(&gather.rows);
+        }
+    }
+    Ok((total, rows))
+}
+
+/// A reader's sink that numbers records as the engine's readers do and gathers the captions.
+struct Gather<'a> {
+    unit: u32,
+    base: u64,
+    numbering: RecordNumbering<'a>,
+    captions: CaptionNumbering,
+    stats: CorpusStats,
+    rows: RowsDigest,
+}
+
+impl<'a> Gather<'a> {
+    fn new(spec: &DataflowSpec, unit: u32, tables: Option<&'a [TableKind]>) -> Gather<'a> {
+        Gather {
+            unit,
+            base: 0,
+            numbering: RecordNumbering::new(tables),
+            captions: CaptionNumbering::default(),
+            stats: CorpusStats::new(spec).unwrap_or(CorpusStats {
+                ssa: None,
+                relatedness: None,
+                cutswap: None,
+                detections: None,
+            }),
+            rows: RowsDigest::default(),
+        }
+    }
+}
+
+impl RecordSink for Gather<'_> {
+    fn row(&mut self, row: Row) -> Result<()> {
+        let Some(ordinal) = self.numbering.row(&row) else {
+            return Ok(());
+        };
+        if let Row::Caption(caption) = &row {
+            let ordinal = self.base + ordinal;
+            if let Some(stats) = self.stats.ssa.as_mut() {
+                self.captions.add(stats, self.unit, ordinal, &caption.text);
+            }
+            self.rows.add(&KeyedRow {
+                unit: self.unit,
+                ordinal,
+                row,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn reject(&mut self, _rejected: RejectedRow) -> Result<()> {
+        self.numbering.reject();
+        Ok(())
+    }
+
+    fn accepted(&mut self) -> Result<()> {
+        self.numbering.accepted();
+        Ok(())
+    }
+}
+
+/// Whether a `--refit` of `spec` can replay SSA from the state's records instead of computing
+/// every image: one process, SSA the only method with corpus-level models (fitted on the
+/// inputs, with the built-in scorer), `[mix] all`, and a state that describes the dataset in the
+/// output directory (`before` as this run would write it, but for the models) with its input
+/// pieces and records.
+pub fn replays(
+    spec: &DataflowSpec,
+    options: &super::RunOptions,
+    state: &StateDir,
+    before: &StateHeader,
+    previous: Option<(&Manifest, &str)>,
+) -> bool {
+    let same_run = before.models_digest.is_some()
+        && *before
+            == super::state::header(
+                spec.config_hash(),
+                before.models_digest.clone(),
+                spec.output.buckets,
+                previous,
+            );
+    options.refit
+        && options.models.is_none()
+        && options.cluster.processes <= 1
+        && spec.mix == MixConfig::All
+        && spec.corpus_spec().is_none()
+        && spec.relatedness.is_none()
+        && spec.cutswap.is_none()
+        && keeps_records(spec)
+        && same_run
+        && kept(state)
+        && InputsState::kept(state.dir())
+}
+
+/// A `--refit` that replays SSA ([`replays`]): the models fitted anew, the images whose records
+/// do not hold under them, and what the replays have given so far.
+pub struct Replaying {
+    /// The digest of the caption rows the models were fitted on (the state's models digest).
+    pub models_digest: String,
+    pub fitted: FittedModels,
+    /// The `models` stage: the pass over the captions and the fit.
+    pub models_metrics: StageMetrics,
+    config: SsaConfig,
+    models: SsaModels,
+    config_hash: String,
+    /// The state's images whose record is missing or does not hold: computed again.
+    pub recompute: BTreeSet<String>,
+    /// The state's images whose records hold.
+    pub replayable: u64,
+    replayed: Mutex<ReplayTally>,
+    threads: usize,
+}
+
+/// What the replays have given so far.
+#[derive(Default)]
+struct ReplayTally {
+    images: u64,
+    samples: u64,
+    dropped: BTreeMap<Drop, u64>,
+    elapsed: Duration,
+}
+
+/// Fits the models from a pass over the captions ([`caption_stats`]) and checks every record
+/// of the state against them, on `threads` threads.
+pub fn prepare(spec: &DataflowSpec, state: &StateDir, threads: usize) -> Result<Replaying> {
+    let started = Instant::now();
+    let (stats, rows) = caption_stats(spec, threads)?;
+    let source = ModelSource::Stats(Box::new(stats));
+    let (methods, mut models_metrics, fitted) =
+        fit_methods_with(spec, &CollectedRun::default(), source, true)?;
+    models_metrics.elapsed_ms = started.elapsed().as_millis() as u64;
+    let (Some((config, models)), Some(fitted)) = (methods.ssa, fitted) else {
+        return Err(Error::Usage(format!(
+            "the dataflow {} has no SSA models to refit",
+            spec.name
+        )));
+    };
+    let config_hash = spec.config_hash();
+    let buckets: Vec<usize> = (0..spec.output.buckets).collect();
+    let threads = threads.clamp(1, buckets.len().max(1));
+    let checked: Vec<Result<(BTreeSet<String>, u64)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = buckets
+            .chunks(buckets.len().div_ceil(threads))
+            .map(|share| {
+                let (config, models, config_hash) = (&config, &models, &config_hash);
+                scope.spawn(move || {
+                    let (mut recompute, mut holding) = (BTreeSet::new(), 0u64);
+                    for &bucket in share {
+                        let mut records = read(state, bucket, config_hash)?;
+                        for (id, image) in state.read_bucket(bucket)? {
+                            let holds = records.remove(&id).is_some_and(|(digest, kept)| {
+                                digest == image.digest && kept.holds(config, models)
+                            });
+                            match holds {
+                                true => holding += 1,
+                                false => drop(recompute.insert(id)),
+                            }
+                        }
+                    }
+                    Ok((recompute, holding))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Usage("checking SSA records panicked".into())))
+            })
+            .collect()
+    });
+    let (mut recompute, mut replayable) = (BTreeSet::new(), 0);
+    for share in checked {
+        let (ids, holding) = share?;
+        recompute.extend(ids);
+        replayable += holding;
+    }
+    Ok(Replaying {
+        models_digest: rows.hex(),
+        fitted,
+        models_metrics,
+        config,
+        models,
+        config_hash,
+        recompute,
+        replayable,
+        replayed: Mutex::default(),
+        threads,
+    })
+}
+
+impl Replaying {
+    /// The SSA samples of the images of `bucket` that the run carries (`carried` by id and
+    /// digest), by image, replayed from their records.
+    pub fn replay_bucket(
+        &self,
+        state: &StateDir,
+        bucket: usize,
+        carried: impl Fn(&str, &str) -> bool,
+    ) -> Result<BTreeMap<String, Vec<SampleRow>>> {
+        let started = Instant::now();
+        let records: Vec<(String, SsaKept)> = read(state, bucket, &self.config_hash)?
+            .into_iter()
+            .filter(|(id, (digest, _))| carried(id, digest))
+            .map(|(id, (_, kept))| (id, kept))
+            .collect();
+        // The records are replayed on `threads` threads, in contiguous shares.
+        let share = records.len().div_ceil(self.threads).max(1);
+        let replayed: Vec<Result<Vec<(String, Replayed)>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = records
+                .chunks(share)
+                .map(|records| scope.spawn(move || self.replay_all(state, records)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::Usage("replaying SSA panicked".into())))
+                })
+                .collect()
+        });
+        let mut tally = self.tally();
+        let mut out = BTreeMap::new();
+        for share in replayed {
+            for (id, replayed) in share? {
+                tally.images += 1;
+                tally.samples += replayed.samples.len() as u64;
+                for (reason, n) in replayed.dropped {
+                    *tally.dropped.entry(reason).or_insert(0) += n;
+                }
+                out.insert(id, replayed.samples);
+            }
+        }
+        tally.elapsed += started.elapsed();
+        Ok(out)
+    }
+
+    fn replay_all(
+        &self,
+        state: &StateDir,
+        records: &[(String, SsaKept)],
+    ) -> Result<Vec<(String, Replayed)>> {
+        let replay = |(id, kept): &(String, SsaKept)| {
+            let replayed = kept.replay(&self.config, &self.models).ok_or_else(|| {
+                Error::invalid(
+                    state.dir().display().to_string(),
+                    format!(
+                        "the SSA record of image {id:?} no longer replays; rerun without --state"
+                    ),
+                )
+            })?;
+            Ok((id.clone(), replayed))
+        };
+        records.iter().map(replay).collect()
+    }
+
+    fn tally(&self) -> MutexGuard<'_, ReplayTally> {
+        self.replayed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// SSA's drops of the replayed images, by reason.
+    pub fn dropped(&self) -> BTreeMap<Drop, u64> {
+        self.tally().dropped.clone()
+    }
+
+    /// The `replay` stage: images replayed, their SSA samples, the time it took.
+    pub fn metrics(&self) -> StageMetrics {
+        let tally = self.tally();
+        StageMetrics {
+            name: "replay".into(),
+            rows_in: tally.images,
+            rows_out: tally.samples,
+            rejected: 0,
+            elapsed_ms: tally.elapsed.as_millis() as u64,
+        }
+    }
+}

@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -32,7 +32,7 @@ use super::state::{
     remove_if_present, write_replacing_with, BucketState, RowsDigest, StateDir, StateHeader,
 };
 use super::DataflowSpec;
-use crate::augment::ssa::{CaptionNumbering, Drop, Replayed, SsaConfig, SsaKept, SsaModels};
+use crate::augment::ssa::{CaptionNumbering, Drop, Replayed, SsaKept};
 use crate::error::{Error, Result};
 use crate::export::{Manifest, StageMetrics};
 use crate::ingest::flickr30k::{ImageSlot, Listing};
@@ -199,6 +199,7 @@ pub fn caption_stats(spec: &DataflowSpec, threads: usize) -> Result<(CorpusStats
         let tables = unit.tables.as_deref();
         if unit.format == Format::Flickr30kEntities && unit.path.is_dir() {
             let listing = Listing::of(&unit.path, false)?;
+            let images_kept = tables.is_none_or(|t| t.contains(&TableKind::Images));
             let slots: Vec<ImageSlot> = listing.slots().collect();
             let threads = threads.clamp(1, slots.len().max(1));
             let share = slots.len().div_ceil(threads).max(1);
@@ -213,7 +214,18 @@ pub fn caption_stats(spec: &DataflowSpec, threads: usize) -> Result<(CorpusStats
                             for (i, slot) in slots.iter().enumerate() {
                                 gather.base = ((n * share + i) as u64) << 32;
                                 gather.numbering.ordinal = 0;
-                                listing.read_image(&listing.image(*slot), &mut gather)?;
+                                let image = listing.image(*slot);
+                                // The annotation file's record takes one number whether it
+                                // parses or not, so it need not be parsed, unless its row is
+                                // not kept (then only a rejection takes one).
+                                match images_kept {
+                                    true => {
+                                        gather.numbering.ordinal =
+                                            u64::from(image.annotation.is_some());
+                                        listing.read_sentences(&image, &mut gather)?;
+                                    }
+                                    false => listing.read_image(&image, &mut gather)?,
+                                }
                             }
                             Ok((gather.stats, gather.rows))
                         })
@@ -335,25 +347,23 @@ pub fn replays(
 }
 
 /// A `--refit` that replays SSA ([`replays`]): the models fitted anew, the images whose records
-/// do not hold under them, and what the replays have given so far.
+/// do not hold under them, and the others' replays.
 pub struct Replaying {
     /// The digest of the caption rows the models were fitted on (the state's models digest).
     pub models_digest: String,
     pub fitted: FittedModels,
     /// The `models` stage: the pass over the captions and the fit.
     pub models_metrics: StageMetrics,
-    config: SsaConfig,
-    models: SsaModels,
-    config_hash: String,
     /// The state's images whose record is missing or does not hold: computed again.
     pub recompute: BTreeSet<String>,
     /// The state's images whose records hold.
     pub replayable: u64,
+    /// Each bucket's replays not yet taken, by image: its digest and what the replay gave.
+    replays: Mutex<BTreeMap<usize, BucketReplays>>,
     replayed: Mutex<ReplayTally>,
-    threads: usize,
 }
 
-/// What the replays have given so far.
+/// What the replays taken so far gave.
 #[derive(Default)]
 struct ReplayTally {
     images: u64,
@@ -362,14 +372,26 @@ struct ReplayTally {
     elapsed: Duration,
 }
 
-/// Fits the models from a pass over the captions ([`caption_stats`]) and checks every record
-/// of the state against them, on `threads` threads.
+/// What one thread of [`prepare`] made of its buckets.
+#[derive(Default)]
+struct Checked {
+    recompute: BTreeSet<String>,
+    replays: BTreeMap<usize, BucketReplays>,
+}
+
+/// A bucket's replays, by image: its digest and what the replay gave.
+type BucketReplays = BTreeMap<String, (String, Replayed)>;
+
+/// Fits the models from a pass over the captions ([`caption_stats`]) and replays every record
+/// of the state that holds under them, on `threads` threads. The replays are held until the
+/// export takes them: an image's SSA samples, a few hundred bytes an image.
 pub fn prepare(spec: &DataflowSpec, state: &StateDir, threads: usize) -> Result<Replaying> {
     let started = Instant::now();
-    let (stats, rows) = caption_stats(spec, threads)?;
+    let (stats, rows) =
+        tracing::info_span!("caption-stats").in_scope(|| caption_stats(spec, threads))?;
     let source = ModelSource::Stats(Box::new(stats));
-    let (methods, mut models_metrics, fitted) =
-        fit_methods_with(spec, &CollectedRun::default(), source, true)?;
+    let (methods, mut models_metrics, fitted) = tracing::info_span!("fit")
+        .in_scope(|| fit_methods_with(spec, &CollectedRun::default(), source, true))?;
     models_metrics.elapsed_ms = started.elapsed().as_millis() as u64;
     let (Some((config, models)), Some(fitted)) = (methods.ssa, fitted) else {
         return Err(Error::Usage(format!(
@@ -377,29 +399,36 @@ pub fn prepare(spec: &DataflowSpec, state: &StateDir, threads: usize) -> Result<
             spec.name
         )));
     };
+    let replay_started = Instant::now();
+    let _replay = tracing::info_span!("replay").entered();
     let config_hash = spec.config_hash();
     let buckets: Vec<usize> = (0..spec.output.buckets).collect();
     let threads = threads.clamp(1, buckets.len().max(1));
-    let checked: Vec<Result<(BTreeSet<String>, u64)>> = std::thread::scope(|scope| {
+    let checked: Vec<Result<Checked>> = std::thread::scope(|scope| {
         let handles: Vec<_> = buckets
             .chunks(buckets.len().div_ceil(threads))
             .map(|share| {
                 let (config, models, config_hash) = (&config, &models, &config_hash);
                 scope.spawn(move || {
-                    let (mut recompute, mut holding) = (BTreeSet::new(), 0u64);
+                    let mut checked = Checked::default();
                     for &bucket in share {
                         let mut records = read(state, bucket, config_hash)?;
+                        let mut replays = BTreeMap::new();
                         for (id, image) in state.read_bucket(bucket)? {
-                            let holds = records.remove(&id).is_some_and(|(digest, kept)| {
-                                digest == image.digest && kept.holds(config, models)
-                            });
-                            match holds {
-                                true => holding += 1,
-                                false => drop(recompute.insert(id)),
+                            let replayed = records
+                                .remove(&id)
+                                .filter(|(digest, _)| *digest == image.digest)
+                                .and_then(|(_, kept)| kept.replay(config, models));
+                            match replayed {
+                                Some(replayed) => {
+                                    drop(replays.insert(id, (image.digest, replayed)))
+                                }
+                                None => drop(checked.recompute.insert(id)),
                             }
                         }
+                        checked.replays.insert(bucket, replays);
                     }
-                    Ok((recompute, holding))
+                    Ok(checked)
                 })
             })
             .collect();
@@ -407,107 +436,67 @@ pub fn prepare(spec: &DataflowSpec, state: &StateDir, threads: usize) -> Result<
             .into_iter()
             .map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err(Error::Usage("checking SSA records panicked".into())))
+                    .unwrap_or_else(|_| Err(Error::Usage("replaying SSA records panicked".into())))
             })
             .collect()
     });
-    let (mut recompute, mut replayable) = (BTreeSet::new(), 0);
+    let (mut recompute, mut replays) = (BTreeSet::new(), BTreeMap::new());
     for share in checked {
-        let (ids, holding) = share?;
-        recompute.extend(ids);
-        replayable += holding;
+        let share = share?;
+        recompute.extend(share.recompute);
+        replays.extend(share.replays);
     }
+    let replayable = replays
+        .values()
+        .map(|r: &BTreeMap<_, _>| r.len() as u64)
+        .sum();
     Ok(Replaying {
         models_digest: rows.hex(),
         fitted,
         models_metrics,
-        config,
-        models,
-        config_hash,
         recompute,
         replayable,
-        replayed: Mutex::default(),
-        threads,
+        replays: Mutex::new(replays),
+        replayed: Mutex::new(ReplayTally {
+            elapsed: replay_started.elapsed(),
+            ..ReplayTally::default()
+        }),
     })
 }
 
 impl Replaying {
     /// The SSA samples of the images of `bucket` that the run carries (`carried` by id and
-    /// digest), by image, replayed from their records.
+    /// digest), by image, as their records replayed them.
     pub fn replay_bucket(
         &self,
-        state: &StateDir,
         bucket: usize,
         carried: impl Fn(&str, &str) -> bool,
-    ) -> Result<BTreeMap<String, Vec<SampleRow>>> {
-        let started = Instant::now();
-        let records: Vec<(String, SsaKept)> = read(state, bucket, &self.config_hash)?
-            .into_iter()
-            .filter(|(id, (digest, _))| carried(id, digest))
-            .map(|(id, (_, kept))| (id, kept))
-            .collect();
-        // The records are replayed on `threads` threads, in contiguous shares.
-        let share = records.len().div_ceil(self.threads).max(1);
-        let replayed: Vec<Result<Vec<(String, Replayed)>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = records
-                .chunks(share)
-                .map(|records| scope.spawn(move || self.replay_all(state, records)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(Error::Usage("replaying SSA panicked".into())))
-                })
-                .collect()
-        });
-        let mut tally = self.tally();
+    ) -> BTreeMap<String, Vec<SampleRow>> {
+        let replays = lock(&self.replays).remove(&bucket).unwrap_or_default();
+        let mut tally = lock(&self.replayed);
         let mut out = BTreeMap::new();
-        for share in replayed {
-            for (id, replayed) in share? {
-                tally.images += 1;
-                tally.samples += replayed.samples.len() as u64;
-                for (reason, n) in replayed.dropped {
-                    *tally.dropped.entry(reason).or_insert(0) += n;
-                }
-                out.insert(id, replayed.samples);
+        for (id, (digest, replayed)) in replays {
+            if !carried(&id, &digest) {
+                continue;
             }
+            tally.images += 1;
+            tally.samples += replayed.samples.len() as u64;
+            for (reason, n) in replayed.dropped {
+                *tally.dropped.entry(reason).or_insert(0) += n;
+            }
+            out.insert(id, replayed.samples);
         }
-        tally.elapsed += started.elapsed();
-        Ok(out)
-    }
-
-    fn replay_all(
-        &self,
-        state: &StateDir,
-        records: &[(String, SsaKept)],
-    ) -> Result<Vec<(String, Replayed)>> {
-        let replay = |(id, kept): &(String, SsaKept)| {
-            let replayed = kept.replay(&self.config, &self.models).ok_or_else(|| {
-                Error::invalid(
-                    state.dir().display().to_string(),
-                    format!(
-                        "the SSA record of image {id:?} no longer replays; rerun without --state"
-                    ),
-                )
-            })?;
-            Ok((id.clone(), replayed))
-        };
-        records.iter().map(replay).collect()
-    }
-
-    fn tally(&self) -> MutexGuard<'_, ReplayTally> {
-        self.replayed.lock().unwrap_or_else(|p| p.into_inner())
+        out
     }
 
     /// SSA's drops of the replayed images, by reason.
     pub fn dropped(&self) -> BTreeMap<Drop, u64> {
-        self.tally().dropped.clone()
+        lock(&self.replayed).dropped.clone()
     }
 
     /// The `replay` stage: images replayed, their SSA samples, the time it took.
     pub fn metrics(&self) -> StageMetrics {
-        let tally = self.tally();
+        let tally = lock(&self.replayed);
         StageMetrics {
             name: "replay".into(),
             rows_in: tally.images,
@@ -516,4 +505,10 @@ impl Replaying {
             elapsed_ms: tally.elapsed.as_millis() as u64,
         }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -503,14 +503,14 @@ fn run_with_sinks(
         replay: None,
         recomputed: None,
     };
-    let replay_bucket = |bucket: usize| match (&replaying, &state) {
-        (Some(replaying), Some(state)) => replaying.replay_bucket(state, bucket, |id, digest| {
+    let replay_bucket = |bucket: usize| match &replaying {
+        Some(replaying) => Ok(replaying.replay_bucket(bucket, |id, digest| {
             let before = plan.previous.get(&bucket).and_then(|states| states.get(id));
             before.is_some_and(|s| s.digest == digest)
                 && !plan.compute.contains(id)
                 && !plan.removed.contains(id)
-        }),
-        _ => Ok(BTreeMap::new()),
+        })),
+        None => Ok(BTreeMap::new()),
     };
     let layout = BucketExport {
         replay: replaying.as_ref().map(|_| &replay_bucket as _),

@@ -674,6 +674,32 @@ impl Listing {
     }
 }
 
+impl Listing {
+    /// Reads the records of one listed image's sentence file into `sink` as
+    /// [`read_image`](Self::read_image) does, without reading its annotation file: the caption
+    /// and grounding rows (the groundings without their boxes) and the sentences' rejections.
+    /// When the image has an annotation file, `read_image` gives one record before them (the
+    /// file's row, or its rejection): a caller numbering records counts it first.
+    pub fn read_sentences(&self, image: &ListedImage, sink: &mut dyn RecordSink) -> Result<()> {
+        let Some(file) = &image.sentence else {
+            return Ok(());
+        };
+        if let Some(problem) = &file.problem {
+            let at = Locator {
+                record: "sentence file".to_string(),
+                line: None,
+                byte_offset: None,
+            };
+            let reason = format!("the sentence file is {problem}");
+            return Source::new(FORMAT, &file.path).reject(sink, at, reason, "");
+        }
+        let reader = BufReader::new(super::open_input(&file.path)?);
+        let source = Source::new(FORMAT, &file.path);
+        let split = self.split_of(&image.id);
+        read_sentences_from(reader, &image.id, split, None, &source, sink)
+    }
+}
+
 /// Reads a Flickr30k Entities dataset root, sentence directory, or single file.
 pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
     let listing = Listing::of(path, false)?;

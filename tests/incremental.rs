@@ -178,7 +178,12 @@ impl Runs {
 
     /// Runs `spec` on `input` with the state into the kept dataset; returns the log.
     fn update(&self, spec: &Path, input: &Path) -> String {
-        run_ok(&[
+        self.update_with(spec, input, &[])
+    }
+
+    /// [`update`](Self::update) with more flags.
+    fn update_with(&self, spec: &Path, input: &Path, flags: &[&str]) -> String {
+        let mut args = vec![
             "run",
             spec.to_str().unwrap(),
             "--input",
@@ -187,7 +192,9 @@ impl Runs {
             self.out.to_str().unwrap(),
             "--state",
             self.state.to_str().unwrap(),
-        ])
+        ];
+        args.extend(flags);
+        run_ok(&args)
     }
 
     /// Runs `spec` on `input` afresh (replacing the last fresh run) and returns the data files
@@ -394,19 +401,7 @@ fn a_refit_replays_the_images_whose_merge_holds_and_equals_a_fresh_run() {
 
     sample_data(&input, &|_| true, &[]);
     age(&input);
-    let refit = |runs: &Runs| {
-        run_ok(&[
-            "run",
-            spec.to_str().unwrap(),
-            "--input",
-            input.to_str().unwrap(),
-            "--out",
-            runs.out.to_str().unwrap(),
-            "--state",
-            runs.state.to_str().unwrap(),
-            "--refit",
-        ])
-    };
+    let refit = |runs: &Runs| runs.update_with(&spec, &input, &["--refit"]);
     let log = refit(&runs);
     assert!(log.contains("fitted the models on 100 captions"), "{log}");
     let manifest: Value =
@@ -427,6 +422,16 @@ fn a_refit_replays_the_images_whose_merge_holds_and_equals_a_fresh_run() {
     assert!(replayed >= 1 && computed >= 10, "{manifest}");
     let (refitted, fresh) = runs.against_fresh(&spec, &input);
     assert!(refitted == fresh, "the refit differs from a fresh full run");
+    // The models are the ones a fresh run with a state fits as it reads every input: the same
+    // artifact id, the digest of the caption rows at their read positions.
+    let models_id = |state: &Path| -> Value {
+        let info: Value =
+            serde_json::from_slice(&std::fs::read(state.join("models.json")).unwrap()).unwrap();
+        info["id"].clone()
+    };
+    let other = Runs::new(tmp.path(), "ssa-other");
+    other.update(&spec, &input);
+    assert_eq!(models_id(&runs.state), models_id(&other.state));
 
     // A bucket's records lost: its images are computed again, from their unchanged pieces.
     let lost = std::fs::read_dir(&records)

@@ -337,17 +337,7 @@ impl BucketExport<'_> {
             for chunk in resampled {
                 let mut sink = DatasetSink::bucket(writer, (bucket, buckets), chunk.key);
                 for id in chunk.ids {
-                    let samples = match plan.compute.contains(*id) {
-                        true => {
-                            let new = new_samples.remove(*id).unwrap_or_default();
-                            if !new.is_empty() {
-                                added.insert(id.to_string(), new.clone());
-                            }
-                            new
-                        }
-                        false => back.samples.remove(*id).unwrap_or_default(),
-                    };
-                    for sample in samples {
+                    for sample in samples_of(id, plan, new_samples, &mut back, &mut added) {
                         sink.row(Row::Sample(sample))?;
                     }
                 }
@@ -382,16 +372,7 @@ impl BucketExport<'_> {
                     }
                 }
                 for id in chunk.ids {
-                    let samples = if plan.compute.contains(*id) {
-                        let new = new_samples.remove(*id).unwrap_or_default();
-                        if !new.is_empty() {
-                            added.insert(id.to_string(), new.clone());
-                        }
-                        new
-                    } else {
-                        back.samples.remove(*id).unwrap_or_default()
-                    };
-                    for sample in samples {
+                    for sample in samples_of(id, plan, new_samples, &mut back, &mut added) {
                         sink.row(Row::Sample(sample))?;
                     }
                 }
@@ -447,6 +428,25 @@ impl BucketExport<'_> {
         }
         Ok(back)
     }
+}
+
+/// The samples image `id` has in this version: a computed image's new ones (which are added),
+/// the others' read back.
+fn samples_of(
+    id: &str,
+    plan: &Plan,
+    new_samples: &mut BTreeMap<String, Vec<SampleRow>>,
+    back: &mut ReadBack,
+    added: &mut BTreeMap<String, Vec<SampleRow>>,
+) -> Vec<SampleRow> {
+    if !plan.compute.contains(id) {
+        return back.samples.remove(id).unwrap_or_default();
+    }
+    let new = new_samples.remove(id).unwrap_or_default();
+    if !new.is_empty() {
+        added.insert(id.to_string(), new.clone());
+    }
+    new
 }
 
 /// An image's samples with its SSA samples replaced by `ssa`: where the old ones were, else

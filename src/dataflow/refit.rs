@@ -512,3 +512,81 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::augment::ssa::SsaConfig;
+    use crate::dataflow::state::ImageState;
+
+    fn kept(n: u64) -> SsaKept {
+        SsaKept::unmerged(&SsaConfig::default(), &[(Drop::TokenAligned, n)])
+    }
+
+    fn states(images: &[(&str, &str)]) -> BucketState {
+        images
+            .iter()
+            .map(|(id, digest)| {
+                let state = ImageState {
+                    digest: digest.to_string(),
+                    rejected: Vec::new(),
+                };
+                (id.to_string(), state)
+            })
+            .collect()
+    }
+
+    fn records(images: &[(&str, &str, u64)]) -> BucketRecords {
+        images
+            .iter()
+            .map(|(id, digest, n)| (id.to_string(), (digest.to_string(), kept(*n))))
+            .collect()
+    }
+
+    fn files(state: &StateDir) -> usize {
+        std::fs::read_dir(state.dir().join(RECORDS_DIR)).map_or(0, |dir| dir.count())
+    }
+
+    /// Appended records replace earlier ones of the same image; after `MAX_DELTAS` appended
+    /// files the bucket is rewritten as one, keeping only the records of the images the bucket
+    /// holds with their digest; records of another configuration are not read.
+    #[test]
+    fn appended_records_replace_earlier_ones_and_are_compacted_with_the_live_images() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        write(&state, 3, "c1", records(&[("a", "d1", 1), ("b", "d1", 1)])).unwrap();
+        append(
+            &state,
+            3,
+            "c1",
+            records(&[("b", "d2", 2)]),
+            &BucketState::new(),
+        )
+        .unwrap();
+        let read_back = read(&state, 3, "c1").unwrap();
+        assert_eq!(read_back, records(&[("a", "d1", 1), ("b", "d2", 2)]));
+        assert!(read(&state, 3, "c2").unwrap().is_empty());
+        assert!(read(&state, 4, "c1").unwrap().is_empty());
+        assert_eq!(files(&state), 2);
+        // `b` changed again and `a` is gone: the appends go on until there are too many.
+        let live = states(&[("b", "d9"), ("c", "d1")]);
+        for n in 2..=MAX_DELTAS as u64 {
+            append(&state, 3, "c1", records(&[("b", "d9", n)]), &live).unwrap();
+        }
+        assert_eq!(files(&state), 1 + MAX_DELTAS);
+        append(&state, 3, "c1", records(&[("c", "d1", 7)]), &live).unwrap();
+        assert_eq!(files(&state), 1);
+        let compacted = read(&state, 3, "c1").unwrap();
+        assert_eq!(
+            compacted,
+            records(&[("b", "d9", MAX_DELTAS as u64), ("c", "d1", 7)])
+        );
+        // A whole write removes the appended files; an empty one the bucket's records.
+        append(&state, 3, "c1", records(&[("c", "d1", 8)]), &live).unwrap();
+        write(&state, 3, "c1", records(&[("c", "d1", 9)])).unwrap();
+        assert_eq!(read(&state, 3, "c1").unwrap(), records(&[("c", "d1", 9)]));
+        assert_eq!(files(&state), 1);
+        write(&state, 3, "c1", BucketRecords::new()).unwrap();
+        assert_eq!(files(&state), 0);
+    }
+}

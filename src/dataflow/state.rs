@@ -8,6 +8,8 @@
 //!                             records its method stages rejected
 //! STATE/inputs.json           every input piece's file stamps, images, counts and rejections
 //!                             (see [`super::inputs`])
+//! STATE/records/              per bucket, what SSA keeps of each image for a `--refit`
+//!                             (see [`super::refit`])
 //! ```
 //!
 //! An image's digest is the SHA-256 of its input rows (every column, in read order). A rerun

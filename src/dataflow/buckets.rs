@@ -253,8 +253,9 @@ impl BucketExport<'_> {
             let pieces: &[ChunkPiece] = old_pieces.get(&bucket).map_or(&[], Vec::as_slice);
             let (kept, inputs_kept) = (&kept[&bucket], &inputs_kept[&bucket]);
             let new_chunks = chunks(new_ids, self.chunk_images);
+            // The chunks written anew, in order, each with whether its input rows are written
+            // too (else only its samples are: a resampled chunk).
             let mut written = Vec::new();
-            let mut resampled = Vec::new();
             for chunk in &new_chunks {
                 let samples_kept = kept.contains(chunk.key);
                 if samples_kept || inputs_kept.contains(chunk.key) {
@@ -283,7 +284,7 @@ impl BucketExport<'_> {
                         }
                     }
                     if !samples_kept {
-                        resampled.push(chunk);
+                        written.push((chunk, false));
                     } else if copied {
                         writer.finish_chunk(bucket, chunk.key)?;
                         exported.written += 1;
@@ -291,10 +292,10 @@ impl BucketExport<'_> {
                         exported.carried += 1;
                     }
                 } else {
-                    written.push(chunk);
+                    written.push((chunk, true));
                 }
             }
-            if written.is_empty() && resampled.is_empty() && kept.len() == old_chunks.len() {
+            if written.is_empty() && kept.len() == old_chunks.len() {
                 continue;
             }
             // Every previous chunk that is not kept as it was is read back: its images' rows go
@@ -334,21 +335,9 @@ impl BucketExport<'_> {
                     back.samples.insert(id, ssa);
                 }
             }
-            for chunk in resampled {
+            for (chunk, with_inputs) in written {
                 let mut sink = DatasetSink::bucket(writer, (bucket, buckets), chunk.key);
-                for id in chunk.ids {
-                    for sample in samples_of(id, plan, new_samples, &mut back, &mut added) {
-                        sink.row(Row::Sample(sample))?;
-                    }
-                }
-                exported.rows_written += sink.rows_out();
-                sink.finish()?;
-                writer.finish_chunk(bucket, chunk.key)?;
-                exported.written += 1;
-            }
-            for chunk in written {
-                let mut sink = DatasetSink::bucket(writer, (bucket, buckets), chunk.key);
-                for id in chunk.ids {
+                for id in chunk.ids.iter().filter(|_| with_inputs) {
                     match rows.get(id) {
                         Some(list) => {
                             for keyed in list {

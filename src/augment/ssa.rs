@@ -893,21 +893,6 @@ impl SsaKept {
             }
         }
     }
-
-    /// Whether [`replay`](Self::replay) would give the image's samples under `models` (it
-    /// does not score them).
-    pub fn holds(&self, config: &SsaConfig, models: &SsaModels) -> bool {
-        let digest = match self {
-            SsaKept::Record(record) => record.config,
-            SsaKept::Unmerged { config, .. } => *config,
-        };
-        models.external_quality.is_none()
-            && digest == config_digest(config)
-            && match self {
-                SsaKept::Record(record) => record.merge.holds(models.similarity()),
-                SsaKept::Unmerged { .. } => true,
-            }
-    }
 }
 
 /// The built-in realizer ([`crate::amr::realize::Realizer`]) as the realize stage's model.

@@ -87,7 +87,7 @@ fn chunk_ids<'a>(ids: &'a [&'a str], chunk_images: usize) -> HashMap<&'a str, &'
 }
 
 /// A bucket's replayed SSA samples, by image ([`BucketExport::replay`]).
-pub type ReplayBucket<'a> = dyn Fn(usize) -> Result<BTreeMap<String, Vec<SampleRow>>> + 'a;
+pub type ReplayBucket<'a> = dyn Fn(usize) -> Result<BTreeMap<String, Vec<SampleRow>>> + Sync + 'a;
 
 /// How a run's rows are written into buckets.
 pub struct BucketExport<'a> {
@@ -117,6 +117,29 @@ pub struct Exported {
     /// Bucket chunks written anew, and carried forward unchanged.
     pub written: usize,
     pub carried: usize,
+}
+
+/// How one bucket is written: its chunks before and after this run, and which are written
+/// anew.
+struct BucketWrite<'a> {
+    bucket: usize,
+    old_chunks: HashMap<&'a str, &'a [&'a str]>,
+    new_chunks: Vec<Chunk<'a>>,
+    /// The chunks written anew, by index into `new_chunks`, each with whether its input rows
+    /// are written too (else only its samples are: a resampled chunk).
+    written: Vec<(usize, bool)>,
+    /// Whether any of the bucket's previous chunks is read back: a chunk is written anew, or
+    /// one is dropped.
+    reads_back: bool,
+}
+
+/// What a bucket's rewritten chunks held before this run ([`BucketExport::write`]).
+struct BucketBack {
+    back: ReadBack,
+    /// The samples of its computed and removed images.
+    retracted: BTreeMap<String, Vec<SampleRow>>,
+    /// With a replay, the changes to its replayed images' samples, by image.
+    replayed: BTreeMap<String, Vec<(SampleRow, i8)>>,
 }
 
 /// The rows of a previous version's chunks that are rewritten, by image.
@@ -153,7 +176,6 @@ impl BucketExport<'_> {
         }
         let mut retracted: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
         let mut added: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
-        let mut replay_changes: BTreeMap<String, Vec<(SampleRow, i8)>> = BTreeMap::new();
         let previous = self.previous.map(|(m, _)| m);
         if let (Some(_), Some(manifest)) = (&plan.full, previous) {
             // A full run retracts the whole previous version.
@@ -210,10 +232,11 @@ impl BucketExport<'_> {
         // samples written anew.
         let mut kept: HashMap<usize, HashSet<&str>> = HashMap::new();
         let mut inputs_kept: HashMap<usize, HashSet<&str>> = HashMap::new();
+        let mut writes = Vec::with_capacity(layouts.len());
         for (bucket, old_ids, new_ids) in &layouts {
             let old_chunks = chunk_ids(old_ids, self.chunk_images);
-            let unchanged: HashSet<&str> = chunks(new_ids, self.chunk_images)
-                .into_iter()
+            let new_chunks = chunks(new_ids, self.chunk_images);
+            let unchanged: HashSet<&str> = (new_chunks.iter())
                 .filter(|chunk| {
                     let changed = |id: &&str| {
                         plan.compute.contains(*id)
@@ -226,10 +249,22 @@ impl BucketExport<'_> {
                 })
                 .map(|chunk| chunk.key)
                 .collect();
-            if self.replay.is_none() {
-                kept.insert(*bucket, unchanged.clone());
-            }
-            kept.entry(*bucket).or_default();
+            let samples_kept = match self.replay {
+                None => unchanged.clone(),
+                Some(_) => HashSet::new(),
+            };
+            let written: Vec<(usize, bool)> = (new_chunks.iter().enumerate())
+                .filter(|(_, chunk)| !samples_kept.contains(chunk.key))
+                .map(|(i, chunk)| (i, !unchanged.contains(chunk.key)))
+                .collect();
+            writes.push(BucketWrite {
+                bucket: *bucket,
+                reads_back: !written.is_empty() || samples_kept.len() != old_chunks.len(),
+                old_chunks,
+                new_chunks,
+                written,
+            });
+            kept.insert(*bucket, samples_kept);
             inputs_kept.insert(*bucket, unchanged);
         }
         let keeps = |bucket: usize, piece: &ChunkPiece| {
@@ -245,22 +280,63 @@ impl BucketExport<'_> {
             .flat_map(|(bucket, pieces)| pieces.iter().filter(|p| !keeps(*bucket, p)))
             .map(|piece| piece.file.path.as_str())
             .collect();
-        let mut carried_files: HashSet<&str> = HashSet::new();
-        for (bucket, old_ids, new_ids) in &layouts {
-            let bucket = *bucket;
-            let rows = &by_bucket[bucket];
-            let old_chunks = chunk_ids(old_ids, self.chunk_images);
-            let pieces: &[ChunkPiece] = old_pieces.get(&bucket).map_or(&[], Vec::as_slice);
+        let pieces_of =
+            |bucket: usize| -> &[ChunkPiece] { old_pieces.get(&bucket).map_or(&[], Vec::as_slice) };
+        // What the rewritten chunks of the buckets hold before this run is read back on a
+        // thread of its own, a bucket ahead of the writing: every previous chunk that is not
+        // kept as it was, whose images' rows go into the new chunks and whose computed and
+        // removed images' samples are retracted.
+        let read_back = |write: &BucketWrite| -> Result<BucketBack> {
+            let bucket = write.bucket;
             let (kept, inputs_kept) = (&kept[&bucket], &inputs_kept[&bucket]);
-            let new_chunks = chunks(new_ids, self.chunk_images);
-            // The chunks written anew, in order, each with whether its input rows are written
-            // too (else only its samples are: a resampled chunk).
-            let mut written = Vec::new();
-            for chunk in &new_chunks {
-                let samples_kept = kept.contains(chunk.key);
-                if samples_kept || inputs_kept.contains(chunk.key) {
+            let mut retracted = BTreeMap::new();
+            let mut back = match plan.full {
+                Some(_) => ReadBack::default(),
+                None => {
+                    let replaced = pieces_of(bucket).iter().filter(|p| {
+                        write.old_chunks.contains_key(p.chunk)
+                            && !kept.contains(p.chunk)
+                            && !(inputs_kept.contains(p.chunk)
+                                && p.file.table != TableKind::Samples)
+                    });
+                    self.read_back(replaced, &by_bucket[bucket], &mut retracted)?
+                }
+            };
+            let replayed = match self.replay {
+                Some(replay) => self.replayed(replay(bucket)?, &mut back.samples)?,
+                None => BTreeMap::new(),
+            };
+            Ok(BucketBack {
+                back,
+                retracted,
+                replayed,
+            })
+        };
+        let mut replay_changes: BTreeMap<String, Vec<(SampleRow, i8)>> = BTreeMap::new();
+        std::thread::scope(|scope| -> Result<()> {
+            let (send, receive) = std::sync::mpsc::sync_channel::<Result<BucketBack>>(1);
+            let writes = &writes;
+            scope.spawn(move || {
+                for write in writes.iter().filter(|w| w.reads_back) {
+                    let back = read_back(write);
+                    let failed = back.is_err();
+                    if send.send(back).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            let mut carried_files: HashSet<&str> = HashSet::new();
+            for write in writes {
+                let bucket = write.bucket;
+                let rows = &by_bucket[bucket];
+                let (kept, inputs_kept) = (&kept[&bucket], &inputs_kept[&bucket]);
+                for chunk in &write.new_chunks {
+                    let samples_kept = kept.contains(chunk.key);
+                    if !samples_kept && !inputs_kept.contains(chunk.key) {
+                        continue;
+                    }
                     let mut copied = false;
-                    let pieces = pieces.iter().filter(|p| {
+                    let pieces = pieces_of(bucket).iter().filter(|p| {
                         p.chunk == chunk.key && (samples_kept || p.file.table != TableKind::Samples)
                     });
                     for piece in pieces {
@@ -283,96 +359,69 @@ impl BucketExport<'_> {
                             exported.rows_written += file.rows;
                         }
                     }
-                    if !samples_kept {
-                        written.push((chunk, false));
-                    } else if copied {
+                    // A resampled chunk is written with the others below.
+                    if samples_kept && copied {
                         writer.finish_chunk(bucket, chunk.key)?;
                         exported.written += 1;
-                    } else {
+                    } else if samples_kept {
                         exported.carried += 1;
                     }
-                } else {
-                    written.push((chunk, true));
                 }
-            }
-            if written.is_empty() && kept.len() == old_chunks.len() {
-                continue;
-            }
-            // Every previous chunk that is not kept as it was is read back: its images' rows go
-            // into the new chunks, its computed and removed images' samples are retracted.
-            let mut back = match plan.full {
-                Some(_) => ReadBack::default(),
-                None => {
-                    let replaced = pieces.iter().filter(|p| {
-                        old_chunks.contains_key(p.chunk)
-                            && !kept.contains(p.chunk)
-                            && !(inputs_kept.contains(p.chunk)
-                                && p.file.table != TableKind::Samples)
-                    });
-                    self.read_back(replaced, rows, &mut retracted)?
+                if !write.reads_back {
+                    continue;
                 }
-            };
-            if let Some(replay) = self.replay {
-                // Each replayed image's changes are made at once: the bucket's samples are
-                // not held twice.
-                let mut replayed = replay(bucket)?;
-                for (id, previous) in back.samples.iter_mut() {
-                    let ssa = replayed.remove(id).ok_or_else(|| {
-                        Error::invalid(
-                            self.dir.display().to_string(),
-                            format!("no SSA record replays image {id:?}; rerun without --state"),
-                        )
-                    })?;
-                    let new = with_ssa_samples(previous, ssa);
-                    let old = std::mem::replace(previous, new.clone());
-                    let changes = changelog([(id.clone(), old)].into(), [(id.clone(), new)].into());
-                    replay_changes.insert(id.clone(), changes);
+                let BucketBack {
+                    mut back,
+                    retracted: bucket_retracted,
+                    replayed,
+                } = receive.recv().map_err(|_| {
+                    Error::Usage("reading back the previous version's chunks stopped".into())
+                })??;
+                for (id, samples) in bucket_retracted {
+                    retracted.entry(id).or_default().extend(samples);
                 }
-                // Carried images without samples before may have some now.
-                for (id, ssa) in replayed.into_iter().filter(|(_, ssa)| !ssa.is_empty()) {
-                    let changes = ssa.iter().map(|s| (s.clone(), 1)).collect();
-                    replay_changes.insert(id.clone(), changes);
-                    back.samples.insert(id, ssa);
-                }
-            }
-            for (chunk, with_inputs) in written {
-                let mut sink = DatasetSink::bucket(writer, (bucket, buckets), chunk.key);
-                for id in chunk.ids.iter().filter(|_| with_inputs) {
-                    match rows.get(id) {
-                        Some(list) => {
-                            for keyed in list {
-                                sink.row(keyed.row.clone())?;
+                replay_changes.extend(replayed);
+                for &(i, with_inputs) in &write.written {
+                    let chunk = &write.new_chunks[i];
+                    let mut sink = DatasetSink::bucket(writer, (bucket, buckets), chunk.key);
+                    for id in chunk.ids.iter().filter(|_| with_inputs) {
+                        match rows.get(id) {
+                            Some(list) => {
+                                for keyed in list {
+                                    sink.row(keyed.row.clone())?;
+                                }
                             }
-                        }
-                        None => {
-                            let list = back.inputs.remove(*id).ok_or_else(|| {
-                                Error::invalid(
-                                    self.dir.display().to_string(),
-                                    format!(
-                                        "the previous version holds no rows of image {id:?}, \
-                                         which the state lists; rerun without --state"
-                                    ),
-                                )
-                            })?;
-                            for row in list {
-                                sink.row(row)?;
+                            None => {
+                                let list = back.inputs.remove(*id).ok_or_else(|| {
+                                    Error::invalid(
+                                        self.dir.display().to_string(),
+                                        format!(
+                                            "the previous version holds no rows of image {id:?}, \
+                                             which the state lists; rerun without --state"
+                                        ),
+                                    )
+                                })?;
+                                for row in list {
+                                    sink.row(row)?;
+                                }
                             }
                         }
                     }
-                }
-                for id in chunk.ids {
-                    for sample in samples_of(id, plan, new_samples, &mut back, &mut added) {
-                        sink.row(Row::Sample(sample))?;
+                    for id in chunk.ids {
+                        for sample in samples_of(id, plan, new_samples, &mut back, &mut added) {
+                            sink.row(Row::Sample(sample))?;
+                        }
                     }
+                    exported.rows_written += sink.rows_out();
+                    sink.finish()?;
+                    // Its shards are closed at once: an open shard holds a compressor for each
+                    // of its columns.
+                    writer.finish_chunk(bucket, chunk.key)?;
+                    exported.written += 1;
                 }
-                exported.rows_written += sink.rows_out();
-                sink.finish()?;
-                // Its shards are closed at once: an open shard holds a compressor for each of
-                // its columns.
-                writer.finish_chunk(bucket, chunk.key)?;
-                exported.written += 1;
             }
-        }
+            Ok(())
+        })?;
         let mut changes: BTreeMap<String, Vec<(SampleRow, i8)>> = replay_changes;
         for (sample, diff) in changelog(retracted, added) {
             changes
@@ -386,6 +435,35 @@ impl BucketExport<'_> {
 }
 
 impl BucketExport<'_> {
+    /// Gives each image of `samples` (its samples read back) its replayed SSA samples in place
+    /// of its old ones, and the images without samples before their replayed ones if they have
+    /// any; returns the changes, by image. Each replayed image's changes are made at once: the
+    /// bucket's samples are not held twice.
+    fn replayed(
+        &self,
+        mut replayed: BTreeMap<String, Vec<SampleRow>>,
+        samples: &mut HashMap<String, Vec<SampleRow>>,
+    ) -> Result<BTreeMap<String, Vec<(SampleRow, i8)>>> {
+        let mut changes = BTreeMap::new();
+        for (id, previous) in samples.iter_mut() {
+            let ssa = replayed.remove(id).ok_or_else(|| {
+                Error::invalid(
+                    self.dir.display().to_string(),
+                    format!("no SSA record replays image {id:?}; rerun without --state"),
+                )
+            })?;
+            let new = with_ssa_samples(previous, ssa);
+            let old = std::mem::replace(previous, new.clone());
+            let changed = changelog([(id.clone(), old)].into(), [(id.clone(), new)].into());
+            changes.insert(id.clone(), changed);
+        }
+        for (id, ssa) in replayed.into_iter().filter(|(_, ssa)| !ssa.is_empty()) {
+            changes.insert(id.clone(), ssa.iter().map(|s| (s.clone(), 1)).collect());
+            samples.insert(id, ssa);
+        }
+        Ok(changes)
+    }
+
     /// The rows of the previous version's `files` (of chunks being rewritten): the input rows
     /// of images not in `fresh` (whose rows this run read) and the samples of images the plan
     /// does not compute; the samples of computed and removed images go to `retracted`.

@@ -500,8 +500,13 @@ impl Unit {
             _ if self.appendable() => {
                 sink.numbering.ordinal = from.map_or(0, |e| e.ordinal);
                 let cursor = from.map(|e| e.cursor).unwrap_or_default();
-                crate::ingest::penman::read_from(&self.path, cursor, sink)
-                    .map(|end| sink.end = Some(end))
+                let read = match sink.keep {
+                    Some(keep) => {
+                        crate::ingest::penman::read_images_from(&self.path, cursor, keep, sink)
+                    }
+                    None => crate::ingest::penman::read_from(&self.path, cursor, sink),
+                };
+                read.map(|end| sink.end = Some(end))
             }
             _ => read_input(self.format, &self.path, sink),
         };
@@ -591,6 +596,11 @@ impl RecordSink for PieceSink<'_> {
 
     fn accepted(&mut self) -> Result<()> {
         self.numbering.accepted();
+        Ok(())
+    }
+
+    fn passed_over(&mut self, table: TableKind) -> Result<()> {
+        self.numbering.pass(table);
         Ok(())
     }
 }

@@ -302,12 +302,14 @@ fn run_with_sinks(
     let mut collected = match (&state, &created) {
         (Some(state_dir), Some(_)) if piecewise => {
             let also = replaying.as_ref().map(|r| r.recompute.clone());
-            let read = crate::dataflow::inputs::read_inputs_with(
-                spec,
-                state_dir.dir(),
-                reusable,
-                &also.unwrap_or_default(),
-            )?;
+            let read = tracing::info_span!("read").in_scope(|| {
+                crate::dataflow::inputs::read_inputs_with(
+                    spec,
+                    state_dir.dir(),
+                    reusable,
+                    &also.unwrap_or_default(),
+                )
+            })?;
             crate::cli::out::status!("capflow run {}: {}", spec.name, read.summary);
             let collected = read.collected;
             read_inputs = Some(read.touched);
@@ -517,7 +519,8 @@ fn run_with_sinks(
         recomputed: replaying.as_ref().map(|_| &recomputed),
         ..layout
     };
-    let exported = layout.write(&mut writer, &collected, &owned, &mut new_samples)?;
+    let exported = tracing::info_span!("export")
+        .in_scope(|| layout.write(&mut writer, &collected, &owned, &mut new_samples))?;
     if let Some(replaying) = &replaying {
         for (reason, n) in drop_reasons(&replaying.dropped()) {
             *dropped.entry(reason).or_insert(0) += n;

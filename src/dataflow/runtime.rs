@@ -158,6 +158,14 @@ impl<'a> RecordNumbering<'a> {
         Some(self.ordinal - 1)
     }
 
+    /// Advances past a record passed over unread ([`RecordSink::passed_over`]) as a row of
+    /// `table` would.
+    pub fn pass(&mut self, table: TableKind) {
+        if self.tables.is_none_or(|t| t.contains(&table)) {
+            self.ordinal += 1;
+        }
+    }
+
     /// The ordinal of a rejected record.
     pub fn reject(&mut self) -> u64 {
         self.counts.read += 1;

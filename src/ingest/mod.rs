@@ -181,6 +181,16 @@ pub trait RecordSink {
     fn reject(&mut self, rejected: RejectedRow) -> Result<()>;
     /// Called once per accepted record, after its rows.
     fn accepted(&mut self) -> Result<()>;
+    /// A record of an image the sink does not keep, passed over unread (a reader that is
+    /// given the images to keep, [`penman::read_images_from`]): it takes its place in the
+    /// numbering of the records after it as one row of `table` would. Neither accepted nor
+    /// rejected, as it was not read. Sinks that number no records need not take it.
+    fn passed_over(&mut self, table: TableKind) -> Result<()> {
+        Err(crate::error::Error::Usage(format!(
+            "a record of table {} was passed over, and this sink numbers every record",
+            table.name()
+        )))
+    }
 }
 
 /// A sink that keeps everything in memory: for tests and small inputs.

@@ -7,13 +7,16 @@
 //! Ids follow the SSA convention `# ::id <image>.<k>`: the image is the id before its last `.`,
 //! and the caption is `<image>#<k>` when `k` is a number.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use super::{RecordSink, Row};
-use crate::amr::penman::{alignment_flavour, parse, read_blocks_from, BlockCursor, GraphBlock};
+use crate::amr::penman::{
+    alignment_flavour, leading_id, parse, read_blocks_from, BlockCursor, GraphBlock,
+};
 use crate::amr::Graph;
 use crate::error::Result;
-use crate::schema::{AmrRow, MetadataEntry, RejectedRow, EXCERPT_LIMIT};
+use crate::schema::{AmrRow, MetadataEntry, RejectedRow, TableKind, EXCERPT_LIMIT};
 
 /// Reads the PENMAN file at `path` into `sink`.
 pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
@@ -29,6 +32,44 @@ pub fn read_from(path: &Path, from: BlockCursor, sink: &mut dyn RecordSink) -> R
     );
     let source_file = path.display().to_string();
     read_blocks_from(path, from, parse, |ordinal, block| {
+        emit(block, ordinal, &file_name, &source_file, sink)
+    })
+}
+
+/// [`read_from`] keeping only the graphs of the images in `keep`: a graph whose `# ::id` names
+/// another image is passed over unparsed ([`RecordSink::passed_over`]), in its place in the
+/// numbering; a graph without an id is read as [`read_from`] reads it.
+pub fn read_images_from(
+    path: &Path,
+    from: BlockCursor,
+    keep: &HashSet<String>,
+    sink: &mut dyn RecordSink,
+) -> Result<BlockCursor> {
+    let file_name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let source_file = path.display().to_string();
+    let kept = |text: &str| match leading_id(text).filter(|id| !id.is_empty()) {
+        Some(id) => keep.contains(&GraphIds::new(Some(&id), &file_name, 0).image_id),
+        None => true,
+    };
+    let parse_kept = |text: &str| match kept(text) {
+        true => parse(text).map(Some),
+        false => Ok(None),
+    };
+    read_blocks_from(path, from, parse_kept, |ordinal, block| {
+        let graph = match block.graph {
+            Ok(Some(graph)) => Ok(graph),
+            Ok(None) => return sink.passed_over(TableKind::Amrs),
+            Err(error) => Err(error),
+        };
+        let block = GraphBlock {
+            line: block.line,
+            byte_offset: block.byte_offset,
+            text: block.text,
+            graph,
+        };
         emit(block, ordinal, &file_name, &source_file, sink)
     })
 }
@@ -194,5 +235,68 @@ mod tests {
             panic!("not an AMR row")
         };
         assert_eq!(row.graph_id, "g.txt:4");
+    }
+
+    /// What a reader told a sink, in order.
+    #[derive(Default)]
+    struct Events(Vec<String>);
+
+    impl RecordSink for Events {
+        fn row(&mut self, row: Row) -> Result<()> {
+            let Row::Amr(row) = row else {
+                panic!("not an AMR row")
+            };
+            self.0.push(format!("row {}", row.graph_id));
+            Ok(())
+        }
+        fn reject(&mut self, rejected: RejectedRow) -> Result<()> {
+            self.0.push(format!("reject {}", rejected.record));
+            Ok(())
+        }
+        fn accepted(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn passed_over(&mut self, table: TableKind) -> Result<()> {
+            self.0.push(format!("passed over {}", table.name()));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_read_that_keeps_some_images_passes_over_the_others_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.txt");
+        let text = "# ::id a.0\n(d / dog)\n\n# ::snt x ::id b.0\n(c / cat)\n\n\
+                    # ::id a.1\n(x / \n\n(y / yes)\n\n# ::id c.2\n(z / (\n\n# ::id b.1\n(e / eat-01)\n";
+        std::fs::write(&path, text).unwrap();
+        let mut all = Events::default();
+        read(&path, &mut all).unwrap();
+        assert_eq!(
+            all.0,
+            [
+                "row a.0",
+                "row b.0",
+                "reject graph 3 (line 7)",
+                "row g.txt:4",
+                "reject graph 5 (line 12)",
+                "row b.1"
+            ]
+        );
+        let keep: HashSet<String> = ["b".to_string()].into();
+        let mut kept = Events::default();
+        read_images_from(&path, BlockCursor::default(), &keep, &mut kept).unwrap();
+        // Image b's graphs, a graph without an id (read, as its image is only known from it),
+        // and the others passed over where they stand.
+        assert_eq!(
+            kept.0,
+            [
+                "passed over amrs",
+                "row b.0",
+                "passed over amrs",
+                "row g.txt:4",
+                "passed over amrs",
+                "row b.1"
+            ]
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! ([`Interner::absorb`]), and fitting maps them to the model's own ids, which depend on the
 //! words only, so the numbering never reaches a model.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Interner {

@@ -23,7 +23,7 @@
 //! grouping), and [`NgramLm::from_counts`] fits the model once from the total, identical to
 //! `train_with` on the same sentences in any order.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -111,7 +111,7 @@ struct OrderTable {
 impl OrderTable {
     /// The table of order `k` with these (adjusted) counts; discounts still to set.
     fn of_counts(counts: HashMap<Vec<u32>, u64>, k: usize) -> OrderTable {
-        let mut contexts: HashMap<Vec<u32>, ContextStats> = HashMap::new();
+        let mut contexts: HashMap<Vec<u32>, ContextStats> = HashMap::default();
         for (gram, &count) in &counts {
             let stats = contexts.entry(gram[..k - 1].to_vec()).or_default();
             stats.total += count;
@@ -167,7 +167,7 @@ impl NgramLm {
     ) -> NgramLm {
         let order = config.order.max(1);
         let sentences: Vec<&[String]> = sentences.collect();
-        let mut word_counts: HashMap<&str, u64> = HashMap::new();
+        let mut word_counts: HashMap<&str, u64> = HashMap::default();
         for sentence in &sentences {
             for token in sentence.iter() {
                 *word_counts.entry(token.as_str()).or_default() += 1;
@@ -238,7 +238,7 @@ impl NgramLm {
         removed: &[&[u32]],
         config: &LmConfig,
     ) -> Result<NgramLm, String> {
-        let mut less: Vec<HashMap<Box<[u32]>, u64>> = vec![HashMap::new(); counts.order];
+        let mut less: Vec<HashMap<Box<[u32]>, u64>> = vec![HashMap::default(); counts.order];
         let mut padded = Vec::new();
         for tokens in removed {
             if tokens.iter().any(|&id| id as usize >= counts.words.len()) {
@@ -327,7 +327,7 @@ impl NgramLm {
         // From the highest order down: order k < n reads the (k+1)-grams of the table above,
         // whose keys are exactly the distinct (k+1)-grams of the encoded sentences.
         for k in (1..=order).rev() {
-            let mut table: HashMap<Vec<u32>, u64> = HashMap::new();
+            let mut table: HashMap<Vec<u32>, u64> = HashMap::default();
             for (gram, &count) in &counts.grams[k - 1] {
                 let count = left(k, gram, count);
                 // The highest order keeps raw counts, and so does a lower-order `<s>`-initial
@@ -400,6 +400,32 @@ impl NgramLm {
             .sum()
     }
 
+    /// [`unigram_log_prob`](Self::unigram_log_prob) of each token of `tokens` alone, the
+    /// corpus size summed once.
+    pub fn unigram_log_probs_each(&self, tokens: &[String]) -> Vec<f64> {
+        let total: u64 = self.unigram_counts.iter().sum();
+        let denominator = (total + self.vocabulary_size() as u64) as f64;
+        let log_prob = |id: u32| ((self.unigram_counts[id as usize] + 1) as f64 / denominator).ln();
+        let end = log_prob(EOS_ID);
+        tokens
+            .iter()
+            .map(|t| [log_prob(self.id(t)), end].into_iter().sum())
+            .collect()
+    }
+
+    /// `ln P(token | the tokens before it)` for each token of `tokens` after `<s>`, then
+    /// `ln P(</s> | …)`: [`prob`](Self::prob) of each with the tokens before it as context,
+    /// the sentence's words looked up once.
+    pub fn token_log_probs(&self, tokens: &[String]) -> Vec<f64> {
+        let encoded = self.encode(tokens);
+        (1..encoded.len())
+            .map(|end| {
+                let start = end.saturating_sub(self.order.saturating_sub(1));
+                self.prob_ids(&encoded[start..end], encoded[end]).ln()
+            })
+            .collect()
+    }
+
     /// Natural-log probability that the sentence ends after `tokens`: `ln P(</s> | last words)`.
     pub fn end_log_prob(&self, tokens: &[String]) -> f64 {
         let encoded = self.encode(tokens);
@@ -438,10 +464,11 @@ impl NgramLm {
     fn count(&mut self, sentences: &[Vec<u32>]) {
         let order = self.order;
         // Highest order: raw counts.
-        let mut raw: HashMap<Vec<u32>, u64> = HashMap::new();
+        let mut raw: HashMap<Vec<u32>, u64> = HashMap::default();
         // Lower orders: distinct left extensions, and raw counts of the `<s>`-initial ones.
-        let mut left_extensions: Vec<HashMap<Vec<u32>, HashSet<u32>>> = vec![HashMap::new(); order];
-        let mut bos_raw: Vec<HashMap<Vec<u32>, u64>> = vec![HashMap::new(); order];
+        let mut left_extensions: Vec<HashMap<Vec<u32>, HashSet<u32>>> =
+            vec![HashMap::default(); order];
+        let mut bos_raw: Vec<HashMap<Vec<u32>, u64>> = vec![HashMap::default(); order];
         for sentence in sentences {
             for end in 1..sentence.len() {
                 for k in 1..=order.min(end + 1) {
@@ -552,7 +579,7 @@ impl NgramCounts {
             order,
             sentences: 0,
             words,
-            grams: vec![HashMap::new(); order],
+            grams: vec![HashMap::default(); order],
         }
     }
 
@@ -720,7 +747,8 @@ impl TryFrom<NgramCountsWire> for NgramCounts {
             if ids.iter().any(|&id| id as usize >= words.len()) {
                 return bad("a word id is out of range");
             }
-            let mut table: HashMap<Box<[u32]>, u64> = HashMap::with_capacity(counts.len());
+            let mut table: HashMap<Box<[u32]>, u64> =
+                HashMap::with_capacity_and_hasher(counts.len(), Default::default());
             for (gram, count) in ids.chunks_exact(m).zip(counts) {
                 if count == 0 || table.insert(gram.into(), count).is_some() {
                     return bad("an n-gram is listed twice or with count 0");
@@ -834,6 +862,41 @@ mod tests {
         // Unigram counts a 2, b 3, </s> 3, <unk> 0; add-one over 4 words: denominator 8 + 4.
         let unigram = (3.0f64 / 12.0).ln() + (4.0f64 / 12.0).ln() + (4.0f64 / 12.0).ln();
         assert!(close(lm.unigram_log_prob(&toks("a b")), unigram));
+    }
+
+    #[test]
+    fn a_sentence_s_token_probabilities_are_those_of_each_token_after_the_ones_before_it() {
+        let corpus = sentences(&["a b", "a b", "b"]);
+        let config = LmConfig {
+            order: 2,
+            unk_max_count: 0,
+            fixed_discounts: Some([0.5, 1.0, 1.5]),
+        };
+        let lm = NgramLm::train_with(corpus.iter().map(Vec::as_slice), &config);
+        // The hand-computed values of `hand_computed_bigram_example`.
+        let expected = [11.0f64 / 24.0, 0.6875, 0.625].map(f64::ln);
+        let got = lm.token_log_probs(&toks("a b"));
+        assert!(got.iter().zip(expected).all(|(g, e)| (g - e).abs() < 1e-12));
+        assert_eq!(got.len(), 3);
+        let unigram = [(3.0f64 / 12.0).ln() + (4.0f64 / 12.0).ln()];
+        assert!((lm.unigram_log_probs_each(&toks("a"))[0] - unigram[0]).abs() < 1e-12);
+        // A trigram model, unknown and reserved words: exactly `prob` and `unigram_log_prob`
+        // of each token with the tokens before it.
+        let corpus = sentences(&["a b c d", "b c d a", "a c b d", "d d a b"]);
+        let lm = NgramLm::train(corpus.iter().map(Vec::as_slice), 3);
+        let sentence = toks("a b zebra c <s> d a </s> b");
+        let mut context = vec![BOS];
+        let mut by_prob = Vec::new();
+        for token in &sentence {
+            by_prob.push(lm.prob(&context, token).ln());
+            context.push(token);
+        }
+        by_prob.push(lm.prob(&context, EOS).ln());
+        assert_eq!(lm.token_log_probs(&sentence), by_prob);
+        let each: Vec<f64> = (sentence.iter())
+            .map(|t| lm.unigram_log_prob(std::slice::from_ref(t)))
+            .collect();
+        assert_eq!(lm.unigram_log_probs_each(&sentence), each);
     }
 
     fn assert_contexts_normalised(lm: &NgramLm, contexts: &[Vec<&str>]) {

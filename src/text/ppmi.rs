@@ -15,7 +15,7 @@
 //! totals are [merged](PpmiStats::merge) in any order, and [`PpmiStats::fit`] gives the same
 //! vectors, bit for bit, as `train_ppmi_vectors` on the same sentences.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -116,7 +116,7 @@ fn vectors_of(
 
 /// Words with at least `min_count` occurrences, most frequent first, ties by word.
 fn vocabulary(sentences: &[&[String]], config: &PpmiConfig) -> Vec<String> {
-    let mut counts: HashMap<&str, u64> = HashMap::new();
+    let mut counts: HashMap<&str, u64> = HashMap::default();
     for token in sentences.iter().flat_map(|s| s.iter()) {
         *counts.entry(token.as_str()).or_default() += 1;
     }
@@ -193,7 +193,7 @@ impl PpmiStats {
             window: window.max(1),
             words: Interner::default(),
             token_counts: Vec::new(),
-            pairs: HashMap::new(),
+            pairs: HashMap::default(),
         }
     }
 
@@ -283,7 +283,7 @@ impl PpmiStats {
             .collect();
         let to_vocabulary: Vec<Option<u32>> =
             self.words.words().map(|w| ids.get(w).copied()).collect();
-        let mut pairs: HashMap<(u32, u32), f64> = HashMap::new();
+        let mut pairs: HashMap<(u32, u32), f64> = HashMap::default();
         for (&key, &count) in &self.pairs {
             let (a, b) = pair_of_key(key);
             if let (Some(a), Some(b)) = (to_vocabulary[a as usize], to_vocabulary[b as usize]) {
@@ -350,7 +350,8 @@ impl TryFrom<PpmiStatsWire> for PpmiStats {
         if wire.pairs.len() != 2 * wire.pair_counts.len() {
             return bad("the pairs and their counts disagree");
         }
-        let mut pairs = HashMap::with_capacity(wire.pair_counts.len());
+        let mut pairs =
+            HashMap::with_capacity_and_hasher(wire.pair_counts.len(), Default::default());
         for (pair, count) in wire.pairs.chunks_exact(2).zip(wire.pair_counts) {
             if pair.iter().any(|&id| id as usize >= words.len()) {
                 return bad("a word id is out of range");
@@ -410,7 +411,7 @@ fn ppmi_matrix(
         .map(|(i, w)| (w.as_str(), i as u32))
         .collect();
     let window = config.window.max(1);
-    let mut pairs: HashMap<(u32, u32), f64> = HashMap::new();
+    let mut pairs: HashMap<(u32, u32), f64> = HashMap::default();
     for sentence in sentences {
         // Out-of-vocabulary words keep their positions, so the window spans the real text.
         let encoded: Vec<Option<u32>> = sentence

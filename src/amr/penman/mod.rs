@@ -82,6 +82,30 @@ pub fn parse(text: &str) -> Result<Graph, PenmanError> {
     decode::decode(text, false).map(|(g, _)| g)
 }
 
+/// The `# ::id` a graph's text gives [`parse`] (the first `id` entry of the metadata lines
+/// before the graph), read without parsing the graph: `None` when there is none.
+///
+/// ```
+/// use capflow::amr::penman::{leading_id, parse};
+///
+/// let text = "# a comment\n# ::id img.3 ::snt a dog\n(d / dog)";
+/// assert_eq!(leading_id(text).as_deref(), Some("img.3"));
+/// assert_eq!(leading_id(text).as_deref(), parse(text).unwrap().id());
+/// assert_eq!(leading_id("(d / dog)\n# ::id late"), None);
+/// ```
+pub fn leading_id(text: &str) -> Option<String> {
+    let mut lexer = lexer::Lexer::new(text);
+    let mut metadata = Vec::new();
+    while let Some(token) = lexer.peek().filter(|t| t.kind == lexer::Kind::Comment) {
+        lexer.next_token();
+        metadata::parse_comment(lexer.text(token), &mut metadata);
+        if let Some((_, id)) = metadata.iter().find(|(key, _)| key == "id") {
+            return Some(id.clone());
+        }
+    }
+    None
+}
+
 /// Splits a whole AMR file into graphs and parses each; a broken graph becomes an `Err` block
 /// and parsing goes on at the next graph (see the `blocks` module for how blocks are found).
 pub fn parse_many(text: &str) -> Vec<GraphBlock> {

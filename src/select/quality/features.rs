@@ -294,24 +294,15 @@ fn two_way_gains(
 /// Natural-log probability of each token of `tokens` and of the closing `</s>` after the ones
 /// before it (from `<s>`).
 fn token_log_probs(lm: &NgramLm, tokens: &[String]) -> Vec<f64> {
-    let mut context: Vec<&str> = Vec::with_capacity(tokens.len() + 1);
-    context.push("<s>");
-    let mut log_probs = Vec::with_capacity(tokens.len() + 1);
-    for token in tokens {
-        log_probs.push(lm.prob(&context, token).ln());
-        context.push(token);
-    }
-    log_probs.push(lm.prob(&context, "</s>").ln());
-    log_probs
+    lm.token_log_probs(tokens)
 }
 
 /// Natural-log unigram probability of each token and of `</s>` (add-one smoothed, as
 /// [`NgramLm::unigram_log_prob`]).
 fn unigram_log_probs(lm: &NgramLm, tokens: &[String]) -> Vec<f64> {
     let end = lm.unigram_log_prob(&[]);
-    let mut log_probs: Vec<f64> = tokens
-        .iter()
-        .map(|t| lm.unigram_log_prob(std::slice::from_ref(t)) - end)
+    let mut log_probs: Vec<f64> = (lm.unigram_log_probs_each(tokens).into_iter())
+        .map(|p| p - end)
         .collect();
     log_probs.push(end);
     log_probs

@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::sync::mpsc::Receiver;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -32,7 +33,7 @@ use super::state::{
     remove_if_present, write_replacing_with, BucketState, RowsDigest, StateDir, StateHeader,
 };
 use super::DataflowSpec;
-use crate::augment::ssa::{CaptionNumbering, Drop, Replayed, SsaKept};
+use crate::augment::ssa::{CaptionNumbering, Drop, Replayed, SsaConfig, SsaKept, SsaModels};
 use crate::error::{Error, Result};
 use crate::export::{Manifest, StageMetrics};
 use crate::ingest::flickr30k::{ImageSlot, Listing};
@@ -210,24 +211,35 @@ pub fn caption_stats(spec: &DataflowSpec, threads: usize) -> Result<(CorpusStats
                     .map(|(n, slots)| {
                         let (listing, spec) = (&listing, spec);
                         scope.spawn(move || {
-                            let mut gather = Gather::new(spec, unit_index, tables);
-                            for (i, slot) in slots.iter().enumerate() {
-                                gather.base = ((n * share + i) as u64) << 32;
-                                gather.numbering.ordinal = 0;
-                                let image = listing.image(*slot);
-                                // The annotation file's record takes one number whether it
-                                // parses or not, so it need not be parsed, unless its row is
-                                // not kept (then only a rejection takes one).
-                                match images_kept {
-                                    true => {
-                                        gather.numbering.ordinal =
-                                            u64::from(image.annotation.is_some());
-                                        listing.read_sentences(&image, &mut gather)?;
+                            // A thread of its own reads the images' files for the gathering.
+                            std::thread::scope(|reading| {
+                                let (send, received) = std::sync::mpsc::sync_channel(4);
+                                reading.spawn(move || {
+                                    for block in slots.chunks(IMAGES_PER_MESSAGE) {
+                                        let read = block
+                                            .iter()
+                                            .map(|slot| {
+                                                read_caption_records(listing, *slot, images_kept)
+                                            })
+                                            .collect::<Result<Vec<_>>>();
+                                        let failed = read.is_err();
+                                        if send.send(read).is_err() || failed {
+                                            break;
+                                        }
                                     }
-                                    false => listing.read_image(&image, &mut gather)?,
+                                });
+                                let mut gather = Gather::new(spec, unit_index, tables);
+                                let mut i = 0;
+                                for block in received {
+                                    for (first, told) in block? {
+                                        gather.base = ((n * share + i) as u64) << 32;
+                                        gather.numbering.ordinal = first;
+                                        told.replay(&mut gather)?;
+                                        i += 1;
+                                    }
                                 }
-                            }
-                            Ok((gather.stats, gather.rows))
+                                Ok((gather.stats, gather.rows))
+                            })
                         })
                     })
                     .collect();
@@ -253,6 +265,74 @@ pub fn caption_stats(spec: &DataflowSpec, threads: usize) -> Result<(CorpusStats
         }
     }
     Ok((total, rows))
+}
+
+/// Images a caption pass's reading thread hands on at a time.
+const IMAGES_PER_MESSAGE: usize = 64;
+
+/// What the caption pass reads of the image in `slot`: the ordinal its sentences' records start
+/// at, and what the reader told its sink. The annotation file's record takes one number whether
+/// it parses or not, so it need not be parsed, unless its row is not kept (then only a
+/// rejection takes one).
+fn read_caption_records(
+    listing: &Listing,
+    slot: ImageSlot,
+    images_kept: bool,
+) -> Result<(u64, Told)> {
+    let image = listing.image(slot);
+    let mut told = Told::default();
+    match images_kept {
+        true => {
+            listing.read_sentences(&image, &mut told)?;
+            Ok((u64::from(image.annotation.is_some()), told))
+        }
+        false => {
+            listing.read_image(&image, &mut told)?;
+            Ok((0, told))
+        }
+    }
+}
+
+/// What a reader told its sink, in order, to be told to another sink on another thread.
+#[derive(Default)]
+struct Told(Vec<Telling>);
+
+// Nearly every telling is a row: boxing them would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
+enum Telling {
+    Row(Row),
+    Reject(RejectedRow),
+    Accepted,
+}
+
+impl Told {
+    fn replay(self, sink: &mut dyn RecordSink) -> Result<()> {
+        for telling in self.0 {
+            match telling {
+                Telling::Row(row) => sink.row(row)?,
+                Telling::Reject(rejected) => sink.reject(rejected)?,
+                Telling::Accepted => sink.accepted()?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RecordSink for Told {
+    fn row(&mut self, row: Row) -> Result<()> {
+        self.0.push(Telling::Row(row));
+        Ok(())
+    }
+
+    fn reject(&mut self, rejected: RejectedRow) -> Result<()> {
+        self.0.push(Telling::Reject(rejected));
+        Ok(())
+    }
+
+    fn accepted(&mut self) -> Result<()> {
+        self.0.push(Telling::Accepted);
+        Ok(())
+    }
 }
 
 /// A reader's sink that numbers records as the engine's readers do and gathers the captions.
@@ -410,25 +490,23 @@ pub fn prepare(spec: &DataflowSpec, state: &StateDir, threads: usize) -> Result<
             .map(|share| {
                 let (config, models, config_hash) = (&config, &models, &config_hash);
                 scope.spawn(move || {
-                    let mut checked = Checked::default();
-                    for &bucket in share {
-                        let mut records = read(state, bucket, config_hash)?;
-                        let mut replays = BTreeMap::new();
-                        for (id, image) in state.read_bucket(bucket)? {
-                            let replayed = records
-                                .remove(&id)
-                                .filter(|(digest, _)| *digest == image.digest)
-                                .and_then(|(_, kept)| kept.replay(config, models));
-                            match replayed {
-                                Some(replayed) => {
-                                    drop(replays.insert(id, (image.digest, replayed)))
+                    // A thread of its own reads and decodes the share's records a bucket
+                    // ahead of the replay.
+                    std::thread::scope(|reading| {
+                        let (send, received) = std::sync::mpsc::sync_channel(1);
+                        reading.spawn(move || {
+                            for &bucket in share {
+                                let read = read(state, bucket, config_hash).and_then(|records| {
+                                    Ok((bucket, records, state.read_bucket(bucket)?))
+                                });
+                                let failed = read.is_err();
+                                if send.send(read).is_err() || failed {
+                                    break;
                                 }
-                                None => drop(checked.recompute.insert(id)),
                             }
-                        }
-                        checked.replays.insert(bucket, replays);
-                    }
-                    Ok(checked)
+                        });
+                        replay_share(received, (config, models))
+                    })
                 })
             })
             .collect();
@@ -462,6 +540,32 @@ pub fn prepare(spec: &DataflowSpec, state: &StateDir, threads: usize) -> Result<
             ..ReplayTally::default()
         }),
     })
+}
+
+/// Replays the records of the buckets `received` gives (each bucket's records and states):
+/// an image's record counts when it has the image's digest, and is replayed unless its merge
+/// does not hold under `models`.
+fn replay_share(
+    received: Receiver<Result<(usize, BucketRecords, BucketState)>>,
+    (config, models): (&SsaConfig, &SsaModels),
+) -> Result<Checked> {
+    let mut checked = Checked::default();
+    for read in received {
+        let (bucket, mut records, states) = read?;
+        let mut replays = BTreeMap::new();
+        for (id, image) in states {
+            let replayed = records
+                .remove(&id)
+                .filter(|(digest, _)| *digest == image.digest)
+                .and_then(|(_, kept)| kept.replay(config, models));
+            match replayed {
+                Some(replayed) => drop(replays.insert(id, (image.digest, replayed))),
+                None => drop(checked.recompute.insert(id)),
+            }
+        }
+        checked.replays.insert(bucket, replays);
+    }
+    Ok(checked)
 }
 
 impl Replaying {

@@ -837,15 +837,19 @@ mod tests {
     /// Context <s>: total 3, backoff (0.5·1 + 1.0·1) / 3 = 0.5,
     /// p(a | <s>) = 1/3 + 0.5·0.25 = 11/24. Context a: p(b | a) = 1/2 + 0.5·0.375 = 0.6875.
     /// Context b: total 3, backoff 1.5/3, p(</s> | b) = 1.5/3 + 0.5·0.25 = 0.625.
-    #[test]
-    fn hand_computed_bigram_example() {
+    fn hand_computed_bigram() -> NgramLm {
         let corpus = sentences(&["a b", "a b", "b"]);
         let config = LmConfig {
             order: 2,
             unk_max_count: 0,
             fixed_discounts: Some([0.5, 1.0, 1.5]),
         };
-        let lm = NgramLm::train_with(corpus.iter().map(Vec::as_slice), &config);
+        NgramLm::train_with(corpus.iter().map(Vec::as_slice), &config)
+    }
+
+    #[test]
+    fn hand_computed_bigram_example() {
+        let lm = hand_computed_bigram();
         let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
         assert!(close(lm.prob(&[], "a"), 0.25));
         assert!(close(lm.prob(&[], "b"), 0.375));
@@ -866,13 +870,7 @@ mod tests {
 
     #[test]
     fn a_sentence_s_token_probabilities_are_those_of_each_token_after_the_ones_before_it() {
-        let corpus = sentences(&["a b", "a b", "b"]);
-        let config = LmConfig {
-            order: 2,
-            unk_max_count: 0,
-            fixed_discounts: Some([0.5, 1.0, 1.5]),
-        };
-        let lm = NgramLm::train_with(corpus.iter().map(Vec::as_slice), &config);
+        let lm = hand_computed_bigram();
         // The hand-computed values of `hand_computed_bigram_example`.
         let expected = [11.0f64 / 24.0, 0.6875, 0.625].map(f64::ln);
         let got = lm.token_log_probs(&toks("a b"));

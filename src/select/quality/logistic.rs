@@ -80,6 +80,7 @@ impl LogisticModel {
             parts,
             model: &model,
             used,
+            threads: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
         };
         // θ = [bias, weights…].
         let mut theta = [0.0; FEATURES + 1];
@@ -155,18 +156,45 @@ struct Design<'a> {
     parts: &'a [&'a [Example]],
     model: &'a LogisticModel,
     used: &'a [bool; FEATURES],
+    /// Threads of the passes over the examples.
+    threads: usize,
 }
 
 impl Design<'_> {
     fn rows(&self) -> impl Iterator<Item = ([f64; FEATURES + 1], &Example)> {
-        examples(self.parts).map(|example| {
-            let mut row = self.model.design_row(&example.features);
-            for k in 0..FEATURES {
-                if !self.used[k] {
-                    row[k + 1] = 0.0;
-                }
+        examples(self.parts).map(|example| (self.row(example), example))
+    }
+
+    fn row(&self, example: &Example) -> [f64; FEATURES + 1] {
+        let mut row = self.model.design_row(&example.features);
+        for k in 0..FEATURES {
+            if !self.used[k] {
+                row[k + 1] = 0.0;
             }
-            (row, example)
+        }
+        row
+    }
+
+    /// `f` of every example's row, in the examples' order, on `threads` threads (each a
+    /// contiguous share of the examples).
+    fn each<R: Send>(&self, f: impl Fn(&[f64; FEATURES + 1], &Example) -> R + Sync) -> Vec<R> {
+        let all: Vec<&Example> = examples(self.parts).collect();
+        let share = all.len().div_ceil(self.threads.max(1)).max(1);
+        let f = &f;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (all.chunks(share))
+                .map(|share| {
+                    scope.spawn(move || {
+                        (share.iter())
+                            .map(|example| f(&self.row(example), example))
+                            .collect::<Vec<R>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
         })
     }
 }
@@ -201,11 +229,15 @@ fn softplus(z: f64) -> f64 {
 /// The weighted negative log-likelihood plus `L2 / 2 · |weights|²` (the bias is not
 /// regularised).
 fn objective(theta: &[f64; FEATURES + 1], design: &Design) -> f64 {
-    let mut loss = 0.0;
-    for (row, example) in design.rows() {
-        let z: f64 = theta.iter().zip(&row).map(|(t, x)| t * x).sum();
+    // Each example's term on every core, summed in order.
+    let terms = design.each(|row, example| {
+        let z: f64 = theta.iter().zip(row).map(|(t, x)| t * x).sum();
         // -ln σ(z) for a real caption, -ln(1 - σ(z)) = -ln σ(-z) for a corrupted one.
-        loss += example.weight * softplus(if example.real { -z } else { z });
+        example.weight * softplus(if example.real { -z } else { z })
+    });
+    let mut loss = 0.0;
+    for term in terms {
+        loss += term;
     }
     loss + 0.5 * L2 * theta[1..].iter().map(|t| t * t).sum::<f64>()
 }
@@ -213,20 +245,57 @@ fn objective(theta: &[f64; FEATURES + 1], design: &Design) -> f64 {
 type Matrix = [[f64; FEATURES + 1]; FEATURES + 1];
 
 fn derivatives(theta: &[f64; FEATURES + 1], design: &Design) -> ([f64; FEATURES + 1], Matrix) {
-    let mut gradient = [0.0; FEATURES + 1];
-    let mut hessian = [[0.0; FEATURES + 1]; FEATURES + 1];
-    for (row, example) in design.rows() {
-        let z: f64 = theta.iter().zip(&row).map(|(t, x)| t * x).sum();
+    // Each example's residual and curvature on every core; then the entries of the gradient
+    // and the Hessian's lower triangle, by rows shared between threads, each entry summed
+    // over the examples in order, as one thread summing them all would.
+    let weights = design.each(|row, example| {
+        let z: f64 = theta.iter().zip(row).map(|(t, x)| t * x).sum();
         let p = sigmoid(z);
         let residual = example.weight * (p - f64::from(u8::from(example.real)));
         let curvature = example.weight * p * (1.0 - p);
-        for a in 0..=FEATURES {
-            gradient[a] += residual * row[a];
-            for b in 0..=a {
-                hessian[a][b] += curvature * row[a] * row[b];
+        (residual, curvature)
+    });
+    let mut gradient = [0.0; FEATURES + 1];
+    let mut hessian = [[0.0; FEATURES + 1]; FEATURES + 1];
+    let threads = design.threads.min(FEATURES + 1);
+    // Row a holds a + 1 entries: the rows from `starts[t]` go to thread t.
+    let entries = (FEATURES + 1) * (FEATURES + 2) / 2;
+    let mut starts = vec![0];
+    let mut held = 0;
+    for a in 0..=FEATURES {
+        if held * threads >= entries * starts.len() {
+            starts.push(a);
+        }
+        held += a + 1;
+    }
+    starts.push(FEATURES + 1);
+    let sums = |rows: std::ops::Range<usize>| {
+        let mut gradient = [0.0; FEATURES + 1];
+        let mut hessian = [[0.0; FEATURES + 1]; FEATURES + 1];
+        for ((row, _), &(residual, curvature)) in design.rows().zip(&weights) {
+            for a in rows.clone() {
+                gradient[a] += residual * row[a];
+                for b in 0..=a {
+                    hessian[a][b] += curvature * row[a] * row[b];
+                }
             }
         }
-    }
+        (gradient, hessian)
+    };
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (starts.windows(2))
+            .map(|w| (w[0]..w[1], scope.spawn(|| sums(w[0]..w[1]))))
+            .collect();
+        for (rows, handle) in handles {
+            let (part_gradient, part_hessian) = handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            for a in rows {
+                gradient[a] = part_gradient[a];
+                hessian[a] = part_hessian[a];
+            }
+        }
+    });
     for a in 1..=FEATURES {
         gradient[a] += L2 * theta[a];
         hessian[a][a] += L2;
@@ -334,9 +403,38 @@ mod tests {
             parts: &[&examples],
             model: &model,
             used: &[true; FEATURES],
+            threads: 3,
         };
         let (gradient, _) = derivatives(&theta, &design);
         assert!(gradient.iter().all(|g| g.abs() < 1e-8), "{gradient:?}");
+    }
+
+    #[test]
+    fn the_passes_over_the_examples_sum_as_one_thread_does() {
+        let examples: Vec<Example> = (0..301)
+            .map(|i| example(((i * 37 % 101) as f64) / 9.0 - 5.0, i % 3 == 0))
+            .collect();
+        let model = LogisticModel::fit(&[&examples]);
+        let mut theta = [0.1; FEATURES + 1];
+        theta[0] = model.bias;
+        let parts = [&examples[..150], &examples[150..]];
+        let design = |threads| Design {
+            parts: &parts,
+            model: &model,
+            used: &[true; FEATURES],
+            threads,
+        };
+        let one = (
+            derivatives(&theta, &design(1)),
+            objective(&theta, &design(1)),
+        );
+        for threads in [2, 3, 7, 64] {
+            let many = (
+                derivatives(&theta, &design(threads)),
+                objective(&theta, &design(threads)),
+            );
+            assert_eq!(many, one, "{threads} threads");
+        }
     }
 
     #[test]

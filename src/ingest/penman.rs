@@ -26,14 +26,7 @@ pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
 /// Reads the PENMAN file at `path` from `from` (the cursor an earlier read of its first bytes
 /// returned) to its end into `sink`; returns the cursor at the end.
 pub fn read_from(path: &Path, from: BlockCursor, sink: &mut dyn RecordSink) -> Result<BlockCursor> {
-    let file_name = path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let source_file = path.display().to_string();
-    read_blocks_from(path, from, parse, |ordinal, block| {
-        emit(block, ordinal, &file_name, &source_file, sink)
-    })
+    read_keeping(path, from, None, sink)
 }
 
 /// [`read_from`] keeping only the graphs of the images in `keep`: a graph whose `# ::id` names
@@ -45,14 +38,23 @@ pub fn read_images_from(
     keep: &HashSet<String>,
     sink: &mut dyn RecordSink,
 ) -> Result<BlockCursor> {
+    read_keeping(path, from, Some(keep), sink)
+}
+
+fn read_keeping(
+    path: &Path,
+    from: BlockCursor,
+    keep: Option<&HashSet<String>>,
+    sink: &mut dyn RecordSink,
+) -> Result<BlockCursor> {
     let file_name = path.file_name().map_or_else(
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
     let source_file = path.display().to_string();
-    let kept = |text: &str| match leading_id(text).filter(|id| !id.is_empty()) {
-        Some(id) => keep.contains(&GraphIds::new(Some(&id), &file_name, 0).image_id),
-        None => true,
+    let kept = |text: &str| match (keep, leading_id(text).filter(|id| !id.is_empty())) {
+        (Some(keep), Some(id)) => keep.contains(&GraphIds::new(Some(&id), &file_name, 0).image_id),
+        _ => true,
     };
     let parse_kept = |text: &str| match kept(text) {
         true => parse(text).map(Some),

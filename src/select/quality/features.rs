@@ -291,12 +291,6 @@ fn two_way_gains(
     two_way
 }
 
-/// Natural-log probability of each token of `tokens` and of the closing `</s>` after the ones
-/// before it (from `<s>`).
-fn token_log_probs(lm: &NgramLm, tokens: &[String]) -> Vec<f64> {
-    lm.token_log_probs(tokens)
-}
-
 /// Natural-log unigram probability of each token and of `</s>` (add-one smoothed, as
 /// [`NgramLm::unigram_log_prob`]).
 fn unigram_log_probs(lm: &NgramLm, tokens: &[String]) -> Vec<f64> {
@@ -336,7 +330,7 @@ fn two_lowest(values: &[f64]) -> (f64, f64) {
 /// closing `</s>` included. A negative gain is a token its context makes less likely than it
 /// is on its own: a transition the captions do not make.
 fn gains(lm: &NgramLm, tokens: &[String]) -> (Vec<f64>, Vec<f64>) {
-    let log_probs = token_log_probs(lm, tokens);
+    let log_probs = lm.token_log_probs(tokens);
     let unigram = unigram_log_probs(lm, tokens);
     let gains = log_probs.iter().zip(&unigram).map(|(w, u)| w - u).collect();
     (log_probs, gains)

@@ -180,22 +180,13 @@ impl Design<'_> {
     fn each<R: Send>(&self, f: impl Fn(&[f64; FEATURES + 1], &Example) -> R + Sync) -> Vec<R> {
         let all: Vec<&Example> = examples(self.parts).collect();
         let share = all.len().div_ceil(self.threads.max(1)).max(1);
-        let f = &f;
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (all.chunks(share))
-                .map(|share| {
-                    scope.spawn(move || {
-                        (share.iter())
-                            .map(|example| f(&self.row(example), example))
-                            .collect::<Vec<R>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
-        })
+        let shares: Vec<&[&Example]> = all.chunks(share).collect();
+        let mapped = super::parallel_map(&shares, |share| {
+            (share.iter())
+                .map(|example| f(&self.row(example), example))
+                .collect::<Vec<R>>()
+        });
+        mapped.into_iter().flatten().collect()
     }
 }
 
@@ -282,20 +273,14 @@ fn derivatives(theta: &[f64; FEATURES + 1], design: &Design) -> ([f64; FEATURES 
         }
         (gradient, hessian)
     };
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (starts.windows(2))
-            .map(|w| (w[0]..w[1], scope.spawn(|| sums(w[0]..w[1]))))
-            .collect();
-        for (rows, handle) in handles {
-            let (part_gradient, part_hessian) = handle
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            for a in rows {
-                gradient[a] = part_gradient[a];
-                hessian[a] = part_hessian[a];
-            }
-        }
-    });
+    let ranges: Vec<(usize, usize)> = starts.windows(2).map(|w| (w[0], w[1])).collect();
+    for (&(from, to), (part_gradient, part_hessian)) in ranges
+        .iter()
+        .zip(super::parallel_map(&ranges, |(from, to)| sums(from..to)))
+    {
+        gradient[from..to].copy_from_slice(&part_gradient[from..to]);
+        hessian[from..to].copy_from_slice(&part_hessian[from..to]);
+    }
     for a in 1..=FEATURES {
         gradient[a] += L2 * theta[a];
         hessian[a][a] += L2;

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
+use super::resampled::ChunkSamples;
 use super::runtime::{CollectedRun, KeyedRow};
 use super::state::{bucket_of, Plan};
 use crate::error::{Error, Result};
@@ -148,6 +149,9 @@ struct ReadBack {
     /// Input rows of each table, in file order.
     inputs: HashMap<String, Vec<Row>>,
     samples: HashMap<String, Vec<SampleRow>>,
+    /// With a replay, the samples of the chunks whose images did not change, by chunk key:
+    /// written from the batches they were read in.
+    resampled: HashMap<String, ChunkSamples>,
 }
 
 impl BucketExport<'_> {
@@ -299,11 +303,25 @@ impl BucketExport<'_> {
                             && !(inputs_kept.contains(p.chunk)
                                 && p.file.table != TableKind::Samples)
                     });
-                    self.read_back(replaced, &by_bucket[bucket], &mut retracted)?
+                    // With a replay, the samples of a chunk whose images did not change are
+                    // kept as batches (only its SSA samples change).
+                    let (resampled, rewritten): (Vec<&ChunkPiece>, Vec<&ChunkPiece>) = replaced
+                        .partition(|p| self.replay.is_some() && inputs_kept.contains(p.chunk));
+                    let mut back =
+                        self.read_back(rewritten.into_iter(), &by_bucket[bucket], &mut retracted)?;
+                    let mut by_chunk: BTreeMap<&str, Vec<&ChunkPiece>> = BTreeMap::new();
+                    for piece in resampled {
+                        by_chunk.entry(piece.chunk).or_default().push(piece);
+                    }
+                    for (chunk, pieces) in by_chunk {
+                        let samples = ChunkSamples::read(self.dir, pieces, plan, &mut retracted)?;
+                        back.resampled.insert(chunk.to_string(), samples);
+                    }
+                    back
                 }
             };
             let replayed = match self.replay {
-                Some(replay) => self.replayed(replay(bucket)?, &mut back.samples)?,
+                Some(replay) => self.replayed(replay(bucket)?, &mut back)?,
                 None => BTreeMap::new(),
             };
             Ok(BucketBack {
@@ -383,6 +401,15 @@ impl BucketExport<'_> {
                 replay_changes.extend(replayed);
                 for &(i, with_inputs) in &write.written {
                     let chunk = &write.new_chunks[i];
+                    if let Some(samples) = back.resampled.remove(chunk.key) {
+                        let others =
+                            |id: &str| samples_of(id, plan, new_samples, &mut back, &mut added);
+                        exported.rows_written +=
+                            samples.write(writer, (bucket, buckets), chunk, others)?;
+                        writer.finish_chunk(bucket, chunk.key)?;
+                        exported.written += 1;
+                        continue;
+                    }
                     let mut sink = DatasetSink::bucket(writer, (bucket, buckets), chunk.key);
                     for id in chunk.ids.iter().filter(|_| with_inputs) {
                         match rows.get(id) {
@@ -435,23 +462,32 @@ impl BucketExport<'_> {
 }
 
 impl BucketExport<'_> {
-    /// Gives each image of `samples` (its samples read back) its replayed SSA samples in place
-    /// of its old ones, and the images without samples before their replayed ones if they have
+    /// Gives each image whose samples were read back (as rows or as a resampled chunk's
+    /// batches) its replayed SSA samples in place of its old ones, and the images without samples before their replayed ones if they have
     /// any; returns the changes, by image. Each replayed image's changes are made at once: the
     /// bucket's samples are not held twice.
     fn replayed(
         &self,
         mut replayed: BTreeMap<String, Vec<SampleRow>>,
-        samples: &mut HashMap<String, Vec<SampleRow>>,
+        back: &mut ReadBack,
     ) -> Result<BTreeMap<String, Vec<(SampleRow, i8)>>> {
+        let no_replay = |id: &str| {
+            Error::invalid(
+                self.dir.display().to_string(),
+                format!("no SSA record replays image {id:?}; rerun without --state"),
+            )
+        };
         let mut changes = BTreeMap::new();
+        for chunk in back.resampled.values_mut() {
+            let ids: Vec<String> = chunk.image_ids().cloned().collect();
+            for id in ids {
+                let ssa = replayed.remove(&id).ok_or_else(|| no_replay(&id))?;
+                changes.insert(id.clone(), chunk.replay(&id, ssa));
+            }
+        }
+        let samples = &mut back.samples;
         for (id, previous) in samples.iter_mut() {
-            let ssa = replayed.remove(id).ok_or_else(|| {
-                Error::invalid(
-                    self.dir.display().to_string(),
-                    format!("no SSA record replays image {id:?}; rerun without --state"),
-                )
-            })?;
+            let ssa = replayed.remove(id).ok_or_else(|| no_replay(id))?;
             let new = with_ssa_samples(previous, ssa);
             let old = std::mem::replace(previous, new.clone());
             let changed = changelog([(id.clone(), old)].into(), [(id.clone(), new)].into());

@@ -27,6 +27,7 @@ pub mod mixing;
 pub mod models;
 pub mod record;
 pub mod refit;
+mod resampled;
 pub mod run;
 pub mod runtime;
 pub mod sink;

@@ -133,6 +133,15 @@ impl DirFiles {
             let path = || dir.join(&name);
             let (meta, problem) = match entry.file_type() {
                 Ok(t) if t.is_file() && !stamped => (None, None),
+                // A plain file's stamp is looked up from the open directory, by its name alone.
+                Ok(t) if t.is_file() => match entry.metadata() {
+                    Ok(m) => (Some(FileMeta::of(&m)), None),
+                    Err(_) => match classify_entry(&path()) {
+                        Ok(Some(m)) => (Some(FileMeta::of(&m)), None),
+                        Ok(None) => continue,
+                        Err(problem) => (None, Some(problem)),
+                    },
+                },
                 Ok(t) if t.is_dir() => continue,
                 _ => match classify_entry(&path()) {
                     Ok(Some(m)) => (stamped.then(|| FileMeta::of(&m)), None),
@@ -152,11 +161,14 @@ impl DirFiles {
             }
         }
         let mut order: Vec<u32> = (0..names.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| {
-            let (a, b) = (names.get(a as usize), names.get(b as usize));
-            stem_of(a).cmp(&stem_of(b)).then_with(|| a.cmp(b))
-        });
-        order.dedup_by(|b, a| stem_of(names.get(*a as usize)) == stem_of(names.get(*b as usize)));
+        {
+            let stems: Vec<Cow<str>> = (0..names.len()).map(|i| stem_of(names.get(i))).collect();
+            order.sort_unstable_by(|&a, &b| {
+                let (a, b) = (a as usize, b as usize);
+                (stems[a].cmp(&stems[b])).then_with(|| names.get(a).cmp(names.get(b)))
+            });
+            order.dedup_by(|b, a| stems[*a as usize] == stems[*b as usize]);
+        }
         let mut position = vec![u32::MAX; names.len()];
         for (at, &i) in order.iter().enumerate() {
             position[i as usize] = at as u32;

@@ -27,6 +27,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::gram::Gram;
 use super::interner::{map_bytes, Interner};
 
 /// Sentence-start padding token (never predicted).
@@ -103,17 +104,17 @@ struct ContextStats {
 /// One order k: adjusted counts of k-grams, and statistics of their (k-1)-word contexts.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct OrderTable {
-    counts: HashMap<Vec<u32>, u64>,
-    contexts: HashMap<Vec<u32>, ContextStats>,
+    counts: HashMap<Gram, u64>,
+    contexts: HashMap<Gram, ContextStats>,
     discounts: [f64; 3],
 }
 
 impl OrderTable {
     /// The table of order `k` with these (adjusted) counts; discounts still to set.
-    fn of_counts(counts: HashMap<Vec<u32>, u64>, k: usize) -> OrderTable {
-        let mut contexts: HashMap<Vec<u32>, ContextStats> = HashMap::default();
+    fn of_counts(counts: HashMap<Gram, u64>) -> OrderTable {
+        let mut contexts: HashMap<Gram, ContextStats> = HashMap::default();
         for (gram, &count) in &counts {
-            let stats = contexts.entry(gram[..k - 1].to_vec()).or_default();
+            let stats = contexts.entry(gram.context()).or_default();
             stats.total += count;
             match count {
                 1 => stats.n1 += 1,
@@ -316,18 +317,13 @@ impl NgramLm {
             lm.unigram_counts[to_model[gram[0] as usize] as usize] += left(1, gram, count);
         }
         let mut key: Vec<u32> = Vec::with_capacity(order);
-        let add = |table: &mut HashMap<Vec<u32>, u64>, key: &[u32], count: u64| match table
-            .get_mut(key)
-        {
-            Some(total) => *total += count,
-            None => {
-                table.insert(key.to_vec(), count);
-            }
+        let add = |table: &mut HashMap<Gram, u64>, key: Gram, count: u64| {
+            *table.entry(key).or_default() += count;
         };
         // From the highest order down: order k < n reads the (k+1)-grams of the table above,
         // whose keys are exactly the distinct (k+1)-grams of the encoded sentences.
         for k in (1..=order).rev() {
-            let mut table: HashMap<Vec<u32>, u64> = HashMap::default();
+            let mut table: HashMap<Gram, u64> = HashMap::default();
             for (gram, &count) in &counts.grams[k - 1] {
                 let count = left(k, gram, count);
                 // The highest order keeps raw counts, and so does a lower-order `<s>`-initial
@@ -335,7 +331,7 @@ impl NgramLm {
                 if count > 0 && (k == order || to_model[gram[0] as usize] == BOS_ID) {
                     key.clear();
                     key.extend(gram.iter().map(|&id| to_model[id as usize]));
-                    add(&mut table, &key, count);
+                    add(&mut table, Gram::new(&key), count);
                 }
             }
             if k < order {
@@ -343,12 +339,12 @@ impl NgramLm {
                 // is `<s>`): its continuation count is the number of distinct encoded
                 // (k+1)-grams it ends.
                 for gram in lm.tables[k].counts.keys() {
-                    if gram[1] != BOS_ID {
-                        add(&mut table, &gram[1..], 1);
+                    if gram.id(1) != BOS_ID {
+                        add(&mut table, gram.rest(), 1);
                     }
                 }
             }
-            lm.tables[k - 1] = OrderTable::of_counts(table, k);
+            lm.tables[k - 1] = OrderTable::of_counts(table);
         }
         for table in &mut lm.tables {
             table.discounts = match config.fixed_discounts {
@@ -464,22 +460,21 @@ impl NgramLm {
     fn count(&mut self, sentences: &[Vec<u32>]) {
         let order = self.order;
         // Highest order: raw counts.
-        let mut raw: HashMap<Vec<u32>, u64> = HashMap::default();
+        let mut raw: HashMap<Gram, u64> = HashMap::default();
         // Lower orders: distinct left extensions, and raw counts of the `<s>`-initial ones.
-        let mut left_extensions: Vec<HashMap<Vec<u32>, HashSet<u32>>> =
-            vec![HashMap::default(); order];
-        let mut bos_raw: Vec<HashMap<Vec<u32>, u64>> = vec![HashMap::default(); order];
+        let mut left_extensions: Vec<HashMap<Gram, HashSet<u32>>> = vec![HashMap::default(); order];
+        let mut bos_raw: Vec<HashMap<Gram, u64>> = vec![HashMap::default(); order];
         for sentence in sentences {
             for end in 1..sentence.len() {
                 for k in 1..=order.min(end + 1) {
                     let gram = &sentence[end + 1 - k..=end];
                     if k == order {
-                        *raw.entry(gram.to_vec()).or_default() += 1;
+                        *raw.entry(Gram::new(gram)).or_default() += 1;
                     } else if gram[0] == BOS_ID {
-                        *bos_raw[k - 1].entry(gram.to_vec()).or_default() += 1;
+                        *bos_raw[k - 1].entry(Gram::new(gram)).or_default() += 1;
                     } else if end + 1 > k {
                         left_extensions[k - 1]
-                            .entry(gram.to_vec())
+                            .entry(Gram::new(gram))
                             .or_default()
                             .insert(sentence[end - k]);
                     }
@@ -487,7 +482,7 @@ impl NgramLm {
             }
         }
         for k in 1..=order {
-            let counts: HashMap<Vec<u32>, u64> = if k == order {
+            let counts: HashMap<Gram, u64> = if k == order {
                 std::mem::take(&mut raw)
             } else {
                 let mut counts = std::mem::take(&mut bos_raw[k - 1]);
@@ -496,7 +491,7 @@ impl NgramLm {
                 }
                 counts
             };
-            self.tables[k - 1] = OrderTable::of_counts(counts, k);
+            self.tables[k - 1] = OrderTable::of_counts(counts);
         }
     }
 
@@ -505,17 +500,15 @@ impl NgramLm {
         // Start from the uniform distribution over the predicted vocabulary and climb the
         // orders from unigrams up to the full context.
         let mut p = 1.0 / self.vocabulary_size() as f64;
-        let mut gram: Vec<u32> = Vec::with_capacity(context.len() + 1);
         for k in 1..=context.len() + 1 {
             let history = &context[context.len() + 1 - k..];
             let table = &self.tables[k - 1];
-            let Some(stats) = table.contexts.get(history) else {
+            let Some(stats) = table.contexts.get(&Gram::new(history)) else {
                 continue;
             };
-            gram.clear();
-            gram.extend_from_slice(history);
-            gram.push(word);
-            let count = table.counts.get(gram.as_slice()).copied().unwrap_or(0);
+            let count = (table.counts.get(&Gram::followed(history, word)))
+                .copied()
+                .unwrap_or(0);
             let total = stats.total as f64;
             let kept = (count as f64 - table.discount(count)).max(0.0) / total;
             let backoff = (table.discounts[0] * stats.n1 as f64
@@ -770,7 +763,7 @@ fn is_reserved(word: &str) -> bool {
 }
 
 /// `[n1, n2, n3, n4]`: how many n-grams have (adjusted) count 1, 2, 3, 4.
-fn count_of_counts(counts: &HashMap<Vec<u32>, u64>) -> [u64; 4] {
+fn count_of_counts(counts: &HashMap<Gram, u64>) -> [u64; 4] {
     let mut n = [0u64; 4];
     for &count in counts.values() {
         if (1..=4).contains(&count) {

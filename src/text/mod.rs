@@ -1,5 +1,6 @@
 //! Text: tokenization, lexicons, inflection, n-gram language models, word vectors.
 
+mod gram;
 pub mod inflect;
 pub(crate) mod interner;
 pub mod lm;

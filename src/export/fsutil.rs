@@ -49,7 +49,7 @@ pub(crate) fn sha256_file(path: &Path) -> Result<(String, u64)> {
     // A manifest names the file; a FIFO at that path must not stall the check.
     let mut file = crate::ingest::open_input(path)?;
     let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; 64 << 10];
     let mut len = 0u64;
     loop {
         let n = file.read(&mut buf).map_err(|e| Error::io(path, e))?;

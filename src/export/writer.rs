@@ -103,6 +103,9 @@ pub struct DatasetWriter {
     finished_bucketed: FinishedShards,
     /// Files of the previous version that this version keeps as they are.
     carried: Vec<FileEntry>,
+    /// The carried files whose bytes are still to be checked against the previous manifest
+    /// ([`DatasetWriter::carry`]), by their index in `carried`.
+    unchecked: Vec<usize>,
     /// The changelog of this version, staged.
     changelog: Option<StagedChangelog>,
     /// Keep every version's manifest under `versions/` and the shards they name.
@@ -214,6 +217,7 @@ impl DatasetWriter {
             bucket_writers: 0,
             finished_bucketed,
             carried: Vec::new(),
+            unchecked: Vec::new(),
             changelog: None,
             retain_versions: false,
             split_tables,
@@ -256,6 +260,7 @@ impl DatasetWriter {
     /// Moves a part's shards into `DIR/data/` and returns the entries of every file of the part,
     /// written and carried, for the first process to [`adopt`](DatasetWriter::adopt).
     pub fn finish_part(mut self) -> Result<Vec<FileEntry>> {
+        self.check_carried()?;
         if !self.rejected.is_empty() || !self.splits.is_empty() || self.changelog.is_some() {
             return Err(Error::Usage(
                 "a cluster part holds bucketed shards only; the first process writes the ledger \
@@ -506,9 +511,9 @@ impl DatasetWriter {
         Ok(())
     }
 
-    /// Keeps a file of the previous version, unchanged, in this version, once its bytes are
-    /// checked against the previous manifest's SHA-256: a damaged shard is never carried into a
-    /// new version.
+    /// Keeps a file of the previous version, unchanged, in this version. Its bytes are checked
+    /// against the previous manifest's SHA-256 before the version is published (all carried
+    /// files at once, on every core): a damaged shard is never carried into a new version.
     pub fn carry(&mut self, file: &FileEntry) -> Result<()> {
         let path = self.dir.join(&file.path);
         let inside = super::validate::safe_relative_path(&file.path).is_some();
@@ -518,19 +523,47 @@ impl DatasetWriter {
                 "a carried-forward shard is missing from the dataset",
             ));
         }
-        check_committed(
-            &path,
-            file,
-            "restore it, or rerun without --state into a new directory",
-        )?;
         if !in_table_dir(&file.path, file.table) {
             // A shard of a dataset written before tables had directories of their own
             // (`data/<name>`) joins its table's directory under the same name.
+            check_committed(&path, file, CARRY_REMEDY)?;
             return self.carry_into_table_dir(file, &path);
         }
         self.register_split(file.table, &file.split)?;
+        self.unchecked.push(self.carried.len());
         self.carried.push(file.clone());
         Ok(())
+    }
+
+    /// Checks the bytes of every carried file not checked yet, on every core; the first
+    /// damaged one (in the order they were carried) is the error.
+    fn check_carried(&mut self) -> Result<()> {
+        let unchecked: Vec<&FileEntry> = (std::mem::take(&mut self.unchecked).into_iter())
+            .map(|i| &self.carried[i])
+            .collect();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let share = unchecked.len().div_ceil(threads).max(1);
+        let dir = &self.dir;
+        let checked: Vec<Result<()>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (unchecked.chunks(share))
+                .map(|files| {
+                    scope.spawn(move || -> Result<()> {
+                        for file in files {
+                            check_committed(&dir.join(&file.path), file, CARRY_REMEDY)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            (handles.into_iter())
+                .map(|handle| {
+                    handle.join().unwrap_or_else(|_| {
+                        Err(Error::Usage("checking the carried shards stopped".into()))
+                    })
+                })
+                .collect()
+        });
+        checked.into_iter().collect()
     }
 
     /// [`carry`](DatasetWriter::carry) for a checked shard outside its table's directory: it
@@ -673,6 +706,7 @@ impl DatasetWriter {
 
     fn publish(mut self, counts: IngestCounts, skip_unchanged: bool) -> Result<Committed> {
         let started = Instant::now();
+        self.check_carried()?;
         self.flush_rejected()?;
         let ledger_carried = self.carried.iter().any(|f| f.table == TableKind::Rejected);
         if !ledger_carried
@@ -884,6 +918,9 @@ impl DatasetWriter {
         fsutil::sync_dir(&self.dir)
     }
 }
+
+/// What to do about a carried shard whose bytes changed.
+const CARRY_REMEDY: &str = "restore it, or rerun without --state into a new directory";
 
 /// Checks that the file at `path` still has the bytes `file`'s manifest entry says it was
 /// committed with: a damaged shard is never carried or compacted into a new version. `remedy`

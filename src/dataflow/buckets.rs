@@ -462,10 +462,11 @@ impl BucketExport<'_> {
 }
 
 impl BucketExport<'_> {
-    /// Gives each image whose samples were read back (as rows or as a resampled chunk's
-    /// batches) its replayed SSA samples in place of its old ones, and the images without samples before their replayed ones if they have
-    /// any; returns the changes, by image. Each replayed image's changes are made at once: the
-    /// bucket's samples are not held twice.
+    /// Gives each image whose samples were read back (as rows, or in a resampled chunk's
+    /// batches) its replayed SSA samples in place of its old ones, and the images without
+    /// samples before their replayed ones if they have any; returns the changes, by image.
+    /// Each replayed image's changes are made at once: the bucket's samples are not held
+    /// twice.
     fn replayed(
         &self,
         mut replayed: BTreeMap<String, Vec<SampleRow>>,

@@ -3,8 +3,9 @@
 //! A language model looks its n-grams up several times for every token it scores. Kept as
 //! `Vec<u32>`, each lookup hashes a slice and compares it with `memcmp`; the n-grams of caption
 //! models are at most four words long (trigram words, 4-gram classes), so a `Gram` holds up to
-//! four ids packed in one `u128`, hashed and compared as one integer. Longer ones are kept as
-//! they are. It serializes as the sequence of its ids, as a `Vec<u32>` does.
+//! four ids packed in two `u64`s, hashed and compared as two integers (not one `u128`, whose
+//! 16-byte alignment would pad every table entry). Longer ones are kept as they are. It
+//! serializes as the sequence of its ids, as a `Vec<u32>` does.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -14,8 +15,9 @@ const PACKED: usize = 4;
 /// An n-gram of word ids.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub(super) enum Gram {
-    /// Up to [`PACKED`] ids, the i-th in bits `32 i ..32 (i + 1)`, the rest zero.
-    Packed { ids: u128, len: u8 },
+    /// Up to [`PACKED`] ids, the i-th in bits `32 i ..32 (i + 1)` of the two words read as
+    /// one 128-bit number (low word first), the rest zero.
+    Packed { ids: [u64; 2], len: u8 },
     /// More than [`PACKED`] ids.
     Long(Box<[u32]>),
 }
@@ -24,7 +26,7 @@ impl Gram {
     pub(super) fn new(ids: &[u32]) -> Gram {
         match ids.len() <= PACKED {
             true => Gram::Packed {
-                ids: pack(ids),
+                ids: split(pack(ids)),
                 len: ids.len() as u8,
             },
             false => Gram::Long(ids.into()),
@@ -35,7 +37,7 @@ impl Gram {
     pub(super) fn followed(context: &[u32], next: u32) -> Gram {
         match context.len() < PACKED {
             true => Gram::Packed {
-                ids: pack(context) | u128::from(next) << (32 * context.len()),
+                ids: split(pack(context) | u128::from(next) << (32 * context.len())),
                 len: context.len() as u8 + 1,
             },
             false => Gram::Long(context.iter().copied().chain([next]).collect()),
@@ -52,7 +54,7 @@ impl Gram {
     /// The id at `i` (`i < len`).
     pub(super) fn id(&self, i: usize) -> u32 {
         match self {
-            Gram::Packed { ids, .. } => (ids >> (32 * i)) as u32,
+            Gram::Packed { ids, .. } => (join(*ids) >> (32 * i)) as u32,
             Gram::Long(ids) => ids[i],
         }
     }
@@ -68,7 +70,7 @@ impl Gram {
             Gram::Packed { ids, len } => {
                 let len = len.saturating_sub(1);
                 Gram::Packed {
-                    ids: ids & low_bits(32 * u32::from(len)),
+                    ids: split(join(*ids) & low_bits(32 * u32::from(len))),
                     len,
                 }
             }
@@ -80,7 +82,7 @@ impl Gram {
     pub(super) fn rest(&self) -> Gram {
         match self {
             Gram::Packed { ids, len } => Gram::Packed {
-                ids: ids >> 32,
+                ids: split(join(*ids) >> 32),
                 len: len.saturating_sub(1),
             },
             Gram::Long(ids) => Gram::new(&ids[1..]),
@@ -90,6 +92,15 @@ impl Gram {
 
 fn pack(ids: &[u32]) -> u128 {
     (ids.iter().enumerate()).fold(0, |packed, (i, &id)| packed | u128::from(id) << (32 * i))
+}
+
+/// A 128-bit number as its low and high words.
+fn split(n: u128) -> [u64; 2] {
+    [n as u64, (n >> 64) as u64]
+}
+
+fn join([low, high]: [u64; 2]) -> u128 {
+    u128::from(low) | u128::from(high) << 64
 }
 
 /// A mask of the lowest `bits` bits.
@@ -142,5 +153,7 @@ mod tests {
         assert_ne!(Gram::new(&[0]), Gram::new(&[0, 0]));
         assert_ne!(Gram::new(&[1, 2]), Gram::new(&[2, 1]));
         assert_ne!(Gram::new(&[1, 2, 3, 4, 5]), Gram::new(&[1, 2, 3, 4]));
+        // A table entry keyed by a gram is no larger than one keyed by a `Vec<u32>`.
+        assert!(std::mem::size_of::<Gram>() <= std::mem::size_of::<Vec<u32>>());
     }
 }

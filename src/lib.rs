@@ -16,6 +16,7 @@ pub mod graph;
 pub mod ingest;
 pub mod metrics;
 pub mod models;
+pub(crate) mod parallel;
 pub mod registry;
 pub mod report;
 pub mod schema;

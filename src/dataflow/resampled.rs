@@ -49,6 +49,7 @@ enum Source {
 
 /// One resampled chunk's previous samples: the batches they were read in, and each image's
 /// samples there.
+#[derive(Default)]
 pub(super) struct ChunkSamples {
     /// The previous version's sample batches of the chunk, each with its split.
     batches: Vec<(String, RecordBatch)>,
@@ -70,12 +71,7 @@ impl ChunkSamples {
         plan: &Plan,
         retracted: &mut BTreeMap<String, Vec<SampleRow>>,
     ) -> Result<ChunkSamples> {
-        let mut chunk = ChunkSamples {
-            batches: Vec::new(),
-            images: HashMap::new(),
-            ssa: HashMap::new(),
-            replayed: HashMap::new(),
-        };
+        let mut chunk = ChunkSamples::default();
         for piece in pieces {
             for batch in piece_batches(dir, piece)? {
                 chunk.index(batch, &piece.file.split, plan, retracted)?;
@@ -196,13 +192,13 @@ impl ChunkSamples {
             }
             order.extend(kept(&old[at..]));
         }
-        self.flush_in_order(writer, bucket, chunk.key, &fresh, &order)?;
+        self.write_in_order(writer, bucket, chunk.key, &fresh, &order)?;
         Ok(order.len() as u64)
     }
 
     /// Hands the samples of `order` to the writer, split by split, in batches of at most
     /// [`DEFAULT_FLUSH_ROWS`] rows (the writer cuts its row groups by rows, not by batches).
-    fn flush_in_order(
+    fn write_in_order(
         &self,
         writer: &mut DatasetWriter,
         bucket: (usize, usize),
@@ -379,12 +375,7 @@ mod tests {
             ..Plan::default()
         };
         let mut retracted = BTreeMap::new();
-        let mut samples = ChunkSamples {
-            batches: Vec::new(),
-            images: HashMap::new(),
-            ssa: HashMap::new(),
-            replayed: HashMap::new(),
-        };
+        let mut samples = ChunkSamples::default();
         for split in ["test", "train", "validation"] {
             let rows: Vec<SampleRow> = (case.before.iter())
                 .filter(|s| s.split == split)

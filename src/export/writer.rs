@@ -541,27 +541,8 @@ impl DatasetWriter {
         let unchecked: Vec<&FileEntry> = (std::mem::take(&mut self.unchecked).into_iter())
             .map(|i| &self.carried[i])
             .collect();
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let share = unchecked.len().div_ceil(threads).max(1);
-        let dir = &self.dir;
-        let checked: Vec<Result<()>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (unchecked.chunks(share))
-                .map(|files| {
-                    scope.spawn(move || -> Result<()> {
-                        for file in files {
-                            check_committed(&dir.join(&file.path), file, CARRY_REMEDY)?;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            (handles.into_iter())
-                .map(|handle| {
-                    handle.join().unwrap_or_else(|_| {
-                        Err(Error::Usage("checking the carried shards stopped".into()))
-                    })
-                })
-                .collect()
+        let checked = crate::parallel::parallel_map(&unchecked, |file| {
+            check_committed(&self.dir.join(&file.path), file, CARRY_REMEDY)
         });
         checked.into_iter().collect()
     }

@@ -130,23 +130,27 @@ impl DirFiles {
                 continue;
             }
             // A plain entry's type needs no lookup; links and the stamped listing need one.
-            let path = || dir.join(&name);
+            // By its path, following a link: the file's stamp, or why it cannot be read as
+            // one; `None` for a directory.
+            let classified = || match classify_entry(&dir.join(&name)) {
+                Ok(Some(m)) => Some((stamped.then(|| FileMeta::of(&m)), None)),
+                Ok(None) => None,
+                Err(problem) => Some((None, Some(problem))),
+            };
             let (meta, problem) = match entry.file_type() {
                 Ok(t) if t.is_file() && !stamped => (None, None),
                 // A plain file's stamp is looked up from the open directory, by its name alone.
                 Ok(t) if t.is_file() => match entry.metadata() {
                     Ok(m) => (Some(FileMeta::of(&m)), None),
-                    Err(_) => match classify_entry(&path()) {
-                        Ok(Some(m)) => (Some(FileMeta::of(&m)), None),
-                        Ok(None) => continue,
-                        Err(problem) => (None, Some(problem)),
+                    Err(_) => match classified() {
+                        Some(classified) => classified,
+                        None => continue,
                     },
                 },
                 Ok(t) if t.is_dir() => continue,
-                _ => match classify_entry(&path()) {
-                    Ok(Some(m)) => (stamped.then(|| FileMeta::of(&m)), None),
-                    Ok(None) => continue,
-                    Err(problem) => (None, Some(problem)),
+                _ => match classified() {
+                    Some(classified) => classified,
+                    None => continue,
                 },
             };
             if let Some(problem) = problem {

@@ -4,6 +4,10 @@
 //! Fitting reads the examples in the order given and does the same arithmetic on every
 //! machine, so the same examples in the same order give the same model bit for bit.
 
+use std::ops::Range;
+
+use crate::parallel::parallel_map;
+
 use super::features::{Features, FEATURES, FEATURE_SIGNS};
 
 /// One training example: its features, whether it is a real caption, and its weight.
@@ -181,7 +185,7 @@ impl Design<'_> {
         let all: Vec<&Example> = examples(self.parts).collect();
         let share = all.len().div_ceil(self.threads.max(1)).max(1);
         let shares: Vec<&[&Example]> = all.chunks(share).collect();
-        let mapped = super::parallel_map(&shares, |share| {
+        let mapped = parallel_map(&shares, |share| {
             (share.iter())
                 .map(|example| f(&self.row(example), example))
                 .collect::<Vec<R>>()
@@ -235,6 +239,23 @@ fn objective(theta: &[f64; FEATURES + 1], design: &Design) -> f64 {
 
 type Matrix = [[f64; FEATURES + 1]; FEATURES + 1];
 
+/// The rows of the gradient and the Hessian's lower triangle shared between `threads` threads
+/// as `(from, to)` ranges of about as many entries each (row a holds a + 1).
+fn row_shares(threads: usize) -> Vec<(usize, usize)> {
+    let threads = threads.clamp(1, FEATURES + 1);
+    let entries = (FEATURES + 1) * (FEATURES + 2) / 2;
+    let mut starts = vec![0];
+    let mut held = 0;
+    for a in 0..=FEATURES {
+        if held * threads >= entries * starts.len() {
+            starts.push(a);
+        }
+        held += a + 1;
+    }
+    starts.push(FEATURES + 1);
+    starts.windows(2).map(|w| (w[0], w[1])).collect()
+}
+
 fn derivatives(theta: &[f64; FEATURES + 1], design: &Design) -> ([f64; FEATURES + 1], Matrix) {
     // Each example's residual and curvature on every core; then the entries of the gradient
     // and the Hessian's lower triangle, by rows shared between threads, each entry summed
@@ -248,19 +269,7 @@ fn derivatives(theta: &[f64; FEATURES + 1], design: &Design) -> ([f64; FEATURES 
     });
     let mut gradient = [0.0; FEATURES + 1];
     let mut hessian = [[0.0; FEATURES + 1]; FEATURES + 1];
-    let threads = design.threads.min(FEATURES + 1);
-    // Row a holds a + 1 entries: the rows from `starts[t]` go to thread t.
-    let entries = (FEATURES + 1) * (FEATURES + 2) / 2;
-    let mut starts = vec![0];
-    let mut held = 0;
-    for a in 0..=FEATURES {
-        if held * threads >= entries * starts.len() {
-            starts.push(a);
-        }
-        held += a + 1;
-    }
-    starts.push(FEATURES + 1);
-    let sums = |rows: std::ops::Range<usize>| {
+    let sums = |rows: Range<usize>| {
         let mut gradient = [0.0; FEATURES + 1];
         let mut hessian = [[0.0; FEATURES + 1]; FEATURES + 1];
         for ((row, _), &(residual, curvature)) in design.rows().zip(&weights) {
@@ -273,11 +282,9 @@ fn derivatives(theta: &[f64; FEATURES + 1], design: &Design) -> ([f64; FEATURES 
         }
         (gradient, hessian)
     };
-    let ranges: Vec<(usize, usize)> = starts.windows(2).map(|w| (w[0], w[1])).collect();
-    for (&(from, to), (part_gradient, part_hessian)) in ranges
-        .iter()
-        .zip(super::parallel_map(&ranges, |(from, to)| sums(from..to)))
-    {
+    let shares = row_shares(design.threads);
+    let parts = parallel_map(&shares, |(from, to)| sums(from..to));
+    for (&(from, to), (part_gradient, part_hessian)) in shares.iter().zip(parts) {
         gradient[from..to].copy_from_slice(&part_gradient[from..to]);
         hessian[from..to].copy_from_slice(&part_hessian[from..to]);
     }

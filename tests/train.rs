@@ -13,7 +13,7 @@ use capflow::schema::SampleRow;
 use capflow::train::compare::{compare, CompareOptions, TrainingLimits, Variant};
 use capflow::train::data::{encode_sample, EncodedSample, TrainingData};
 use capflow::train::eval::EvalOptions;
-use capflow::train::pool::{sample_bytes, Pool};
+use capflow::train::pool::{sample_bytes, CurriculumRows, Pool};
 use capflow::train::run::{curriculum, encode_samples, job_vocabulary, train_samples, JobOptions};
 use capflow::train::source::{SampleSource, CACHED_BLOCKS};
 use capflow::train::trainer::{Trainer, VOCAB_FILE};
@@ -275,9 +275,13 @@ fn curriculum_over_a_spilled_pool_matches_the_one_in_memory_within_its_bound() {
         .collect();
     let (block, budget) = (8, 10 << 10);
     let mut pool = Pool::new(block, budget, pooled.path().join("pool"));
-    for (k, s) in encoded.iter().enumerate() {
-        pool.push(s.clone(), k).unwrap();
+    for (k, (s, row)) in encoded.iter().zip(&samples).enumerate() {
+        pool.push_with_row(s.clone(), row, k).unwrap();
     }
+    // What the curriculum reads of each sample is kept in the pool, within its budget.
+    let held = pool.memory();
+    let rows = pool.take_rows();
+    assert_eq!(rows, CurriculumRows::of_rows(&samples).unwrap());
     let block_bytes: Vec<usize> = encoded
         .chunks(block)
         .map(|c| c.iter().map(sample_bytes).sum())
@@ -295,7 +299,7 @@ fn curriculum_over_a_spilled_pool_matches_the_one_in_memory_within_its_bound() {
         (0..samples.len()).partition(|&j| config.curriculum.is_trusted(&samples[j].method));
     tch::set_num_threads(1);
     let outcome = curriculum(
-        &samples,
+        &rows,
         &source,
         &vocab,
         &config,
@@ -340,6 +344,7 @@ fn curriculum_over_a_spilled_pool_matches_the_one_in_memory_within_its_bound() {
     // Memory: the blocks left in memory (within the budget) and the cache (within four of the
     // largest blocks), together well under the whole pool.
     let cache = source.cache_stats().unwrap();
+    assert!(held <= budget.max(largest), "{held} bytes held");
     let resident = source.pool().unwrap().memory();
     assert!(resident <= budget.max(largest), "{resident} bytes resident");
     assert!(cache.page_reads > 0, "{cache:?}");

@@ -154,7 +154,7 @@ pub fn encode_sample(
 /// shuffled again. `lengths[j]` is sample `j`'s token count.
 pub fn plan_batches(
     pool: &[usize],
-    lengths: &[usize],
+    lengths: &[u32],
     token_budget: usize,
     max_batch_samples: usize,
     seed: u64,
@@ -170,7 +170,7 @@ pub fn plan_batches(
         let mut current: Vec<usize> = Vec::new();
         let mut longest = 0;
         for j in chunk {
-            let len = lengths[j];
+            let len = lengths[j] as usize;
             let longer = longest.max(len);
             if !current.is_empty()
                 && ((current.len() + 1) * longer > token_budget

@@ -3,24 +3,33 @@
 //! written to local disk as Arrow IPC files and read back when a window of training needs them
 //! (blocks the trainer has already streamed through go first).
 //!
-//! A spilled block's file holds one record batch per page of [`PAGE_SAMPLES`] samples, so that
-//! a reader after a few samples of it (the curriculum's draws, [`super::source`]) decodes one
-//! page rather than the block.
+//! A spilled block's file holds one record batch per page of [`PAGE_SAMPLES`] samples. The pool
+//! reads the file's footer once, when it spills the block, and keeps where each page lies: a
+//! reader after a few samples of a block (the curriculum's draws, [`super::source`]) reads one
+//! page's bytes and decodes the samples it wants of it ([`PageColumns`]), not the block.
+//!
+//! Besides the blocks, the pool keeps an index of every sample in memory, spilled or not: its
+//! token count (what batch planning reads) and, for CLID's curriculum, what the curriculum reads
+//! of it ([`CurriculumRows`]). The index counts against the budget too.
 
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use arrow::array::{
     Array, ArrayRef, BinaryArray, BinaryBuilder, BooleanArray, BooleanBuilder, Float32Array,
     Float32Builder, Int32Array, Int32Builder, Int64Array, Int64Builder, ListArray, ListBuilder,
 };
-use arrow::datatypes::{DataType, Field, Schema};
-use arrow::ipc::reader::FileReader;
+use arrow::buffer::Buffer;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::ipc::reader::{read_footer_length, FileDecoder, FileReader};
 use arrow::ipc::writer::FileWriter;
+use arrow::ipc::MetadataVersion;
 use arrow::record_batch::RecordBatch;
 
 use super::data::{EncodedSample, Region};
 use crate::error::{Error, Result};
+use crate::schema::SampleRow;
 
 /// Samples per record batch of a spilled block's file: the unit [`Pool::read_page`] decodes.
 pub const PAGE_SAMPLES: usize = 64;
@@ -30,9 +39,102 @@ struct Block {
     /// `None` once spilled.
     samples: Option<Arc<Vec<EncodedSample>>>,
     /// The block's IPC file once spilled.
-    file: Option<PathBuf>,
+    file: Option<SpilledFile>,
     len: usize,
     bytes: usize,
+}
+
+/// A spilled block's Arrow IPC file and where its pages lie in it (from its footer).
+struct SpilledFile {
+    path: PathBuf,
+    /// Each page's record batch: offset, metadata and body lengths.
+    pages: Vec<arrow::ipc::Block>,
+    version: MetadataVersion,
+}
+
+/// What CLID's curriculum reads of each pooled sample besides its encoding (the sample's id,
+/// method, length level and coverage), in columns: a few dozen bytes a sample where the rows
+/// themselves take hundreds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CurriculumRows {
+    /// Every sample id, one after another; `id_ends[j]` is where sample `j`'s ends.
+    ids: String,
+    id_ends: Vec<usize>,
+    /// The methods met, and each sample's index into them.
+    methods: Vec<String>,
+    method_of: Vec<u16>,
+    length_levels: Vec<i32>,
+    coverage: Vec<f64>,
+}
+
+impl CurriculumRows {
+    /// The columns of `rows`, in order.
+    pub fn of_rows(rows: &[SampleRow]) -> Result<CurriculumRows> {
+        let mut out = CurriculumRows::default();
+        for row in rows {
+            out.push(row)?;
+        }
+        Ok(out)
+    }
+
+    /// Appends what the curriculum reads of `row`; an error past 65,536 distinct methods.
+    pub fn push(&mut self, row: &SampleRow) -> Result<()> {
+        let method = match self.methods.iter().position(|m| *m == row.method) {
+            Some(k) => k,
+            None => {
+                self.methods.push(row.method.clone());
+                self.methods.len() - 1
+            }
+        };
+        let method = u16::try_from(method).map_err(|_| {
+            Error::invalid(
+                "training pool",
+                format!("more than 65,536 methods (at {:?})", row.method),
+            )
+        })?;
+        self.ids.push_str(&row.sample_id);
+        self.id_ends.push(self.ids.len());
+        self.method_of.push(method);
+        self.length_levels.push(row.length_level);
+        self.coverage.push(row.coverage);
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.id_ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.id_ends.is_empty()
+    }
+
+    pub fn sample_id(&self, j: usize) -> &str {
+        let start = if j == 0 { 0 } else { self.id_ends[j - 1] };
+        &self.ids[start..self.id_ends[j]]
+    }
+
+    pub fn method(&self, j: usize) -> &str {
+        &self.methods[usize::from(self.method_of[j])]
+    }
+
+    pub fn length_level(&self, j: usize) -> i32 {
+        self.length_levels[j]
+    }
+
+    pub fn coverage(&self, j: usize) -> f64 {
+        self.coverage[j]
+    }
+
+    /// Bytes the columns take (their contents).
+    pub fn bytes(&self) -> usize {
+        self.ids.len()
+            + self.methods.iter().map(String::len).sum::<usize>()
+            + self.len()
+                * (std::mem::size_of::<usize>()
+                    + std::mem::size_of::<u16>()
+                    + std::mem::size_of::<i32>()
+                    + std::mem::size_of::<f64>())
+    }
 }
 
 /// Encoded samples in arrival order, partly on disk.
@@ -43,12 +145,15 @@ pub struct Pool {
     block_samples: usize,
     budget: usize,
     dir: PathBuf,
+    /// Bytes of the blocks held in memory (open or sealed).
     memory: usize,
     len: usize,
     spilled_blocks: usize,
     spilled_bytes: u64,
     /// Every sample's token count, in arrival order (what batch planning reads of a sample).
-    token_lengths: Vec<usize>,
+    token_lengths: Vec<u32>,
+    /// With the curriculum, what it reads of every sample, in arrival order.
+    rows: CurriculumRows,
 }
 
 /// Bytes a sample takes in memory (its vectors' contents and headers).
@@ -64,6 +169,16 @@ pub fn sample_bytes(sample: &EncodedSample) -> usize {
                     + r.pixels.as_ref().map_or(0, Vec::len)
             })
             .sum::<usize>()
+}
+
+/// A sample's token count as batch planning keeps it; an error past `u32::MAX` tokens.
+pub fn token_count(sample: &EncodedSample) -> Result<u32> {
+    u32::try_from(sample.tokens.len()).map_err(|_| {
+        Error::invalid(
+            "training samples",
+            format!("a sample of {} tokens", sample.tokens.len()),
+        )
+    })
 }
 
 impl Pool {
@@ -82,6 +197,7 @@ impl Pool {
             spilled_blocks: 0,
             spilled_bytes: 0,
             token_lengths: Vec::new(),
+            rows: CurriculumRows::default(),
         }
     }
 
@@ -94,9 +210,15 @@ impl Pool {
         self.len == 0
     }
 
-    /// Bytes of samples held in memory.
+    /// Bytes held in memory: the samples of the blocks not spilled, and the index of every
+    /// sample (token counts, and the curriculum's rows when it keeps them).
     pub fn memory(&self) -> usize {
-        self.memory
+        self.memory + self.index_bytes()
+    }
+
+    /// Bytes of the index kept of every sample, spilled or not.
+    pub fn index_bytes(&self) -> usize {
+        self.token_lengths.len() * std::mem::size_of::<u32>() + self.rows.bytes()
     }
 
     /// The memory budget in bytes.
@@ -105,8 +227,18 @@ impl Pool {
     }
 
     /// Every sample's token count, in arrival order.
-    pub fn token_lengths(&self) -> &[usize] {
+    pub fn token_lengths(&self) -> &[u32] {
         &self.token_lengths
+    }
+
+    /// What the curriculum reads of every sample pushed with [`Pool::push_with_row`].
+    pub fn rows(&self) -> &CurriculumRows {
+        &self.rows
+    }
+
+    /// Takes the curriculum's rows out of the pool (once it is sealed and takes no more).
+    pub fn take_rows(&mut self) -> CurriculumRows {
+        std::mem::take(&mut self.rows)
     }
 
     /// Blocks written to disk so far, and their bytes on disk.
@@ -119,7 +251,7 @@ impl Pool {
     /// the trainer has streamed through), then the oldest.
     pub fn push(&mut self, sample: EncodedSample, consumed: usize) -> Result<()> {
         let bytes = sample_bytes(&sample);
-        self.token_lengths.push(sample.tokens.len());
+        self.token_lengths.push(token_count(&sample)?);
         self.open.push(sample);
         self.open_bytes += bytes;
         self.memory += bytes;
@@ -128,6 +260,24 @@ impl Pool {
             self.seal();
         }
         self.spill_over_budget(consumed)
+    }
+
+    /// [`Pool::push`], keeping what the curriculum reads of the sample's row: a pool takes
+    /// every sample this way, or none.
+    pub fn push_with_row(
+        &mut self,
+        sample: EncodedSample,
+        row: &SampleRow,
+        consumed: usize,
+    ) -> Result<()> {
+        if self.rows.len() != self.len {
+            return Err(Error::invalid(
+                "training pool",
+                "a row pushed after samples without one",
+            ));
+        }
+        self.rows.push(row)?;
+        self.push(sample, consumed)
     }
 
     /// Seals the open block (when it holds samples).
@@ -146,7 +296,7 @@ impl Pool {
     }
 
     fn spill_over_budget(&mut self, consumed: usize) -> Result<()> {
-        while self.memory > self.budget {
+        while self.memory() > self.budget {
             let mut start = 0;
             let mut trained = None;
             let mut oldest = None;
@@ -175,10 +325,15 @@ impl Pool {
         let block = &mut self.blocks[k];
         let samples = block.samples.take().unwrap_or_default();
         write_block(&path, &samples)?;
+        let (pages, version) = page_spans(&path)?;
         self.spilled_bytes += std::fs::metadata(&path).map_or(0, |m| m.len());
         self.spilled_blocks += 1;
         self.memory -= block.bytes;
-        block.file = Some(path);
+        block.file = Some(SpilledFile {
+            path,
+            pages,
+            version,
+        });
         Ok(())
     }
 
@@ -197,11 +352,8 @@ impl Pool {
         let block = &self.blocks[k];
         match (&block.samples, &block.file) {
             (Some(samples), _) => Ok(samples.clone()),
-            (None, Some(file)) => Ok(Arc::new(read_block(file)?)),
-            (None, None) => Err(Error::invalid(
-                "training pool",
-                format!("block {k} is lost"),
-            )),
+            (None, Some(file)) => Ok(Arc::new(read_block(&file.path)?)),
+            (None, None) => Err(lost(k)),
         }
     }
 
@@ -218,12 +370,32 @@ impl Pool {
         let end = (start + PAGE_SAMPLES).min(block.len);
         match (&block.samples, &block.file) {
             (Some(samples), _) => Ok(samples.get(start..end).unwrap_or_default().to_vec()),
-            (None, Some(file)) => read_block_page(file, page),
-            (None, None) => Err(Error::invalid(
-                "training pool",
-                format!("block {k} is lost"),
-            )),
+            (None, Some(file)) => {
+                let (batch, _) = read_spilled_page(file, page)?;
+                let columns = PageColumns::new(&batch, &file.path)?;
+                Ok((0..columns.len()).map(|row| columns.sample(row)).collect())
+            }
+            (None, None) => Err(lost(k)),
         }
+    }
+
+    /// Page `page` of spilled block `k` as it is in the block's file (one record batch of the
+    /// pool's schema, to be read with [`PageColumns`]), with the bytes read for it: one read
+    /// of the page's bytes, nothing else of the file. An error when the block is in memory.
+    pub fn read_spilled_page(&self, k: usize, page: usize) -> Result<(RecordBatch, usize)> {
+        match &self.blocks[k].file {
+            Some(file) => read_spilled_page(file, page),
+            None if self.blocks[k].samples.is_some() => Err(Error::invalid(
+                "training pool",
+                format!("block {k} is in memory, not spilled"),
+            )),
+            None => Err(lost(k)),
+        }
+    }
+
+    /// The file of spilled block `k`.
+    pub fn spilled_path(&self, k: usize) -> Option<&Path> {
+        self.blocks[k].file.as_ref().map(|f| f.path.as_path())
     }
 
     /// Samples `start..end` in arrival order (copies).
@@ -247,7 +419,17 @@ impl Pool {
     }
 }
 
-fn schema() -> Arc<Schema> {
+fn lost(k: usize) -> Error {
+    Error::invalid("training pool", format!("block {k} is lost"))
+}
+
+/// The schema of a spilled block's file.
+fn schema() -> SchemaRef {
+    static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(pool_schema);
+    SCHEMA.clone()
+}
+
+fn pool_schema() -> SchemaRef {
     let list = |name: &str, item: DataType| {
         Field::new(
             name,
@@ -387,95 +569,199 @@ pub fn read_block(path: &Path) -> Result<Vec<EncodedSample>> {
     let mut out = Vec::new();
     for batch in open_block(path)? {
         let batch = batch.map_err(|e| arrow_error(path, e))?;
-        decode_page(&batch, path, &mut out)?;
+        let columns = PageColumns::new(&batch, path)?;
+        out.extend((0..columns.len()).map(|row| columns.sample(row)));
     }
     Ok(out)
 }
 
-/// Reads page `page` (its record batch) of a block written by [`write_block`], and nothing
-/// else of the file but its footer.
-pub fn read_block_page(path: &Path, page: usize) -> Result<Vec<EncodedSample>> {
-    let mut reader = open_block(path)?;
-    if page >= reader.num_batches() {
-        return Err(Error::record(
+/// Where each page of a block file written by [`write_block`] lies, from the file's footer.
+fn page_spans(path: &Path) -> Result<(Vec<arrow::ipc::Block>, MetadataVersion)> {
+    let not_pool = |reason: String| Error::record(path.display().to_string(), "footer", reason);
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    if size < 10 {
+        return Err(not_pool(format!("{size} bytes: not an Arrow IPC file")));
+    }
+    let mut tail = [0u8; 10];
+    file.seek(SeekFrom::End(-10))
+        .and_then(|_| file.read_exact(&mut tail))
+        .map_err(|e| Error::io(path, e))?;
+    let footer_len = read_footer_length(tail).map_err(|e| arrow_error(path, e))?;
+    if footer_len as u64 + 10 > size {
+        return Err(not_pool(format!(
+            "a footer of {footer_len} bytes in a file of {size}"
+        )));
+    }
+    let mut footer = vec![0u8; footer_len];
+    file.seek(SeekFrom::End(-10 - footer_len as i64))
+        .and_then(|_| file.read_exact(&mut footer))
+        .map_err(|e| Error::io(path, e))?;
+    let footer = arrow::ipc::root_as_footer(&footer)
+        .map_err(|e| not_pool(format!("unreadable footer: {e}")))?;
+    let pages = footer
+        .recordBatches()
+        .map(|blocks| blocks.iter().copied().collect())
+        .unwrap_or_default();
+    Ok((pages, footer.version()))
+}
+
+/// Reads page `page` of a spilled block: the page's bytes alone, decoded as one record batch.
+fn read_spilled_page(file: &SpilledFile, page: usize) -> Result<(RecordBatch, usize)> {
+    let path = &file.path;
+    let span = file.pages.get(page).ok_or_else(|| {
+        Error::record(
             path.display().to_string(),
             format!("page {page}"),
             format!(
                 "the file has {} pages: not a training pool file of this pool",
-                reader.num_batches()
+                file.pages.len()
             ),
+        )
+    })?;
+    let bad_span = || {
+        Error::record(
+            path.display().to_string(),
+            format!("page {page}"),
+            "a page at a negative offset or of a negative length: not a training pool file",
+        )
+    };
+    let offset = u64::try_from(span.offset()).map_err(|_| bad_span())?;
+    let len = usize::try_from(span.metaDataLength())
+        .ok()
+        .zip(usize::try_from(span.bodyLength()).ok())
+        .map(|(meta, body)| meta + body)
+        .ok_or_else(bad_span)?;
+    let mut handle = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut bytes = Vec::with_capacity(len);
+    handle
+        .seek(SeekFrom::Start(offset))
+        .and_then(|_| (&mut handle).take(len as u64).read_to_end(&mut bytes))
+        .map_err(|e| Error::io(path, e))?;
+    if bytes.len() < len {
+        return Err(Error::record(
+            path.display().to_string(),
+            format!("page {page}"),
+            format!("{} of its {len} bytes: the file is cut short", bytes.len()),
         ));
     }
-    reader.set_index(page).map_err(|e| arrow_error(path, e))?;
-    let mut out = Vec::with_capacity(PAGE_SAMPLES);
-    if let Some(batch) = reader.next() {
-        let batch = batch.map_err(|e| arrow_error(path, e))?;
-        decode_page(&batch, path, &mut out)?;
-    }
-    Ok(out)
+    // The decoded arrays use these bytes as they are where they are aligned (the allocator's
+    // alignment, and the IPC format's 8-byte padding within the page), else a copy.
+    let batch = FileDecoder::new(schema(), file.version)
+        .read_record_batch(span, &Buffer::from_vec(bytes))
+        .map_err(|e| arrow_error(path, e))?
+        .ok_or_else(|| {
+            Error::record(
+                path.display().to_string(),
+                format!("page {page}"),
+                "not a record batch: not a training pool file",
+            )
+        })?;
+    Ok((batch, len))
 }
 
-/// Appends the samples of one record batch of a pool file to `out`.
-fn decode_page(batch: &RecordBatch, path: &Path, out: &mut Vec<EncodedSample>) -> Result<()> {
-    let tokens: &ListArray = column(batch, "tokens", path)?;
-    let labels: &ListArray = column(batch, "region_labels", path)?;
-    let geometry: &ListArray = column(batch, "region_geometry", path)?;
-    let in_control: &ListArray = column(batch, "region_in_control", path)?;
-    let feature_lengths: &ListArray = column(batch, "region_feature_lengths", path)?;
-    let features: &ListArray = column(batch, "region_features", path)?;
-    let pixels: &ListArray = column(batch, "region_pixels", path)?;
-    let level: &Int64Array = column(batch, "length_level", path)?;
-    let count: &Int64Array = column(batch, "word_count", path)?;
-    let verb: &Int64Array = column(batch, "verb", path)?;
-    let token_values: &Int64Array = values(tokens, path)?;
-    let label_values: &Int64Array = values(labels, path)?;
-    let geometry_values: &Float32Array = values(geometry, path)?;
-    let control_values: &BooleanArray = values(in_control, path)?;
-    let length_values: &Int32Array = values(feature_lengths, path)?;
-    let feature_values: &Float32Array = values(features, path)?;
-    let pixel_values: &BinaryArray = values(pixels, path)?;
-    for row in 0..batch.num_rows() {
+/// The columns of one page of a pool file (a record batch of the pool's schema), from which
+/// samples are decoded one at a time.
+pub struct PageColumns<'a> {
+    rows: usize,
+    tokens: &'a ListArray,
+    labels: &'a ListArray,
+    geometry: &'a ListArray,
+    features: &'a ListArray,
+    level: &'a Int64Array,
+    count: &'a Int64Array,
+    verb: &'a Int64Array,
+    token_values: &'a Int64Array,
+    label_values: &'a Int64Array,
+    geometry_values: &'a Float32Array,
+    control_values: &'a BooleanArray,
+    length_values: &'a Int32Array,
+    feature_values: &'a Float32Array,
+    pixel_values: &'a BinaryArray,
+}
+
+impl<'a> PageColumns<'a> {
+    /// The columns of `batch`, read from the pool file `path`; an error naming the file when
+    /// the batch is not of the pool's schema.
+    pub fn new(batch: &'a RecordBatch, path: &Path) -> Result<PageColumns<'a>> {
+        let tokens: &ListArray = column(batch, "tokens", path)?;
+        let labels: &ListArray = column(batch, "region_labels", path)?;
+        let geometry: &ListArray = column(batch, "region_geometry", path)?;
+        let in_control: &ListArray = column(batch, "region_in_control", path)?;
+        let feature_lengths: &ListArray = column(batch, "region_feature_lengths", path)?;
+        let features: &ListArray = column(batch, "region_features", path)?;
+        let pixels: &ListArray = column(batch, "region_pixels", path)?;
+        Ok(PageColumns {
+            rows: batch.num_rows(),
+            tokens,
+            labels,
+            geometry,
+            features,
+            level: column(batch, "length_level", path)?,
+            count: column(batch, "word_count", path)?,
+            verb: column(batch, "verb", path)?,
+            token_values: values(tokens, path)?,
+            label_values: values(labels, path)?,
+            geometry_values: values(geometry, path)?,
+            control_values: values(in_control, path)?,
+            length_values: values(feature_lengths, path)?,
+            feature_values: values(features, path)?,
+            pixel_values: values(pixels, path)?,
+        })
+    }
+
+    /// Samples in the page.
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// The sample in row `row` (< [`PageColumns::len`]).
+    pub fn sample(&self, row: usize) -> EncodedSample {
         let span = |list: &ListArray| {
             let offsets = list.value_offsets();
             (offsets[row] as usize, offsets[row + 1] as usize)
         };
-        let (t0, t1) = span(tokens);
-        let (r0, r1) = span(labels);
-        let (g0, _) = span(geometry);
-        let (f0, _) = span(features);
+        let (t0, t1) = span(self.tokens);
+        let (r0, r1) = span(self.labels);
+        let (g0, _) = span(self.geometry);
+        let (f0, _) = span(self.features);
         let mut feature_at = f0;
         let mut regions = Vec::with_capacity(r1 - r0);
         for (k, r) in (r0..r1).enumerate() {
             let g = g0 + 5 * k;
             let mut geometry = [0f32; 5];
             for (i, v) in geometry.iter_mut().enumerate() {
-                *v = geometry_values.value(g + i);
+                *v = self.geometry_values.value(g + i);
             }
-            let length = length_values.value(r);
+            let length = self.length_values.value(r);
             let feature = (length >= 0).then(|| {
-                let f = &feature_values.values()[feature_at..feature_at + length as usize];
+                let f = &self.feature_values.values()[feature_at..feature_at + length as usize];
                 feature_at += length as usize;
                 f.to_vec()
             });
             regions.push(Region {
-                label: label_values.value(r),
+                label: self.label_values.value(r),
                 geometry,
-                in_control: control_values.value(r),
+                in_control: self.control_values.value(r),
                 feature,
-                pixels: pixel_values
+                pixels: self
+                    .pixel_values
                     .is_valid(r)
-                    .then(|| pixel_values.value(r).to_vec()),
+                    .then(|| self.pixel_values.value(r).to_vec()),
             });
         }
-        out.push(EncodedSample {
-            tokens: token_values.values()[t0..t1].to_vec(),
+        EncodedSample {
+            tokens: self.token_values.values()[t0..t1].to_vec(),
             regions,
-            length_level: level.value(row),
-            word_count: count.value(row),
-            verb: verb.value(row),
-        });
+            length_level: self.level.value(row),
+            word_count: self.count.value(row),
+            verb: self.verb.value(row),
+        }
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -516,11 +802,127 @@ mod tests {
         let path = dir.path().join("b.arrow");
         write_block(&path, &samples).unwrap();
         assert_eq!(read_block(&path).unwrap(), samples);
-        assert_eq!(read_block_page(&path, 0).unwrap(), samples[..64]);
-        assert_eq!(read_block_page(&path, 1).unwrap(), samples[64..128]);
-        assert_eq!(read_block_page(&path, 2).unwrap(), samples[128..]);
-        let err = read_block_page(&path, 3).unwrap_err().to_string();
+        let (pages, version) = page_spans(&path).unwrap();
+        assert_eq!(pages.len(), 3);
+        let file = SpilledFile {
+            path: path.clone(),
+            pages,
+            version,
+        };
+        let size = std::fs::metadata(&path).unwrap().len() as usize;
+        let page = |p: usize| {
+            let (batch, bytes) = read_spilled_page(&file, p).unwrap();
+            // The page's bytes alone, not the file's.
+            assert!(bytes < size / 2, "{bytes} bytes read of a {size}-byte file");
+            let columns = PageColumns::new(&batch, &path).unwrap();
+            (0..columns.len())
+                .map(|row| columns.sample(row))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(page(0), samples[..64]);
+        assert_eq!(page(1), samples[64..128]);
+        assert_eq!(page(2), samples[128..]);
+        // Rows decode alone, in any order.
+        let (batch, _) = read_spilled_page(&file, 1).unwrap();
+        let columns = PageColumns::new(&batch, &path).unwrap();
+        assert_eq!(columns.sample(37), samples[64 + 37]);
+        assert_eq!(columns.sample(2), samples[66]);
+        let err = read_spilled_page(&file, 3).unwrap_err().to_string();
         assert!(err.contains("3 pages"), "{err}");
+    }
+
+    #[test]
+    fn a_damaged_pool_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let samples: Vec<EncodedSample> = (0..150).map(|k| sample(k % 6)).collect();
+        let path = dir.path().join("b.arrow");
+        write_block(&path, &samples).unwrap();
+        let (pages, version) = page_spans(&path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        // A page's bytes overwritten: decoding it fails, it does not panic.
+        let mut damaged = bytes.clone();
+        let at = pages[1].offset() as usize;
+        for b in &mut damaged[at..at + 64] {
+            *b = 0xff;
+        }
+        std::fs::write(&path, &damaged).unwrap();
+        let file = SpilledFile {
+            path: path.clone(),
+            pages,
+            version,
+        };
+        assert!(read_spilled_page(&file, 0).is_ok());
+        let err = read_spilled_page(&file, 1).unwrap_err().to_string();
+        assert!(err.contains("b.arrow"), "{err}");
+        // A truncated file has no footer to read.
+        std::fs::write(&path, &bytes[..bytes.len() - 4]).unwrap();
+        let err = page_spans(&path).unwrap_err().to_string();
+        assert!(err.contains("b.arrow"), "{err}");
+    }
+
+    fn row(id: &str, method: &str, level: i32, coverage: f64) -> SampleRow {
+        SampleRow {
+            sample_id: id.into(),
+            image_id: "1".into(),
+            split: "train".into(),
+            method: method.into(),
+            text: "a dog .".into(),
+            control_boxes: Vec::new(),
+            control_labels: Vec::new(),
+            coverage,
+            length_level: level,
+            word_count: 2,
+            verbs: Vec::new(),
+            quality: Vec::new(),
+            provenance: Default::default(),
+            image: None,
+        }
+    }
+
+    #[test]
+    fn the_curriculum_rows_read_back_as_pushed() {
+        let rows = vec![
+            row("1-original-0", "original", 1, 0.5),
+            row("1-ssa-0", "ssa", 3, 0.25),
+            row("", "ssa", 0, 1.0),
+            row("22-original-4", "original", 2, 0.0),
+        ];
+        let columns = CurriculumRows::of_rows(&rows).unwrap();
+        assert_eq!(columns.len(), 4);
+        for (j, r) in rows.iter().enumerate() {
+            assert_eq!(columns.sample_id(j), r.sample_id);
+            assert_eq!(columns.method(j), r.method);
+            assert_eq!(columns.length_level(j), r.length_level);
+            assert_eq!(columns.coverage(j).to_bits(), r.coverage.to_bits());
+        }
+        // The ids' characters (12 + 7 + 13), the two methods' (8 + 3), and 22 bytes a sample.
+        assert_eq!(columns.bytes(), 32 + 11 + 4 * 22);
+    }
+
+    #[test]
+    fn the_index_of_every_sample_counts_against_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let samples: Vec<EncodedSample> = (0..64).map(|k| sample(k % 5)).collect();
+        let budget: usize = samples.iter().map(sample_bytes).sum::<usize>() + 64 * 4;
+        let mut plain = Pool::new(8, budget, dir.path().join("plain"));
+        let mut with_rows = Pool::new(8, budget, dir.path().join("rows"));
+        for (k, s) in samples.iter().enumerate() {
+            plain.push(s.clone(), 0).unwrap();
+            let r = row(&format!("sample-{k:04}"), "ssa", 1, 0.5);
+            with_rows.push_with_row(s.clone(), &r, 0).unwrap();
+        }
+        // Without rows, the samples and their token counts fit the budget exactly.
+        assert_eq!(plain.spilled().0, 0);
+        assert_eq!(plain.index_bytes(), 64 * 4);
+        assert_eq!(plain.memory(), budget);
+        // The rows' bytes push blocks out to disk.
+        assert_eq!(with_rows.index_bytes(), 64 * 4 + with_rows.rows().bytes());
+        assert!(with_rows.spilled().0 >= 1, "{:?}", with_rows.spilled());
+        assert!(with_rows.memory() <= budget);
+        assert_eq!(with_rows.rows().sample_id(63), "sample-0063");
+        assert_eq!(with_rows.range(0, 64).unwrap(), samples);
+        let err = plain.push_with_row(sample(1), &row("x", "ssa", 0, 0.0), 0);
+        assert!(err.unwrap_err().to_string().contains("without one"));
     }
 
     #[test]
@@ -548,7 +950,7 @@ mod tests {
         assert_eq!(pool.range(0, 40).unwrap(), samples);
         assert_eq!(pool.range(13, 27).unwrap(), samples[13..27]);
         assert_eq!(pool.len(), 40);
-        let lengths: Vec<usize> = samples.iter().map(|s| s.tokens.len()).collect();
+        let lengths: Vec<u32> = samples.iter().map(|s| s.tokens.len() as u32).collect();
         assert_eq!(pool.token_lengths(), lengths);
         // A page of a spilled block, and of one in memory.
         assert!(pool.resident(0).is_none());

@@ -10,6 +10,7 @@ use tch::Device;
 use super::config::TrainConfig;
 use super::data::{encode_sample, EncodedSample, RegionContext};
 use super::pixels::ImageCrops;
+use super::pool::CurriculumRows;
 use super::source::SampleSource;
 use super::trainer::{run_plan, score_samples, DataPlan, RunSummary, Segment, Trainer, VOCAB_FILE};
 use super::vocab::Vocabulary;
@@ -136,9 +137,9 @@ fn plan(config: &TrainConfig, segments: Vec<Segment>, salt: u64) -> DataPlan {
     }
 }
 
-fn segment(pool: Vec<usize>, steps: u64, balanced: bool, samples: &[SampleRow]) -> Segment {
+fn segment(pool: Vec<usize>, steps: u64, balanced: bool, samples: &CurriculumRows) -> Segment {
     let weights = balanced.then(|| {
-        let levels: Vec<i32> = pool.iter().map(|&j| samples[j].length_level).collect();
+        let levels: Vec<i32> = pool.iter().map(|&j| samples.length_level(j)).collect();
         balanced_level_weights(&levels)
     });
     Segment {
@@ -187,19 +188,16 @@ pub fn train_samples(
     }
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let vocab = job_vocabulary(out, samples, context, options.resume)?;
-    let encoded = SampleSource::in_memory(encode_all(samples, context, &vocab, config)?);
-    let trusted: Vec<usize> = (0..samples.len())
-        .filter(|&j| config.curriculum.is_trusted(&samples[j].method))
-        .collect();
-    let generated: Vec<usize> = (0..samples.len())
-        .filter(|&j| !config.curriculum.is_trusted(&samples[j].method))
-        .collect();
+    let encoded = SampleSource::in_memory(encode_all(samples, context, &vocab, config)?)?;
+    let rows = CurriculumRows::of_rows(samples)?;
+    let (trusted, generated): (Vec<usize>, Vec<usize>) =
+        (0..rows.len()).partition(|&j| config.curriculum.is_trusted(rows.method(j)));
     if !config.curriculum.enabled {
         let all: Vec<usize> = (0..samples.len()).collect();
         let steps = config.steps;
         let plan = plan(
             config,
-            vec![segment(all, steps, config.curriculum.balanced, samples)],
+            vec![segment(all, steps, config.curriculum.balanced, &rows)],
             0,
         );
         let run = run_plan(
@@ -224,18 +222,19 @@ pub fn train_samples(
         });
     }
     curriculum(
-        samples, &encoded, &vocab, config, out, device, options, &trusted, &generated,
+        &rows, &encoded, &vocab, config, out, device, options, &trusted, &generated,
     )
 }
 
-/// CLID's curriculum over `samples` (encoded as `encoded`, index for index): the two scoring
+/// CLID's curriculum over `samples` (what it reads of each sample besides its encoding;
+/// encoded as `encoded`, index for index): the two scoring
 /// models, the quality scores, then the final model trained iteration by iteration on
 /// trusted ∪ drawn samples. `trusted` and `generated` are indices into `samples`. Every batch
 /// is fetched from `encoded` when it is built, so over a pool the curriculum holds what
 /// [`SampleSource`] says, never the whole pool.
 #[allow(clippy::too_many_arguments)]
 pub fn curriculum(
-    samples: &[SampleRow],
+    samples: &CurriculumRows,
     encoded: &SampleSource,
     vocab: &Vocabulary,
     config: &TrainConfig,
@@ -299,10 +298,10 @@ pub fn curriculum(
         .iter()
         .enumerate()
         .map(|(k, &j)| ScoreRecord {
-            sample_id: samples[j].sample_id.clone(),
-            method: samples[j].method.clone(),
-            length_level: samples[j].length_level,
-            coverage: samples[j].coverage,
+            sample_id: samples.sample_id(j).to_string(),
+            method: samples.method(j).to_string(),
+            length_level: samples.length_level(j),
+            coverage: samples.coverage(j),
             trusted_log_likelihood: trusted_ll[k],
             extended_log_likelihood: extended_ll[k],
             quality: scores[k],

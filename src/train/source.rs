@@ -5,27 +5,37 @@
 //! index; a [`SampleSource`] hands them the samples of one batch. `capflow train --data` keeps
 //! its encoded samples in memory ([`SampleSource::in_memory`]). The training sink's curriculum
 //! runs over its pool as it is ([`SampleSource::pooled`]): blocks still in memory are read in
-//! place, spilled blocks a page ([`PAGE_SAMPLES`] samples) at a time through a small cache of
-//! decoded pages. Which samples a batch holds does not depend on where they come from, so a run
-//! over the pool trains exactly as the same run over the same samples in memory.
+//! place; of a spilled block, the pages ([`PAGE_SAMPLES`] samples) holding the samples asked
+//! for are read from its file, kept in a small cache as Arrow record batches, and only the
+//! samples asked for are decoded ([`PageColumns`]). Which samples a batch holds does not
+//! depend on where they come from, so a run over the pool trains exactly as the same run over
+//! the same samples in memory.
 //!
 //! # Memory
 //!
 //! Over a pool, the samples held are the pool's blocks still in memory (at most its budget, or
 //! one block when a block is larger than the budget), the cache, and the batches being built or
-//! queued for the trainer. The cache holds at most [`CACHED_BLOCKS`] times the bytes of the
-//! pool's largest block ([`sample_bytes`] accounting), evicting the least recently used page
-//! first. Besides, the source keeps every sample's token count (one `usize` each) and where each
-//! block starts.
+//! queued for the trainer. The cache holds pages up to [`CACHED_BLOCKS`] times the bytes of the
+//! pool's largest block ([`super::pool::sample_bytes`] accounting), each page counted by the
+//! bytes read for it (its record batch in the file, which its arrays use as they are), and
+//! evicts the least recently used page first. The token counts are the pool's index (within
+//! its budget), read in place.
+//!
+//! # Threads
+//!
+//! Clones share the pool and its cache. A page is read from disk without the cache's lock held,
+//! so threads fetching samples at once (the loader beside a scorer) wait on each other only to
+//! look a page up or to add one.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use arrow::record_batch::RecordBatch;
 use serde::Serialize;
 
 use super::batch::{batch_of, build_batch, Batch, RegionInputs};
 use super::data::EncodedSample;
-use super::pool::{sample_bytes, Pool, PAGE_SAMPLES};
+use super::pool::{token_count, PageColumns, Pool, PAGE_SAMPLES};
 use crate::error::{Error, Result};
 
 /// The cache of a pooled source holds at most this many times the bytes of the pool's largest
@@ -36,14 +46,16 @@ pub const CACHED_BLOCKS: usize = 4;
 /// (and the pool's cache).
 #[derive(Clone)]
 pub struct SampleSource {
-    /// Every sample's token count (what batch planning reads of a sample).
-    lengths: Arc<[usize]>,
     store: Store,
 }
 
 #[derive(Clone)]
 enum Store {
-    Memory(Arc<Vec<EncodedSample>>),
+    Memory {
+        samples: Arc<Vec<EncodedSample>>,
+        /// Every sample's token count (what batch planning reads of a sample).
+        lengths: Arc<[u32]>,
+    },
     Pool(Arc<PooledSamples>),
 }
 
@@ -55,7 +67,7 @@ struct PooledSamples {
     cache: Mutex<PageCache>,
 }
 
-/// What the cache of a pooled source did, in [`sample_bytes`] accounting.
+/// What the cache of a pooled source did, in bytes of the pages it held.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CacheStats {
     /// Most bytes the cache may hold: [`CACHED_BLOCKS`] times the pool's largest block.
@@ -63,12 +75,14 @@ pub struct CacheStats {
     /// Most bytes, and most pages, it held at once.
     pub peak_bytes: usize,
     pub peak_pages: usize,
-    /// Pages decoded from disk, and pages found in the cache.
+    /// Pages read from disk, and pages found in the cache.
     pub page_reads: u64,
     pub page_hits: u64,
+    /// Bytes read from disk for the pages.
+    pub bytes_read: u64,
 }
 
-/// Decoded pages of spilled blocks, the least recently used first.
+/// Pages of spilled blocks as read from their files, the least recently used first.
 struct PageCache {
     pages: VecDeque<CachedPage>,
     bytes: usize,
@@ -78,25 +92,34 @@ struct PageCache {
 struct CachedPage {
     block: usize,
     page: usize,
-    samples: Arc<Vec<EncodedSample>>,
+    batch: RecordBatch,
     bytes: usize,
 }
 
 impl PageCache {
-    fn get(&mut self, block: usize, page: usize) -> Option<Arc<Vec<EncodedSample>>> {
+    fn get(&mut self, block: usize, page: usize) -> Option<RecordBatch> {
         let at = self
             .pages
             .iter()
             .position(|p| p.block == block && p.page == page)?;
         let hit = self.pages.remove(at)?;
-        let samples = hit.samples.clone();
+        let batch = hit.batch.clone();
         self.pages.push_back(hit);
         self.stats.page_hits += 1;
-        Some(samples)
+        Some(batch)
     }
 
-    fn insert(&mut self, block: usize, page: usize, samples: Arc<Vec<EncodedSample>>) {
-        let bytes: usize = samples.iter().map(sample_bytes).sum();
+    /// Adds a page read from disk (`bytes` of it), unless another thread added it meanwhile.
+    fn insert(&mut self, block: usize, page: usize, batch: RecordBatch, bytes: usize) {
+        self.stats.page_reads += 1;
+        self.stats.bytes_read += bytes as u64;
+        if self
+            .pages
+            .iter()
+            .any(|p| p.block == block && p.page == page)
+        {
+            return;
+        }
         while !self.pages.is_empty() && self.bytes + bytes > self.stats.capacity_bytes {
             if let Some(old) = self.pages.pop_front() {
                 self.bytes -= old.bytes;
@@ -105,11 +128,10 @@ impl PageCache {
         self.pages.push_back(CachedPage {
             block,
             page,
-            samples,
+            batch,
             bytes,
         });
         self.bytes += bytes;
-        self.stats.page_reads += 1;
         self.stats.peak_bytes = self.stats.peak_bytes.max(self.bytes);
         self.stats.peak_pages = self.stats.peak_pages.max(self.pages.len());
     }
@@ -132,22 +154,20 @@ impl PooledSamples {
         Ok((k, j - self.starts[k]))
     }
 
-    /// The samples of page `page` of block `k`, with the offset in the block of the first of
-    /// them: the whole block when it is in memory, else the page from the cache or its file.
-    fn page(&self, k: usize, page: usize) -> Result<(Arc<Vec<EncodedSample>>, usize)> {
-        if let Some(block) = self.pool.resident(k) {
-            return Ok((block, 0));
+    /// Page `page` of spilled block `k`, from the cache or its file (read without the cache's
+    /// lock held).
+    fn spilled_page(&self, k: usize, page: usize) -> Result<RecordBatch> {
+        if let Some(batch) = self.cache().get(k, page) {
+            return Ok(batch);
         }
-        let mut cache = self.cache();
-        if let Some(samples) = cache.get(k, page) {
-            return Ok((samples, page * PAGE_SAMPLES));
-        }
-        let samples = Arc::new(self.pool.read_page(k, page)?);
-        cache.insert(k, page, samples.clone());
-        Ok((samples, page * PAGE_SAMPLES))
+        let (batch, bytes) = self.pool.read_spilled_page(k, page)?;
+        self.cache().insert(k, page, batch.clone(), bytes);
+        Ok(batch)
     }
 
-    /// Copies of samples `indices`, in that order; each page they need is fetched once.
+    /// Copies of samples `indices`, in that order. Each block in memory is looked at in
+    /// place; each page of a spilled block is fetched once, and each sample asked for decoded
+    /// once, however many times it is asked for.
     fn fetch(&self, indices: &[usize]) -> Result<Vec<EncodedSample>> {
         let mut wanted = Vec::with_capacity(indices.len());
         for (row, &j) in indices.iter().enumerate() {
@@ -156,15 +176,36 @@ impl PooledSamples {
         }
         wanted.sort_unstable();
         let mut rows: Vec<Option<EncodedSample>> = vec![None; indices.len()];
-        let mut current: Option<(usize, usize, Arc<Vec<EncodedSample>>, usize)> = None;
-        for (k, offset, row) in wanted {
+        let mut at = 0;
+        while at < wanted.len() {
+            let (k, offset, _) = wanted[at];
+            if let Some(block) = self.pool.resident(k) {
+                while at < wanted.len() && wanted[at].0 == k {
+                    let (_, offset, row) = wanted[at];
+                    rows[row] = block.get(offset).cloned();
+                    at += 1;
+                }
+                continue;
+            }
             let page = offset / PAGE_SAMPLES;
-            let (samples, first) = match current.take() {
-                Some((ck, cp, samples, first)) if (ck, cp) == (k, page) => (samples, first),
-                _ => self.page(k, page)?,
-            };
-            rows[row] = samples.get(offset - first).cloned();
-            current = Some((k, page, samples, first));
+            let batch = self.spilled_page(k, page)?;
+            let path = self
+                .pool
+                .spilled_path(k)
+                .unwrap_or(std::path::Path::new(""));
+            let columns = PageColumns::new(&batch, path)?;
+            let first = page * PAGE_SAMPLES;
+            let mut last: Option<(usize, usize)> = None;
+            while at < wanted.len() && (wanted[at].0, wanted[at].1 / PAGE_SAMPLES) == (k, page) {
+                let (_, offset, row) = wanted[at];
+                rows[row] = match last {
+                    // The same sample again: a copy of the one decoded.
+                    Some((o, r)) if o == offset => rows[r].clone(),
+                    _ => (offset - first < columns.len()).then(|| columns.sample(offset - first)),
+                };
+                last = Some((offset, row));
+                at += 1;
+            }
         }
         rows.into_iter()
             .zip(indices)
@@ -181,12 +222,15 @@ impl PooledSamples {
 }
 
 impl SampleSource {
-    /// Samples held in memory.
-    pub fn in_memory(samples: Arc<Vec<EncodedSample>>) -> SampleSource {
-        SampleSource {
-            lengths: samples.iter().map(|s| s.tokens.len()).collect(),
-            store: Store::Memory(samples),
-        }
+    /// Samples held in memory; an error when one has more than `u32::MAX` tokens.
+    pub fn in_memory(samples: Arc<Vec<EncodedSample>>) -> Result<SampleSource> {
+        let lengths = samples
+            .iter()
+            .map(token_count)
+            .collect::<Result<Arc<[u32]>>>()?;
+        Ok(SampleSource {
+            store: Store::Memory { samples, lengths },
+        })
     }
 
     /// The samples of `pool` (sealed here), read where they are.
@@ -210,7 +254,6 @@ impl SampleSource {
             },
         };
         SampleSource {
-            lengths: pool.token_lengths().into(),
             store: Store::Pool(Arc::new(PooledSamples {
                 pool,
                 starts,
@@ -220,23 +263,26 @@ impl SampleSource {
     }
 
     pub fn len(&self) -> usize {
-        self.lengths.len()
+        self.token_lengths().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.lengths.is_empty()
+        self.token_lengths().is_empty()
     }
 
     /// Every sample's token count, by index.
-    pub fn token_lengths(&self) -> &[usize] {
-        &self.lengths
+    pub fn token_lengths(&self) -> &[u32] {
+        match &self.store {
+            Store::Memory { lengths, .. } => lengths,
+            Store::Pool(pooled) => pooled.pool.token_lengths(),
+        }
     }
 
     /// The batch of samples `indices` ([`build_batch`]); an error when a spilled block cannot
     /// be read back.
     pub fn batch(&self, indices: &[usize], inputs: RegionInputs) -> Result<Batch> {
         match &self.store {
-            Store::Memory(samples) => Ok(build_batch(samples, indices, inputs)),
+            Store::Memory { samples, .. } => Ok(build_batch(samples, indices, inputs)),
             Store::Pool(pooled) => {
                 let fetched = pooled.fetch(indices)?;
                 let rows: Vec<&EncodedSample> = fetched.iter().collect();
@@ -248,7 +294,7 @@ impl SampleSource {
     /// The pool the samples are read from, if any.
     pub fn pool(&self) -> Option<&Pool> {
         match &self.store {
-            Store::Memory(_) => None,
+            Store::Memory { .. } => None,
             Store::Pool(pooled) => Some(&pooled.pool),
         }
     }
@@ -256,7 +302,7 @@ impl SampleSource {
     /// What the cache in front of the pool's spilled blocks did so far, if there is a pool.
     pub fn cache_stats(&self) -> Option<CacheStats> {
         match &self.store {
-            Store::Memory(_) => None,
+            Store::Memory { .. } => None,
             Store::Pool(pooled) => Some(pooled.cache().stats),
         }
     }
@@ -267,6 +313,7 @@ mod tests {
     use super::*;
     use crate::seed::SplitMix64;
     use crate::train::data::Region;
+    use crate::train::pool::sample_bytes;
     use tch::Tensor;
 
     fn sample(n: usize) -> EncodedSample {
@@ -297,19 +344,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let samples: Vec<EncodedSample> = (0..1000).map(sample).collect();
         let block = 100;
-        // Room for one block in memory: nine of ten are spilled.
         let block_bytes: Vec<usize> = samples
             .chunks(block)
             .map(|c| c.iter().map(sample_bytes).sum())
             .collect();
         let largest = block_bytes.iter().copied().max().unwrap();
-        let mut pool = Pool::new(block, largest + 1, dir.path().join("pool"));
+        // Room for one block and the token counts (4 bytes a sample).
+        let mut pool = Pool::new(block, largest + 1 + 4 * 1000, dir.path().join("pool"));
         for (k, s) in samples.iter().enumerate() {
             pool.push(s.clone(), k).unwrap();
         }
         assert_eq!(pool.spilled().0, 9);
         let pooled = SampleSource::pooled(pool);
-        let memory = SampleSource::in_memory(Arc::new(samples.clone()));
+        let memory = SampleSource::in_memory(Arc::new(samples.clone())).unwrap();
         assert_eq!(pooled.token_lengths(), memory.token_lengths());
         let inputs = RegionInputs {
             feature_dim: 3,
@@ -344,8 +391,33 @@ mod tests {
         assert!(stats.peak_bytes <= CACHED_BLOCKS * largest, "{stats:?}");
         assert!(stats.page_reads > 0 && stats.page_hits > 0, "{stats:?}");
         // Most of the spilled samples were asked for, fewer were ever held at once.
-        let spilled: usize = block_bytes.iter().sum::<usize>() - pooled.pool().unwrap().memory();
+        let pool = pooled.pool().unwrap();
+        let spilled: usize =
+            block_bytes.iter().sum::<usize>() - (pool.memory() - pool.index_bytes());
         assert!(stats.peak_bytes < spilled / 2, "{stats:?} of {spilled}");
+        // Two threads fetching at once (each page read without the cache's lock) get the
+        // same batches.
+        std::thread::scope(|scope| {
+            for t in 0..2 {
+                let (pooled, memory) = (pooled.clone(), memory.clone());
+                scope.spawn(move || {
+                    let mut rng = SplitMix64::new(100 + t);
+                    for _ in 0..20 {
+                        let indices: Vec<usize> = (0..32).map(|_| rng.below(1000)).collect();
+                        let a = pooled.batch(&indices, inputs).unwrap();
+                        let b = memory.batch(&indices, inputs).unwrap();
+                        same(&a.inputs, &b.inputs);
+                        same(
+                            a.input.region_pixels.as_ref().unwrap(),
+                            b.input.region_pixels.as_ref().unwrap(),
+                        );
+                    }
+                });
+            }
+        });
+        let after = pooled.cache_stats().unwrap();
+        assert!(after.page_reads > stats.page_reads, "{after:?}");
+        assert!(after.peak_bytes <= CACHED_BLOCKS * largest, "{after:?}");
         let err = pooled.batch(&[3, 1000], inputs).unwrap_err().to_string();
         assert!(err.contains("sample 1000"), "{err}");
     }

@@ -131,8 +131,6 @@ fn no_samples(config: &TrainConfig, offered: u64) -> Error {
 
 struct State {
     pool: Pool,
-    /// With the curriculum: each pooled sample's id, method, level and coverage, in pool order.
-    meta: Vec<SampleRow>,
     offered: u64,
     /// The input ended.
     closed: bool,
@@ -237,7 +235,6 @@ pub fn shared(config: &TrainConfig, out: &Path, vocab: Vocabulary) -> Arc<Shared
     Arc::new(Shared {
         state: Mutex::new(State {
             pool: Pool::new(config.stream.block_samples, budget, out.join("pool")),
-            meta: Vec::new(),
             offered: 0,
             closed: false,
             finished: false,
@@ -263,26 +260,6 @@ fn pool_budget(config: &TrainConfig) -> usize {
     (config.stream.pool_memory_mb * (1 << 20) as f64) as usize
 }
 
-/// What the curriculum reads of a sample besides its encoding.
-fn metadata(row: &SampleRow) -> SampleRow {
-    SampleRow {
-        image: None,
-        sample_id: row.sample_id.clone(),
-        image_id: row.image_id.clone(),
-        split: row.split.clone(),
-        method: row.method.clone(),
-        text: String::new(),
-        control_boxes: Vec::new(),
-        control_labels: Vec::new(),
-        coverage: row.coverage,
-        length_level: row.length_level,
-        word_count: row.word_count,
-        verbs: Vec::new(),
-        quality: Vec::new(),
-        provenance: Default::default(),
-    }
-}
-
 /// The pool thread: pools every batch that comes through `batches` until the channel closes.
 pub fn receive(
     shared: &Shared,
@@ -296,17 +273,14 @@ pub fn receive(
     for batch in batches.iter() {
         let rows: Vec<SampleRow> = batch_to_rows(&batch)?;
         let mut overflow = 0;
-        let mut meta = Vec::new();
-        let encoded: Vec<EncodedSample> = {
+        let encoded: Vec<(EncodedSample, &SampleRow)> = {
             let mut vocab = shared.vocab();
             rows.iter()
                 .filter(|row| trains_on(config, row))
                 .map(|row| {
-                    if config.curriculum.enabled {
-                        meta.push(metadata(row));
-                    }
                     overflow += vocab.grow(row) as u64;
-                    encode_sample(row, &context, &vocab, config, images.as_ref())
+                    let sample = encode_sample(row, &context, &vocab, config, images.as_ref());
+                    (sample, row)
                 })
                 .collect()
         };
@@ -319,10 +293,14 @@ pub fn receive(
             continue;
         }
         state.vocab_overflow += overflow;
-        state.meta.extend(meta);
-        for sample in encoded {
+        for (sample, row) in encoded {
             let consumed = state.consumed;
-            state.pool.push(sample, consumed)?;
+            // With the curriculum, the pool keeps what it reads of each sample's row.
+            if config.curriculum.enabled {
+                state.pool.push_with_row(sample, row, consumed)?;
+            } else {
+                state.pool.push(sample, consumed)?;
+            }
             state.peak_memory = state.peak_memory.max(state.pool.memory());
         }
         let backlog = state
@@ -385,8 +363,9 @@ fn send(
     batches.send(batch).is_ok()
 }
 
-fn lengths(samples: &[EncodedSample]) -> Vec<usize> {
-    samples.iter().map(|s| s.tokens.len()).collect()
+fn lengths(samples: &[EncodedSample]) -> Vec<u32> {
+    // The pool took each sample only with fewer than `u32::MAX` tokens.
+    samples.iter().map(|s| s.tokens.len() as u32).collect()
 }
 
 /// Plans a window's batches and sends them until `planned` reaches `steps`; `false` when the
@@ -661,26 +640,25 @@ pub fn train_curriculum(
     let vocab = finish_state(shared, &mut summary);
     // The pool thread has ended and pools nothing more (`finished`): the curriculum takes the
     // pool, leaving an empty one.
-    let (pool, meta) = {
+    let (pool, rows) = {
         let mut state = shared.lock();
         let empty = Pool::new(1, 0, out.join("pool"));
-        (
-            std::mem::replace(&mut state.pool, empty),
-            std::mem::take(&mut state.meta),
-        )
+        let mut pool = std::mem::replace(&mut state.pool, empty);
+        let rows = pool.take_rows();
+        (pool, rows)
     };
-    if meta.is_empty() {
+    if rows.is_empty() {
         return Err(no_samples(config, summary.offered));
     }
     let (trusted, generated): (Vec<usize>, Vec<usize>) =
-        (0..meta.len()).partition(|&j| config.curriculum.is_trusted(&meta[j].method));
+        (0..rows.len()).partition(|&j| config.curriculum.is_trusted(rows.method(j)));
     let options = JobOptions {
         resume,
         stop_after: None,
     };
     let encoded = SampleSource::pooled(pool);
     let outcome = curriculum(
-        &meta, &encoded, &vocab, config, out, device, &options, &trusted, &generated,
+        &rows, &encoded, &vocab, config, out, device, &options, &trusted, &generated,
     )?;
     let run = &outcome.run;
     summary.steps = run.steps;

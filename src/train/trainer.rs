@@ -86,7 +86,7 @@ impl DataPlan {
     /// The sample indices of every step from `start` on, in order.
     pub fn batches_from<'a>(
         &'a self,
-        lengths: &'a [usize],
+        lengths: &'a [u32],
         start: u64,
     ) -> impl Iterator<Item = Vec<usize>> + 'a {
         let mut offset = 0u64;
@@ -107,7 +107,7 @@ impl DataPlan {
         &'a self,
         id: u64,
         segment: &'a Segment,
-        lengths: &'a [usize],
+        lengths: &'a [u32],
     ) -> impl Iterator<Item = Vec<usize>> + 'a {
         let empty = segment.pool.is_empty();
         (0u64..).take_while(move |_| !empty).flat_map(move |epoch| {
@@ -513,7 +513,7 @@ pub fn score_samples(
         let mut end = start;
         let mut longest = 0;
         while end < indices.len() {
-            let len = lengths[indices[end]];
+            let len = lengths[indices[end]] as usize;
             if end > start && (end - start + 1) * longest.max(len) > token_budget {
                 break;
             }

@@ -497,6 +497,8 @@ fn a_spec_with_train_trains_while_the_run_augments_within_its_memory_budget() {
     // block being filled).
     assert!(number("pool_spilled_blocks") >= 1.0, "{text}");
     assert!(number("pool_peak_memory_bytes") <= 2.0 * 16384.0, "{text}");
+    // The pool's index of every sample, within that budget: a 4-byte token count each.
+    assert_eq!(number("pool_index_bytes"), 4.0 * samples, "{text}");
     assert!(Trainer::has_checkpoint(&dir.path().join("model")));
     // The dataset is the recipe's own: [train] does not change what the run writes.
     let plain = dir.path().join("plain");

@@ -94,7 +94,11 @@ pub struct StreamSummary {
     pub vocab_words: usize,
     /// Words, labels and verbs that found the vocabulary full (trained on as `<unk>`).
     pub vocab_overflow: u64,
+    /// Most bytes the pool held in memory: its blocks not spilled and its index of every
+    /// sample (token counts, and the curriculum's rows).
     pub pool_peak_memory_bytes: usize,
+    /// Bytes of that index at the end: memory the pool holds whatever its budget.
+    pub pool_index_bytes: usize,
     /// Most pooled samples not yet trained on, as the pool thread saw after each batch (with
     /// `stream.max_lag`, at most that lag, or `start_after`, plus one batch of samples).
     pub peak_backlog: usize,
@@ -270,6 +274,7 @@ pub fn receive(
     let images = ImageCrops::new(config);
     let lag = config.stream.max_lag;
     let hold = lag.max(config.stream.start_after);
+    let mut index_over_budget = false;
     for batch in batches.iter() {
         let rows: Vec<SampleRow> = batch_to_rows(&batch)?;
         let mut overflow = 0;
@@ -302,6 +307,22 @@ pub fn receive(
                 state.pool.push(sample, consumed)?;
             }
             state.peak_memory = state.peak_memory.max(state.pool.memory());
+        }
+        if !index_over_budget && state.pool.index_bytes() > state.pool.budget() {
+            index_over_budget = true;
+            tracing::warn!(
+                "the training pool's index of {} samples (token counts{}) takes {:.1} MiB, more \
+                 than stream.pool_memory_mb ({:.1} MiB): every block is spilled to disk, and \
+                 the pool holds its index whatever its budget",
+                state.pool.len(),
+                if config.curriculum.enabled {
+                    " and the curriculum's rows"
+                } else {
+                    ""
+                },
+                state.pool.index_bytes() as f64 / (1 << 20) as f64,
+                state.pool.budget() as f64 / (1 << 20) as f64
+            );
         }
         let backlog = state
             .pool
@@ -531,6 +552,7 @@ fn finish_state(shared: &Shared, summary: &mut StreamSummary) -> Vocabulary {
     summary.input_seconds = state.closed_at.map(|d| d.as_secs_f64());
     summary.vocab_overflow = state.vocab_overflow;
     summary.pool_peak_memory_bytes = state.peak_memory;
+    summary.pool_index_bytes = state.pool.index_bytes();
     summary.peak_backlog = state.peak_backlog;
     (summary.pool_spilled_blocks, summary.pool_spilled_bytes) = state.pool.spilled();
     drop(state);

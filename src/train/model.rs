@@ -46,9 +46,16 @@ pub struct Parameters {
     pub tensors: Vec<Tensor>,
     /// Weight decay applies to matrices (embeddings and linear weights), not to biases and norms.
     pub decay: Vec<bool>,
-    /// Every parameter's values in one f32 tensor, in creation order; each tensor of `tensors`
-    /// is a view of its slice ([`Parameters::flatten`]).
+    /// Every parameter's values in one f32 tensor: first those weight decay applies to, then
+    /// the others, each group in creation order; each tensor of `tensors` is a view of its
+    /// slice ([`Parameters::flatten`]).
     pub flat: Option<Tensor>,
+    /// Where each tensor's slice of `flat` starts, by index into `tensors`.
+    pub offsets: Vec<i64>,
+    /// The tensors' indices in the order of `flat`.
+    pub flat_order: Vec<usize>,
+    /// Elements at the head of `flat` that weight decay applies to.
+    pub decayed: i64,
 }
 
 impl Parameters {
@@ -80,23 +87,36 @@ impl Parameters {
 
     /// Moves every parameter into one flat tensor and makes each a view of its slice, so that
     /// the optimizer updates all of them with a few kernels instead of a few per parameter
-    /// (what PyTorch's `foreach` optimizers do). The tensors keep their identity: the layers'
-    /// handles to them see the new storage.
+    /// (what PyTorch's `foreach` optimizers do). The parameters weight decay applies to come
+    /// first, so that the decay is one in-place kernel over the head of the flat tensor. The
+    /// tensors keep their identity: the layers' handles to them see the new storage.
     pub(crate) fn flatten(&mut self) {
         if self.tensors.is_empty() {
             return;
         }
+        let count = self.tensors.len();
+        self.flat_order = (0..count)
+            .filter(|&k| self.decay[k])
+            .chain((0..count).filter(|&k| !self.decay[k]))
+            .collect();
         let pieces: Vec<Tensor> = self
-            .tensors
+            .flat_order
             .iter()
-            .map(|t| t.detach().reshape([-1]))
+            .map(|&k| self.tensors[k].detach().reshape([-1]))
             .collect();
         let flat = Tensor::cat(&pieces, 0);
+        self.offsets = vec![0; count];
+        self.decayed = 0;
         let mut offset = 0;
-        for tensor in &mut self.tensors {
+        for &k in &self.flat_order {
+            let tensor = &mut self.tensors[k];
             let n = tensor.numel() as i64;
             let view = flat.narrow(0, offset, n).view(tensor.size().as_slice());
             tensor.set_data(&view);
+            self.offsets[k] = offset;
+            if self.decay[k] {
+                self.decayed += n;
+            }
             offset += n;
         }
         self.flat = Some(flat);

@@ -11,7 +11,7 @@
 //! tensors, whatever the number of parameters, as PyTorch's `foreach` path. Kernel launches,
 //! not arithmetic, bound the step of a model this size on a GPU.
 
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 use super::config::OptimizerConfig;
 use super::model::Parameters;
@@ -30,7 +30,7 @@ pub fn learning_rate(config: &OptimizerConfig, step: u64, total: u64) -> f64 {
     floor + (config.lr - floor) * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
 }
 
-/// The gradients of one step: every parameter's, flat in the parameters' order.
+/// The gradients of one step: every parameter's, flat in the order of [`Parameters::flat`].
 pub struct Gradients {
     flat: Tensor,
 }
@@ -39,21 +39,38 @@ impl Gradients {
     /// The gradients of `loss` with respect to every parameter (not accumulated into the
     /// parameters' `.grad`). A parameter the loss does not depend on gets zeros.
     pub fn of(loss: &Tensor, parameters: &Parameters) -> Gradients {
+        Gradients::of_into(loss, parameters, None)
+    }
+
+    /// [`Gradients::of`], written into `buffer` when given (the flat tensor of an earlier
+    /// step's gradients, [`Gradients::into_flat`]), so that a training loop does not allocate
+    /// one the size of the model at every step.
+    pub fn of_into(loss: &Tensor, parameters: &Parameters, buffer: Option<Tensor>) -> Gradients {
         let grads = Tensor::run_backward(&[loss], &parameters.tensors, false, false);
-        let pieces: Vec<Tensor> = grads
+        let pieces: Vec<Tensor> = parameters
+            .flat_order
             .iter()
-            .zip(&parameters.tensors)
-            .map(|(g, p)| {
-                if g.defined() {
-                    g.reshape([-1])
+            .map(|&k| {
+                if grads[k].defined() {
+                    grads[k].reshape([-1])
                 } else {
-                    p.zeros_like().reshape([-1])
+                    parameters.tensors[k].zeros_like().reshape([-1])
                 }
             })
             .collect();
-        Gradients {
-            flat: Tensor::cat(&pieces, 0),
-        }
+        let flat = match buffer {
+            Some(buffer) => {
+                let _ = Tensor::cat_out(&buffer, &pieces, 0);
+                buffer
+            }
+            None => Tensor::cat(&pieces, 0),
+        };
+        Gradients { flat }
+    }
+
+    /// The flat gradients, to be written over by the next step ([`Gradients::of_into`]).
+    pub fn into_flat(self) -> Tensor {
+        self.flat
     }
 
     /// Scales the gradients so that their global L2 norm is at most `max_norm`; returns the
@@ -79,8 +96,12 @@ pub struct AdamW {
     pub exp_avg_sq: Vec<Tensor>,
     flat_avg: Tensor,
     flat_avg_sq: Tensor,
-    /// 1 where weight decay applies, 0 elsewhere, flat like the parameters.
-    decay: Tensor,
+    /// Elements at the head of the flat tensors that weight decay applies to.
+    decayed: i64,
+    /// Working tensors the size of the parameters, kept from step to step: the scaled
+    /// gradients or moments, and the update's denominator.
+    scratch: Tensor,
+    denom: Tensor,
     /// Updates taken so far (the `t` of the bias corrections).
     pub step: u64,
 }
@@ -94,37 +115,25 @@ impl AdamW {
         let flat_avg = flat.zeros_like();
         let flat_avg_sq = flat.zeros_like();
         let views = |of: &Tensor| {
-            let mut offset = 0;
             parameters
                 .tensors
                 .iter()
-                .map(|p| {
-                    let n = p.numel() as i64;
-                    let view = of.narrow(0, offset, n).view(p.size().as_slice());
-                    offset += n;
-                    view
+                .zip(&parameters.offsets)
+                .map(|(p, &offset)| {
+                    of.narrow(0, offset, p.numel() as i64)
+                        .view(p.size().as_slice())
                 })
                 .collect::<Vec<_>>()
         };
-        let decay_pieces: Vec<Tensor> = parameters
-            .tensors
-            .iter()
-            .zip(&parameters.decay)
-            .map(|(p, &decay)| {
-                Tensor::full(
-                    [p.numel() as i64],
-                    if decay { 1.0 } else { 0.0 },
-                    (Kind::Float, p.device()),
-                )
-            })
-            .collect();
         AdamW {
             config: config.clone(),
             exp_avg: views(&flat_avg),
             exp_avg_sq: views(&flat_avg_sq),
             flat_avg,
             flat_avg_sq,
-            decay: Tensor::cat(&decay_pieces, 0),
+            decayed: parameters.decayed,
+            scratch: flat.zeros_like(),
+            denom: flat.zeros_like(),
             step: 0,
         }
     }
@@ -141,25 +150,36 @@ impl AdamW {
             return;
         };
         let g = &gradients.flat;
+        // In place, or into the working tensors: a step allocates nothing the size of the
+        // model (`addcmul_` and `addcdiv_` take no scale here, so the scaled operand goes
+        // through `scratch`).
         tch::no_grad(|| {
-            if c.weight_decay > 0.0 {
-                let _ = p.g_mul_(&(self.decay.g_mul_scalar(-lr * c.weight_decay) + 1.0));
+            if c.weight_decay > 0.0 && self.decayed > 0 {
+                let _ = p
+                    .narrow(0, 0, self.decayed)
+                    .g_mul_scalar_(1.0 - lr * c.weight_decay);
             }
             let _ = self.flat_avg.lerp_(g, 1.0 - c.beta1);
             let _ = self.flat_avg_sq.g_mul_scalar_(c.beta2);
-            let _ = self.flat_avg_sq.addcmul_(g, &g.g_mul_scalar(1.0 - c.beta2));
-            let denom = (self.flat_avg_sq.sqrt() / bias2_sqrt).g_add_scalar(c.eps);
-            let _ = p.addcdiv_(&(&self.flat_avg * -step_size), &denom);
+            let _ = g.mul_scalar_out(&self.scratch, 1.0 - c.beta2);
+            let _ = self.flat_avg_sq.addcmul_(g, &self.scratch);
+            let _ = self.flat_avg_sq.sqrt_out(&self.denom);
+            let _ = self.denom.g_div_scalar_(bias2_sqrt);
+            let _ = self.denom.g_add_scalar_(c.eps);
+            let _ = self.flat_avg.mul_scalar_out(&self.scratch, -step_size);
+            let _ = p.addcdiv_(&self.scratch, &self.denom);
         });
     }
 }
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tch::Kind;
 
-    /// One step by hand: loss = Σ w·x over a decayed matrix `w` and an undecayed bias `b`
-    /// (loss = Σ w·x + Σ b), so the gradients are `x` and 1. With clipping off, the first AdamW
-    /// step moves every element by `lr · g / (|g| + ε)` (m̂ = g, v̂ = g²) after decaying `w` by
+    /// One step by hand: loss = Σ w·x + Σ b + Σ c·y over a decayed matrix `w`, an undecayed
+    /// bias `b` and a decayed vector `c` created after it (so the flat layout puts `c` before
+    /// `b`), so the gradients are `x`, 1 and `y`. With clipping off, the first AdamW step moves
+    /// every element by `lr · g / (|g| + ε)` (m̂ = g, v̂ = g²) after decaying `w` and `c` by
     /// `1 − lr·wd`; values worked out below, independently of the flat layout.
     #[test]
     fn one_flat_step_is_adamw_by_hand() {
@@ -168,16 +188,20 @@ mod tests {
             .reshape([2, 2])
             .set_requires_grad(true);
         let b = Tensor::from_slice(&[0.1f32, -0.2]).set_requires_grad(true);
-        parameters.names = vec!["w".into(), "b".into()];
-        parameters.tensors = vec![w.shallow_clone(), b.shallow_clone()];
-        parameters.decay = vec![true, false];
+        let c = Tensor::from_slice(&[1.0f32, -1.0]).set_requires_grad(true);
+        parameters.names = vec!["w".into(), "b".into(), "c".into()];
+        parameters.tensors = vec![w.shallow_clone(), b.shallow_clone(), c.shallow_clone()];
+        parameters.decay = vec![true, false, true];
         parameters.flatten();
+        assert_eq!(parameters.offsets, [0, 6, 4]);
+        assert_eq!(parameters.decayed, 6);
         let x = Tensor::from_slice(&[3.0f32, -4.0, 0.0, 1e-3]).reshape([2, 2]);
-        let loss = (&w * &x).sum(Kind::Float) + b.sum(Kind::Float);
+        let y = Tensor::from_slice(&[2.0f32, 0.5]);
+        let loss = (&w * &x).sum(Kind::Float) + b.sum(Kind::Float) + (&c * &y).sum(Kind::Float);
         let mut gradients = Gradients::of(&loss, &parameters);
-        // ‖g‖ = √(9 + 16 + 0 + 1e-6 + 1 + 1).
+        // ‖g‖ = √(9 + 16 + 0 + 1e-6 + 1 + 1 + 4 + 0.25).
         let norm = gradients.clip_norm(0.0);
-        assert!((norm - (27.000001f64).sqrt()).abs() < 1e-5, "{norm}");
+        assert!((norm - (31.250001f64).sqrt()).abs() < 1e-5, "{norm}");
         let config = OptimizerConfig {
             weight_decay: 0.1,
             eps: 1e-8,
@@ -207,6 +231,15 @@ mod tests {
         let got: Vec<f32> = Vec::<f32>::try_from(&b).unwrap();
         assert!((got[0] as f64 - (0.1 - lr)).abs() < 1e-6, "{got:?}");
         assert!((got[1] as f64 - (-0.2 - lr)).abs() < 1e-6, "{got:?}");
+        let got: Vec<f32> = Vec::<f32>::try_from(&c).unwrap();
+        assert!(
+            (got[0] as f64 - (decayed(1.0) - moved(2.0))).abs() < 1e-6,
+            "{got:?}"
+        );
+        assert!(
+            (got[1] as f64 - (decayed(-1.0) - moved(0.5))).abs() < 1e-6,
+            "{got:?}"
+        );
         // The moments are views of the flat state: m = (1 − β1)·g after one step.
         let m: Vec<f32> = Vec::<f32>::try_from(&adamw.exp_avg[1]).unwrap();
         assert!((m[0] as f64 - (1.0 - config.beta1)).abs() < 1e-6, "{m:?}");

@@ -182,6 +182,8 @@ pub struct Trainer {
     pub total_steps: u64,
     pub losses: Vec<f64>,
     pub tokens: u64,
+    /// The flat gradients of the last step, written over by the next.
+    gradients: Option<Tensor>,
 }
 
 impl Trainer {
@@ -209,6 +211,7 @@ impl Trainer {
             total_steps,
             losses: Vec::new(),
             tokens: 0,
+            gradients: None,
         }
     }
 
@@ -230,12 +233,14 @@ impl Trainer {
             PAD,
             self.config.optimizer.label_smoothing,
         );
-        let mut gradients = Gradients::of(&loss, &self.model.parameters);
+        let buffer = self.gradients.take();
+        let mut gradients = Gradients::of_into(&loss, &self.model.parameters, buffer);
         drop(rng);
         gradients.clip_norm(self.config.optimizer.clip_norm);
         let lr = learning_rate(&self.config.optimizer, self.step, self.total_steps);
         self.optimizer
             .step(&mut self.model.parameters, &gradients, lr);
+        self.gradients = Some(gradients.into_flat());
         self.step += 1;
         self.tokens += batch.tokens as u64;
         let value = loss.double_value(&[]);

@@ -57,7 +57,7 @@ use super::exchange::{to_owners, InFlight, TableBatch, TableBatcher};
 use super::mixing::HeldSamples;
 use super::models::{fit_methods_with, CorpusStats, FittedModels, ModelSource, ModelsFrom};
 use super::record::Staged;
-use super::refit::BucketRecords;
+use super::refit::{BucketRecords, RecordsSpill};
 use super::runtime::{
     input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed, SharedUnits,
 };
@@ -1403,7 +1403,8 @@ struct KeptRecords {
     config_hash: String,
     /// The previous run's records of the bucket, for the images carried forward.
     previous: Option<(usize, BucketRecords)>,
-    bucket: BucketRecords,
+    /// The bucket's records so far, spilled to the state's directory as they come.
+    bucket: Option<(usize, RecordsSpill)>,
 }
 
 /// The chunk being written, which a later part ends. Its input tables' rows go to its shards
@@ -1508,7 +1509,7 @@ impl PartWriter {
             .map(|config_hash| KeptRecords {
                 config_hash,
                 previous: None,
-                bucket: BucketRecords::new(),
+                bucket: None,
             });
         self
     }
@@ -1686,8 +1687,11 @@ impl PartWriter {
             if let Some(state) = &self.state {
                 state.write_bucket(bucket, &std::mem::take(&mut self.bucket_state))?;
                 if let Some(records) = &mut self.records {
-                    let images = std::mem::take(&mut records.bucket);
-                    super::refit::write(state, bucket, &records.config_hash, images)?;
+                    let spill = match records.bucket.take() {
+                        Some((b, spill)) if b == bucket => spill,
+                        _ => RecordsSpill::new(state, bucket)?,
+                    };
+                    spill.finish(state, bucket, &records.config_hash)?;
                 }
             }
         }
@@ -1792,9 +1796,12 @@ impl PartWriter {
                     .and_then(|i| outputs[i].record.clone()),
             };
             if let Some(kept) = kept {
-                records
-                    .bucket
-                    .insert(image.image_id.clone(), (image.digest.clone(), kept));
+                if records.bucket.as_ref().is_none_or(|(b, _)| *b != bucket) {
+                    records.bucket = Some((bucket, RecordsSpill::new(state, bucket)?));
+                }
+                if let Some((_, spill)) = &mut records.bucket {
+                    spill.push(&image.image_id, &image.digest, &kept)?;
+                }
             }
         }
         Ok(())

@@ -113,12 +113,7 @@ pub fn write(
     config_hash: &str,
     images: BucketRecords,
 ) -> Result<()> {
-    let deltas = (1..)
-        .map(|delta| records_path(state, bucket, delta))
-        .take_while(|path| path.is_file());
-    for path in deltas.collect::<Vec<_>>() {
-        remove_if_present(&path)?;
-    }
+    remove_deltas(state, bucket)?;
     let path = records_path(state, bucket, 0);
     match images.is_empty() {
         true => remove_if_present(&path),
@@ -154,6 +149,80 @@ pub fn append(
         config_hash,
         images,
     )
+}
+
+/// A bucket's records as the streaming engine keeps them, image by image, without holding
+/// them in memory: each image's entry goes to a scratch file in the state's records directory
+/// as its part is written, and [`RecordsSpill::finish`] writes the bucket's records file from
+/// it at the bucket's end. The file is the one [`write`] gives for the same images pushed in
+/// id order (bincode writes a map as its length, then its entries).
+pub struct RecordsSpill {
+    scratch: PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+    count: u64,
+}
+
+impl RecordsSpill {
+    /// An empty spill for `bucket`'s records (a scratch file left by a failed run is replaced).
+    pub fn new(state: &StateDir, bucket: usize) -> Result<RecordsSpill> {
+        let dir = state.dir().join(RECORDS_DIR);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let scratch = dir.join(format!("r{bucket:05}.entries.tmp"));
+        let file = std::fs::File::create(&scratch).map_err(|e| Error::io(&scratch, e))?;
+        Ok(RecordsSpill {
+            scratch,
+            out: std::io::BufWriter::new(file),
+            count: 0,
+        })
+    }
+
+    /// Appends one image's record.
+    pub fn push(&mut self, image_id: &str, digest: &str, kept: &SsaKept) -> Result<()> {
+        bincode::serialize_into(&mut self.out, &(image_id, (digest, kept)))
+            .map_err(|e| Error::invalid(self.scratch.display().to_string(), e.to_string()))?;
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Replaces the records of `bucket` with those pushed (removes them when there are none),
+    /// and removes the scratch file.
+    pub fn finish(self, state: &StateDir, bucket: usize, config_hash: &str) -> Result<()> {
+        let RecordsSpill {
+            scratch,
+            out,
+            count,
+        } = self;
+        out.into_inner()
+            .map_err(|e| Error::io(&scratch, e.into_error()))?;
+        let written = if count == 0 {
+            write(state, bucket, config_hash, BucketRecords::new())
+        } else {
+            remove_deltas(state, bucket)?;
+            let path = records_path(state, bucket, 0);
+            let mut entries = std::fs::File::open(&scratch).map_err(|e| Error::io(&scratch, e))?;
+            write_replacing_with(&path, |out| {
+                let mut encoder = zstd::stream::write::Encoder::new(out, 1)?;
+                bincode::serialize_into(&mut encoder, config_hash)
+                    .map_err(std::io::Error::other)?;
+                encoder.write_all(&count.to_le_bytes())?;
+                std::io::copy(&mut entries, &mut encoder)?;
+                encoder.finish()?;
+                Ok(())
+            })
+        };
+        remove_if_present(&scratch)?;
+        written
+    }
+}
+
+fn remove_deltas(state: &StateDir, bucket: usize) -> Result<()> {
+    let deltas = (1..)
+        .map(|delta| records_path(state, bucket, delta))
+        .take_while(|path| path.is_file());
+    for path in deltas.collect::<Vec<_>>() {
+        remove_if_present(&path)?;
+    }
+    Ok(())
 }
 
 fn write_file(
@@ -691,6 +760,56 @@ mod tests {
         assert_eq!(read(&state, 3, "c1").unwrap(), records(&[("c", "d1", 9)]));
         assert_eq!(files(&state), 1);
         write(&state, 3, "c1", BucketRecords::new()).unwrap();
+        assert_eq!(files(&state), 0);
+    }
+
+    /// A bucket's records spilled image by image make the file a whole write of the same
+    /// records makes, byte for byte, replace the bucket's appended files, and leave no scratch
+    /// file; a spill of no records removes the bucket's records.
+    #[test]
+    fn spilled_records_are_the_file_a_whole_write_makes() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        let images: Vec<(String, &str, u64)> = (0..300)
+            .map(|k| {
+                (
+                    format!("{:07}", 2_000_000 + k),
+                    if k % 3 == 0 { "d1" } else { "d2" },
+                    k % 5,
+                )
+            })
+            .collect();
+        let whole: BucketRecords = images
+            .iter()
+            .map(|(id, digest, n)| (id.clone(), (digest.to_string(), kept(*n))))
+            .collect();
+        write(&state, 5, "c1", whole.clone()).unwrap();
+        let path = records_path(&state, 5, 0);
+        let expected = std::fs::read(&path).unwrap();
+        append(
+            &state,
+            5,
+            "c1",
+            records(&[("x", "d1", 1)]),
+            &BucketState::new(),
+        )
+        .unwrap();
+        assert_eq!(files(&state), 2);
+
+        let mut spill = RecordsSpill::new(&state, 5).unwrap();
+        for (id, digest, n) in &images {
+            spill.push(id, digest, &kept(*n)).unwrap();
+        }
+        spill.finish(&state, 5, "c1").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+        assert_eq!(read(&state, 5, "c1").unwrap(), whole);
+        // The appended file is gone, and so is the scratch file.
+        assert_eq!(files(&state), 1);
+
+        RecordsSpill::new(&state, 5)
+            .unwrap()
+            .finish(&state, 5, "c1")
+            .unwrap();
         assert_eq!(files(&state), 0);
     }
 }

@@ -1687,11 +1687,12 @@ impl PartWriter {
             if let Some(state) = &self.state {
                 state.write_bucket(bucket, &std::mem::take(&mut self.bucket_state))?;
                 if let Some(records) = &mut self.records {
-                    let spill = match records.bucket.take() {
-                        Some((b, spill)) if b == bucket => spill,
-                        _ => RecordsSpill::new(state, bucket)?,
-                    };
-                    spill.finish(state, bucket, &records.config_hash)?;
+                    let hash = &records.config_hash;
+                    match records.bucket.take() {
+                        Some((b, spill)) if b == bucket => spill.finish(state, bucket, hash)?,
+                        // No image of the bucket kept a record.
+                        _ => super::refit::write(state, bucket, hash, BucketRecords::new())?,
+                    }
                 }
             }
         }

@@ -200,14 +200,8 @@ impl RecordsSpill {
             remove_deltas(state, bucket)?;
             let path = records_path(state, bucket, 0);
             let mut entries = std::fs::File::open(&scratch).map_err(|e| Error::io(&scratch, e))?;
-            write_replacing_with(&path, |out| {
-                let mut encoder = zstd::stream::write::Encoder::new(out, 1)?;
-                bincode::serialize_into(&mut encoder, config_hash)
-                    .map_err(std::io::Error::other)?;
-                encoder.write_all(&count.to_le_bytes())?;
-                std::io::copy(&mut entries, &mut encoder)?;
-                encoder.finish()?;
-                Ok(())
+            write_records(&path, config_hash, count, |out| {
+                std::io::copy(&mut entries, out).map(|_| ())
             })
         };
         remove_if_present(&scratch)?;
@@ -233,15 +227,27 @@ fn write_file(
 ) -> Result<()> {
     let dir = state.dir().join(RECORDS_DIR);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    let file = RecordsFile {
-        config_hash: config_hash.to_string(),
-        images,
-    };
-    let bytes = bincode::serialize(&file)
-        .map_err(|e| Error::invalid(path.display().to_string(), e.to_string()))?;
+    write_records(path, config_hash, images.len() as u64, |out| {
+        for entry in &images {
+            bincode::serialize_into(&mut *out, &entry).map_err(std::io::Error::other)?;
+        }
+        Ok(())
+    })
+}
+
+/// Writes a records file: the bincode of a [`RecordsFile`] of `count` images, zstd-compressed,
+/// the images' entries written by `entries` (each a bincode `(id, (digest, kept))`).
+fn write_records(
+    path: &std::path::Path,
+    config_hash: &str,
+    count: u64,
+    entries: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
     write_replacing_with(path, |out| {
         let mut encoder = zstd::stream::write::Encoder::new(out, 1)?;
-        encoder.write_all(&bytes)?;
+        bincode::serialize_into(&mut encoder, config_hash).map_err(std::io::Error::other)?;
+        encoder.write_all(&count.to_le_bytes())?;
+        entries(&mut encoder)?;
         encoder.finish()?;
         Ok(())
     })
@@ -786,6 +792,15 @@ mod tests {
         write(&state, 5, "c1", whole.clone()).unwrap();
         let path = records_path(&state, 5, 0);
         let expected = std::fs::read(&path).unwrap();
+        // A whole write is the bincode of the file's struct, as every earlier version wrote it.
+        let file = RecordsFile {
+            config_hash: "c1".into(),
+            images: whole.clone(),
+        };
+        assert_eq!(
+            zstd::decode_all(&expected[..]).unwrap(),
+            bincode::serialize(&file).unwrap()
+        );
         append(
             &state,
             5,

@@ -31,7 +31,8 @@ use super::data::{EncodedSample, Region};
 use crate::error::{Error, Result};
 use crate::schema::SampleRow;
 
-/// Samples per record batch of a spilled block's file: the unit [`Pool::read_page`] decodes.
+/// Samples per record batch of a spilled block's file: the unit [`Pool::read_spilled_page`]
+/// reads.
 pub const PAGE_SAMPLES: usize = 64;
 
 /// One block of the pool.
@@ -360,23 +361,6 @@ impl Pool {
     /// The samples of sealed block `k` when it is in memory; `None` once spilled.
     pub fn resident(&self, k: usize) -> Option<Arc<Vec<EncodedSample>>> {
         self.blocks[k].samples.clone()
-    }
-
-    /// Page `page` of sealed block `k` (its samples `page * PAGE_SAMPLES..` up to the next
-    /// page): decoded from the block's file alone when spilled, copied when in memory.
-    pub fn read_page(&self, k: usize, page: usize) -> Result<Vec<EncodedSample>> {
-        let block = &self.blocks[k];
-        let start = page * PAGE_SAMPLES;
-        let end = (start + PAGE_SAMPLES).min(block.len);
-        match (&block.samples, &block.file) {
-            (Some(samples), _) => Ok(samples.get(start..end).unwrap_or_default().to_vec()),
-            (None, Some(file)) => {
-                let (batch, _) = read_spilled_page(file, page)?;
-                let columns = PageColumns::new(&batch, &file.path)?;
-                Ok((0..columns.len()).map(|row| columns.sample(row)).collect())
-            }
-            (None, None) => Err(lost(k)),
-        }
     }
 
     /// Page `page` of spilled block `k` as it is in the block's file (one record batch of the
@@ -952,14 +936,17 @@ mod tests {
         assert_eq!(pool.len(), 40);
         let lengths: Vec<u32> = samples.iter().map(|s| s.tokens.len() as u32).collect();
         assert_eq!(pool.token_lengths(), lengths);
-        // A page of a spilled block, and of one in memory.
+        // A page of a spilled block, and a block in memory (not read from disk).
         assert!(pool.resident(0).is_none());
-        assert_eq!(pool.read_page(0, 0).unwrap(), samples[..4]);
+        let (batch, _) = pool.read_spilled_page(0, 0).unwrap();
+        let columns = PageColumns::new(&batch, pool.spilled_path(0).unwrap()).unwrap();
+        let page: Vec<EncodedSample> = (0..columns.len()).map(|r| columns.sample(r)).collect();
+        assert_eq!(page, samples[..4]);
         let mut roomy = Pool::new(4, usize::MAX, dir.path().join("roomy"));
         for s in &samples[..8] {
             roomy.push(s.clone(), 0).unwrap();
         }
         assert_eq!(roomy.resident(1).as_deref(), Some(&samples[4..8].to_vec()));
-        assert_eq!(roomy.read_page(1, 0).unwrap(), samples[4..8]);
+        assert!(roomy.read_spilled_page(1, 0).is_err());
     }
 }

@@ -523,8 +523,8 @@ fn records_that_pair_with_no_sample_are_errors_or_counted() {
 fn ssa_dataset() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir =
-            std::env::temp_dir().join(format!("capflow-eval-controls-{}", std::process::id()));
+        // Under cargo's per-target scratch directory, replaced by the next run of this binary.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("eval-controls-dataset");
         let _ = std::fs::remove_dir_all(&dir);
         let out = capflow(&[
             "run",

@@ -25,7 +25,8 @@ use tch::Device;
 fn sample_dataset() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("capflow-train-sample-{}", std::process::id()));
+        // Under cargo's per-target scratch directory, replaced by the next run of this binary.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("train-sample-dataset");
         let _ = std::fs::remove_dir_all(&dir);
         let status = Command::new(common::capflow_bin())
             .arg("run")

@@ -40,6 +40,8 @@ pub const FORMAT: &str = "flickr30k-entities";
 const MAX_LINE_BYTES: usize = 1 << 20;
 /// Largest annotation file read; real ones are a few KB.
 const MAX_XML_BYTES: u64 = 16 << 20;
+/// Bytes an annotation file's buffer starts with: more than a real file holds.
+const ANNOTATION_READ_BYTES: usize = 16 << 10;
 /// Deepest element nesting read in an annotation file; real ones nest four levels
 /// (`annotation/object/bndbox/xmin`).
 pub const MAX_XML_DEPTH: usize = 64;
@@ -747,7 +749,9 @@ pub fn read_annotation_from(
     source: &Source,
     sink: &mut dyn RecordSink,
 ) -> Result<Option<ImageAnnotation>> {
-    let mut bytes = Vec::new();
+    // Room for a whole annotation file (a few KiB) up front: one read and one at its end,
+    // rather than the doubling reads of an empty buffer, which start at 32 bytes.
+    let mut bytes = Vec::with_capacity(ANNOTATION_READ_BYTES);
     reader
         .take(MAX_XML_BYTES + 1)
         .read_to_end(&mut bytes)

@@ -10,6 +10,7 @@
 #   benches/incremental.sh [IMAGES]        # default 100000
 #
 # SYNTH_DIR / SYNTH_GROWN_DIR keep the generated data between runs (default: temp dirs).
+# CAPFLOW names the capflow binary to measure (default: a release build of this checkout).
 # MODELS=kept runs the shipped recipe as it is: its models are fitted on version 1's inputs and
 # kept in the state (docs/incremental.md), the fresh run gets the same models (`--models
 # STATE`), and a `--refit` rerun is then timed against a fresh full run that fits them on all
@@ -23,8 +24,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 images="${1:-100000}"
 grown_images=$(( images + images / 100 ))
 
-(cd "$root" && cargo build --release --quiet --bin capflow)
-capflow="$root/target/release/capflow"
+if [ -z "${CAPFLOW:-}" ]; then
+  (cd "$root" && cargo build --release --quiet --bin capflow)
+fi
+capflow="${CAPFLOW:-$root/target/release/capflow}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 base="${SYNTH_DIR:-$work/base}"
@@ -145,8 +148,10 @@ else
   exit 1
 fi
 if [ "${MODELS:-}" = kept ]; then
-  refit=$(seconds "$capflow" run "$spec" --input "$input" --out "$work/inc" --state "$work/state" --refit 2> "$work/log-refit")
+  refit=$(seconds /usr/bin/time -f '%M' -o "$work/refit-peak" \
+    "$capflow" run "$spec" --input "$input" --out "$work/inc" --state "$work/state" --refit 2> "$work/log-refit")
   grep '^capflow run .*: computing' "$work/log-refit" || true
+  echo "rerun with --refit: peak RSS $(( $(cat "$work/refit-peak") / 1024 )) MB"
   fitted=$(seconds "$capflow" run "$spec" --input "$input" --out "$work/fitted" 2> "$work/log-fitted")
   echo "rerun with --refit: $refit s; fresh full run fitting the models: $fitted s"
   awk -v r="$refit" -v f="$fitted" 'BEGIN { printf "refit / full wall time: %.1f%%\n", 100 * r / f }'

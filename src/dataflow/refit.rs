@@ -18,13 +18,10 @@
 //! keeps no records leaves older files behind, which those checks refuse).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::sync::mpsc::Receiver;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-use serde::{Deserialize, Serialize};
 
 use super::inputs::InputsState;
 use super::models::{fit_methods_with, CorpusStats, FittedModels, ModelSource};
@@ -46,7 +43,10 @@ const RECORDS_DIR: &str = "records";
 /// A bucket's records: per image id, the image's digest and what SSA keeps of it.
 pub type BucketRecords = BTreeMap<String, (String, SsaKept)>;
 
-#[derive(Serialize, Deserialize)]
+/// The layout of a records file, which earlier versions wrote and read whole; the writer and
+/// the reader now stream it entry by entry, and tests check them against it.
+#[cfg(test)]
+#[derive(serde::Serialize, serde::Deserialize)]
 struct RecordsFile {
     config_hash: String,
     images: BucketRecords,
@@ -81,29 +81,97 @@ pub fn kept(state: &StateDir) -> bool {
 /// no longer holds, or holds with another digest, are among them: the caller compares.
 pub fn read(state: &StateDir, bucket: usize, config_hash: &str) -> Result<BucketRecords> {
     let mut records = BucketRecords::new();
-    for delta in 0.. {
-        let path = records_path(state, bucket, delta);
-        let file = match std::fs::File::open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && delta > 0 => break,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(&path, e)),
+    for_each_record(state, bucket, config_hash, |id, digest, kept| {
+        records.insert(id, (digest, kept));
+        Ok(())
+    })?;
+    Ok(records)
+}
+
+/// Calls `each` with every record [`read`] gives for `bucket`, without holding them: the base
+/// file is decoded one record at a time, and only the appended files' records (those of the
+/// images later reruns computed again) are held, to replace the base file's.
+pub fn for_each_record(
+    state: &StateDir,
+    bucket: usize,
+    config_hash: &str,
+    mut each: impl FnMut(String, String, SsaKept) -> Result<()>,
+) -> Result<()> {
+    let mut appended = BucketRecords::new();
+    for delta in 1.. {
+        let Some(mut file) = RecordsStream::open(records_path(state, bucket, delta))? else {
+            break;
         };
-        let mut bytes = Vec::new();
-        zstd::stream::read::Decoder::new(file)
-            .and_then(|mut decoder| decoder.read_to_end(&mut bytes))
-            .map_err(|e| Error::io(&path, e))?;
-        let file: RecordsFile = bincode::deserialize(&bytes).map_err(|e| {
-            Error::invalid(
-                path.display().to_string(),
-                format!("not a capflow records file: {e}"),
-            )
-        })?;
         if file.config_hash == config_hash {
-            records.extend(file.images);
+            while let Some((id, record)) = file.next_record()? {
+                appended.insert(id, record);
+            }
         }
     }
-    Ok(records)
+    if let Some(mut base) = RecordsStream::open(records_path(state, bucket, 0))? {
+        if base.config_hash == config_hash {
+            while let Some((id, (digest, kept))) = base.next_record()? {
+                if !appended.contains_key(&id) {
+                    each(id, digest, kept)?;
+                }
+            }
+        }
+    }
+    for (id, (digest, kept)) in appended {
+        each(id, digest, kept)?;
+    }
+    Ok(())
+}
+
+/// A records file read one record at a time: after zstd, its bincode is the config hash, the
+/// number of images, then each image's `(id, (digest, kept))`.
+struct RecordsStream {
+    path: PathBuf,
+    input:
+        std::io::BufReader<zstd::stream::read::Decoder<'static, std::io::BufReader<std::fs::File>>>,
+    config_hash: String,
+    left: u64,
+}
+
+impl RecordsStream {
+    /// The file at `path` with its header read, or `None` when there is none.
+    fn open(path: PathBuf) -> Result<Option<RecordsStream>> {
+        let file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let decoder = zstd::stream::read::Decoder::new(file).map_err(|e| Error::io(&path, e))?;
+        let mut input = std::io::BufReader::with_capacity(64 << 10, decoder);
+        let header: Result<(String, u64)> = bincode::deserialize_from(&mut input)
+            .and_then(|hash| Ok((hash, bincode::deserialize_from(&mut input)?)))
+            .map_err(|e| not_records(&path, &e));
+        let (config_hash, left) = header?;
+        Ok(Some(RecordsStream {
+            path,
+            input,
+            config_hash,
+            left,
+        }))
+    }
+
+    /// The next image's record, or `None` after the last.
+    fn next_record(&mut self) -> Result<Option<(String, (String, SsaKept))>> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        self.left -= 1;
+        bincode::deserialize_from(&mut self.input)
+            .map(Some)
+            .map_err(|e| not_records(&self.path, &e))
+    }
+}
+
+fn not_records(path: &std::path::Path, e: &bincode::Error) -> Error {
+    Error::invalid(
+        path.display().to_string(),
+        format!("not a capflow records file: {e}"),
+    )
 }
 
 /// Replaces the records of `bucket` with `images` (removes them when there are none).
@@ -235,7 +303,7 @@ fn write_file(
     })
 }
 
-/// Writes a records file: the bincode of a [`RecordsFile`] of `count` images, zstd-compressed,
+/// Writes a records file: the bincode of the config hash and of `count` images, zstd-compressed,
 /// the images' entries written by `entries` (each a bincode `(id, (digest, kept))`).
 fn write_records(
     path: &std::path::Path,
@@ -564,25 +632,7 @@ pub fn prepare(spec: &DataflowSpec, state: &StateDir, threads: usize) -> Result<
             .chunks(buckets.len().div_ceil(threads))
             .map(|share| {
                 let (config, models, config_hash) = (&config, &models, &config_hash);
-                scope.spawn(move || {
-                    // A thread of its own reads and decodes the share's records a bucket
-                    // ahead of the replay.
-                    std::thread::scope(|reading| {
-                        let (send, received) = std::sync::mpsc::sync_channel(1);
-                        reading.spawn(move || {
-                            for &bucket in share {
-                                let read = read(state, bucket, config_hash).and_then(|records| {
-                                    Ok((bucket, records, state.read_bucket(bucket)?))
-                                });
-                                let failed = read.is_err();
-                                if send.send(read).is_err() || failed {
-                                    break;
-                                }
-                            }
-                        });
-                        replay_share(received, (config, models))
-                    })
-                })
+                scope.spawn(move || replay_share(state, share, config_hash, (config, models)))
             })
             .collect();
         handles
@@ -617,27 +667,28 @@ pub fn prepare(spec: &DataflowSpec, state: &StateDir, threads: usize) -> Result<
     })
 }
 
-/// Replays the records of the buckets `received` gives (each bucket's records and states):
-/// an image's record counts when it has the image's digest, and is replayed unless its merge
-/// does not hold under `models`.
+/// Replays the records of the buckets of `share` as they are decoded: an image's record counts
+/// when it has the digest the bucket's state holds for the image, and is replayed unless its
+/// merge does not hold under `models`; the state's other images are computed again.
 fn replay_share(
-    received: Receiver<Result<(usize, BucketRecords, BucketState)>>,
+    state: &StateDir,
+    share: &[usize],
+    config_hash: &str,
     (config, models): (&SsaConfig, &SsaModels),
 ) -> Result<Checked> {
     let mut checked = Checked::default();
-    for read in received {
-        let (bucket, mut records, states) = read?;
+    for &bucket in share {
+        let states = state.read_bucket(bucket)?;
         let mut replays = BTreeMap::new();
-        for (id, image) in states {
-            let replayed = records
-                .remove(&id)
-                .filter(|(digest, _)| *digest == image.digest)
-                .and_then(|(_, kept)| kept.replay(config, models));
-            match replayed {
-                Some(replayed) => drop(replays.insert(id, (image.digest, replayed))),
-                None => drop(checked.recompute.insert(id)),
+        for_each_record(state, bucket, config_hash, |id, digest, kept| {
+            let holds = states.get(&id).is_some_and(|image| image.digest == digest);
+            if let Some(replayed) = holds.then(|| kept.replay(config, models)).flatten() {
+                replays.insert(id, (digest, replayed));
             }
-        }
+            Ok(())
+        })?;
+        let unreplayed = states.into_keys().filter(|id| !replays.contains_key(id));
+        checked.recompute.extend(unreplayed);
         checked.replays.insert(bucket, replays);
     }
     Ok(checked)
@@ -767,6 +818,51 @@ mod tests {
         assert_eq!(files(&state), 1);
         write(&state, 3, "c1", BucketRecords::new()).unwrap();
         assert_eq!(files(&state), 0);
+    }
+
+    /// The records are visited one by one as `read` gives them: an appended file's record of
+    /// an image instead of the base file's, a file of another configuration not at all; a file
+    /// cut short is an error naming it, not records left out.
+    #[test]
+    fn records_are_visited_once_each_and_a_cut_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        let base: Vec<(String, &str, u64)> = (0..500)
+            .map(|k| (format!("{:07}", 2_000_000 + k), "d1", k % 7))
+            .collect();
+        let base: BucketRecords = base
+            .iter()
+            .map(|(id, digest, n)| (id.clone(), (digest.to_string(), kept(*n))))
+            .collect();
+        write(&state, 2, "c1", base.clone()).unwrap();
+        let changed = records(&[("2000007", "d2", 3), ("2000600", "d1", 4)]);
+        append(&state, 2, "c1", changed.clone(), &BucketState::new()).unwrap();
+        // A file of another configuration among the appended ones is passed over.
+        write_file(
+            &state,
+            &records_path(&state, 2, 2),
+            "c0",
+            records(&[("2000008", "d5", 5)]),
+        )
+        .unwrap();
+        let mut visited = Vec::new();
+        for_each_record(&state, 2, "c1", |id, digest, kept| {
+            visited.push((id, (digest, kept)));
+            Ok(())
+        })
+        .unwrap();
+        let mut expected = base;
+        expected.extend(changed);
+        assert_eq!(visited.len(), expected.len());
+        assert_eq!(visited.into_iter().collect::<BucketRecords>(), expected);
+
+        let path = records_path(&state, 2, 0);
+        let bytes = zstd::decode_all(&std::fs::read(&path).unwrap()[..]).unwrap();
+        let cut = zstd::encode_all(&bytes[..bytes.len() / 2], 1).unwrap();
+        std::fs::write(&path, cut).unwrap();
+        let err = for_each_record(&state, 2, "c1", |_, _, _| Ok(())).unwrap_err();
+        assert!(err.to_string().contains("r00002.bin"), "{err}");
+        assert!(read(&state, 2, "c1").is_err());
     }
 
     /// A bucket's records spilled image by image make the file a whole write of the same

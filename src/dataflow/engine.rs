@@ -57,7 +57,7 @@ use super::exchange::{to_owners, InFlight, TableBatch, TableBatcher};
 use super::mixing::HeldSamples;
 use super::models::{fit_methods_with, CorpusStats, FittedModels, ModelSource, ModelsFrom};
 use super::record::Staged;
-use super::refit::{BucketRecords, RecordsSpill};
+use super::refit::{BucketRecords, RecordsCursor, RecordsSpill};
 use super::runtime::{
     input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed, SharedUnits,
 };
@@ -1401,8 +1401,9 @@ struct PartWriter {
 /// The SSA records of the bucket a [`PartWriter`] writes ([`super::refit`]).
 struct KeptRecords {
     config_hash: String,
-    /// The previous run's records of the bucket, for the images carried forward.
-    previous: Option<(usize, BucketRecords)>,
+    /// The previous run's records of the bucket, for the images carried forward (taken in
+    /// id order, as the bucket's images are written).
+    previous: Option<RecordsCursor>,
     /// The bucket's records so far, spilled to the state's directory as they come.
     bucket: Option<(usize, RecordsSpill)>,
 }
@@ -1781,15 +1782,21 @@ impl PartWriter {
         for image in images {
             let kept = match &image.carried {
                 Some(_) => {
-                    if records.previous.as_ref().is_none_or(|(b, _)| *b != bucket) {
-                        let previous = super::refit::read(state, bucket, &records.config_hash)?;
-                        records.previous = Some((bucket, previous));
+                    if records
+                        .previous
+                        .as_ref()
+                        .is_none_or(|p| p.bucket() != bucket)
+                    {
+                        let previous = RecordsCursor::open(state, bucket, &records.config_hash)?;
+                        records.previous = Some(previous);
                     }
-                    let previous = records.previous.as_mut().map(|(_, p)| p);
-                    previous
-                        .and_then(|p| p.remove(&image.image_id))
-                        .filter(|(digest, _)| *digest == image.digest)
-                        .map(|(_, kept)| kept)
+                    match &mut records.previous {
+                        Some(previous) => previous
+                            .take(state, &image.image_id)?
+                            .filter(|(digest, _)| *digest == image.digest)
+                            .map(|(_, kept)| kept),
+                        None => None,
+                    }
                 }
                 None => outputs
                     .binary_search_by(|o| o.image_id.as_str().cmp(&image.image_id))

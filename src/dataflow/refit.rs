@@ -97,6 +97,23 @@ pub fn for_each_record(
     config_hash: &str,
     mut each: impl FnMut(String, String, SsaKept) -> Result<()>,
 ) -> Result<()> {
+    let appended = appended_records(state, bucket, config_hash)?;
+    if let Some(mut base) = base_records(state, bucket, config_hash)? {
+        while let Some((id, (digest, kept))) = base.next_record()? {
+            if !appended.contains_key(&id) {
+                each(id, digest, kept)?;
+            }
+        }
+    }
+    for (id, (digest, kept)) in appended {
+        each(id, digest, kept)?;
+    }
+    Ok(())
+}
+
+/// The records of `bucket`'s appended files written under `config_hash`, a later file's
+/// record of an image replacing an earlier one's.
+fn appended_records(state: &StateDir, bucket: usize, config_hash: &str) -> Result<BucketRecords> {
     let mut appended = BucketRecords::new();
     for delta in 1.. {
         let Some(mut file) = RecordsStream::open(records_path(state, bucket, delta))? else {
@@ -108,19 +125,90 @@ pub fn for_each_record(
             }
         }
     }
-    if let Some(mut base) = RecordsStream::open(records_path(state, bucket, 0))? {
-        if base.config_hash == config_hash {
-            while let Some((id, (digest, kept))) = base.next_record()? {
-                if !appended.contains_key(&id) {
-                    each(id, digest, kept)?;
-                }
-            }
+    Ok(appended)
+}
+
+/// `bucket`'s base records file when it was written under `config_hash`.
+fn base_records(
+    state: &StateDir,
+    bucket: usize,
+    config_hash: &str,
+) -> Result<Option<RecordsStream>> {
+    Ok(RecordsStream::open(records_path(state, bucket, 0))?
+        .filter(|base| base.config_hash == config_hash))
+}
+
+/// A bucket's records taken by image id in increasing order, as a run writes a bucket's
+/// images, without holding them: the base file is decoded as far as the id asked for, and the
+/// appended files' records are held to replace the base file's ([`read`]'s records).
+pub struct RecordsCursor {
+    bucket: usize,
+    config_hash: String,
+    appended: BucketRecords,
+    base: Option<RecordsStream>,
+    /// The base file's next record not yet passed over.
+    head: Option<(String, (String, SsaKept))>,
+    /// The last id asked for.
+    last: Option<String>,
+}
+
+impl RecordsCursor {
+    /// The records of `bucket` written under `config_hash`.
+    pub fn open(state: &StateDir, bucket: usize, config_hash: &str) -> Result<RecordsCursor> {
+        let appended = appended_records(state, bucket, config_hash)?;
+        let mut base = base_records(state, bucket, config_hash)?;
+        let head = match &mut base {
+            Some(base) => base.next_record()?,
+            None => None,
+        };
+        Ok(RecordsCursor {
+            bucket,
+            config_hash: config_hash.to_string(),
+            appended,
+            base,
+            head,
+            last: None,
+        })
+    }
+
+    /// The bucket this cursor reads.
+    pub fn bucket(&self) -> usize {
+        self.bucket
+    }
+
+    /// The record of image `id`: its digest and what SSA kept. Records of smaller ids are
+    /// passed over; an id smaller than the last one asked for reads the files again from the
+    /// start.
+    pub fn take(&mut self, state: &StateDir, id: &str) -> Result<Option<(String, SsaKept)>> {
+        if self.last.as_deref().is_some_and(|last| id <= last) {
+            *self = RecordsCursor::open(state, self.bucket, &self.config_hash)?;
         }
+        self.last = Some(id.to_string());
+        while self
+            .head
+            .as_ref()
+            .is_some_and(|(head, _)| head.as_str() < id)
+        {
+            self.advance()?;
+        }
+        let from_base = match &self.head {
+            Some((head, _)) if head == id => {
+                let taken = self.head.take().map(|(_, record)| record);
+                self.advance()?;
+                taken
+            }
+            _ => None,
+        };
+        Ok(self.appended.remove(id).or(from_base))
     }
-    for (id, (digest, kept)) in appended {
-        each(id, digest, kept)?;
+
+    fn advance(&mut self) -> Result<()> {
+        self.head = match &mut self.base {
+            Some(base) => base.next_record()?,
+            None => None,
+        };
+        Ok(())
     }
-    Ok(())
 }
 
 /// A records file read one record at a time: after zstd, its bincode is the config hash, the
@@ -863,6 +951,43 @@ mod tests {
         let err = for_each_record(&state, 2, "c1", |_, _, _| Ok(())).unwrap_err();
         assert!(err.to_string().contains("r00002.bin"), "{err}");
         assert!(read(&state, 2, "c1").is_err());
+    }
+
+    /// A cursor gives each image's record as `read` does, asked in id order: an appended
+    /// record before the base file's, nothing for an image without one; an id asked out of
+    /// order reads the files again rather than missing its record.
+    #[test]
+    fn a_cursor_takes_the_records_read_gives_in_id_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        let base: BucketRecords = (0..400u64)
+            .map(|k| {
+                let id = format!("{:07}", 2_000_000 + 2 * k);
+                (id, ("d1".to_string(), kept(k % 5)))
+            })
+            .collect();
+        write(&state, 4, "c1", base).unwrap();
+        let changed = records(&[("2000010", "d2", 3), ("2000011", "d1", 4)]);
+        append(&state, 4, "c1", changed, &BucketState::new()).unwrap();
+        let expected = read(&state, 4, "c1").unwrap();
+        let mut cursor = RecordsCursor::open(&state, 4, "c1").unwrap();
+        assert_eq!(cursor.bucket(), 4);
+        for k in 0..820u64 {
+            let id = format!("{:07}", 2_000_000 + k);
+            assert_eq!(
+                cursor.take(&state, &id).unwrap(),
+                expected.get(&id).cloned(),
+                "{id}"
+            );
+        }
+        let early = "2000010".to_string();
+        assert_eq!(
+            cursor.take(&state, &early).unwrap(),
+            expected.get(&early).cloned()
+        );
+        assert!(expected.contains_key(&early));
+        let mut other = RecordsCursor::open(&state, 4, "c0").unwrap();
+        assert_eq!(other.take(&state, "2000010").unwrap(), None);
     }
 
     /// A bucket's records spilled image by image make the file a whole write of the same

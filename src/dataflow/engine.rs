@@ -1782,21 +1782,16 @@ impl PartWriter {
         for image in images {
             let kept = match &image.carried {
                 Some(_) => {
-                    if records
-                        .previous
-                        .as_ref()
-                        .is_none_or(|p| p.bucket() != bucket)
-                    {
-                        let previous = RecordsCursor::open(state, bucket, &records.config_hash)?;
-                        records.previous = Some(previous);
-                    }
-                    match &mut records.previous {
-                        Some(previous) => previous
-                            .take(state, &image.image_id)?
-                            .filter(|(digest, _)| *digest == image.digest)
-                            .map(|(_, kept)| kept),
-                        None => None,
-                    }
+                    let previous = match &mut records.previous {
+                        Some(cursor) if cursor.bucket() == bucket => cursor,
+                        slot => {
+                            slot.insert(RecordsCursor::open(state, bucket, &records.config_hash)?)
+                        }
+                    };
+                    previous
+                        .take(state, &image.image_id)?
+                        .filter(|(digest, _)| *digest == image.digest)
+                        .map(|(_, kept)| kept)
                 }
                 None => outputs
                     .binary_search_by(|o| o.image_id.as_str().cmp(&image.image_id))
@@ -1804,12 +1799,11 @@ impl PartWriter {
                     .and_then(|i| outputs[i].record.clone()),
             };
             if let Some(kept) = kept {
-                if records.bucket.as_ref().is_none_or(|(b, _)| *b != bucket) {
-                    records.bucket = Some((bucket, RecordsSpill::new(state, bucket)?));
-                }
-                if let Some((_, spill)) = &mut records.bucket {
-                    spill.push(&image.image_id, &image.digest, &kept)?;
-                }
+                let spill = match &mut records.bucket {
+                    Some((b, spill)) if *b == bucket => spill,
+                    slot => &mut slot.insert((bucket, RecordsSpill::new(state, bucket)?)).1,
+                };
+                spill.push(&image.image_id, &image.digest, &kept)?;
             }
         }
         Ok(())

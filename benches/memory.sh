@@ -12,6 +12,11 @@
 #   CAPFLOW=path         the capflow binary to measure (default: a release build of this checkout)
 #   STATE=1              every run with a new --state, then a rerun with that state on the same
 #                        data (every image compared with the state and carried)
+#   REWRITE=1            with STATE=1, the runs read a hard-linked copy of the data whose every
+#                        Flickr30k Entities sentence file is written again, with the same bytes,
+#                        before the rerun (new modification times, as a copy or a sync tool
+#                        leaves them): the rerun finds every input piece changed
+#   RERUN_FLAGS='...'    more flags for the rerun only, e.g. '--refit' or '--memory-limit 256MiB'
 #   MIX='...'            the recipe's `strategy = "all"` replaced by these lines of a [mix]
 #                        table, e.g. MIX=$'strategy = "random"\npercent = 50' (docs/mixing.md)
 set -euo pipefail
@@ -63,8 +68,26 @@ measure() {
   local out="$work/out-$label"
   rm -rf "$out" "$work/state-$label"
   if [ -n "${STATE:-}" ]; then
+    if [ -n "${REWRITE:-}" ]; then
+      rm -rf "$work/in-$label"
+      cp -al "$synth" "$work/in-$label"
+      synth="$work/in-$label"
+    fi
     once "$label" "$bin" "$synth" "$images" "$out" --state "$work/state-$label" "$@"
-    once "$label-rerun" "$bin" "$synth" "$images" "$out" --state "$work/state-$label" "$@"
+    if [ -n "${REWRITE:-}" ]; then
+      python3 - "$synth/flickr30k_entities/Sentences" <<'PY'
+import os, sys
+for name in os.listdir(sys.argv[1]):
+    path = os.path.join(sys.argv[1], name)
+    data = open(path, "rb").read()
+    os.unlink(path)  # a new file: the hard link to the generated data stays as it was
+    open(path, "wb").write(data)
+PY
+    fi
+    local rerun_flags=()
+    read -r -a rerun_flags <<< "${RERUN_FLAGS:-}"
+    once "$label-rerun" "$bin" "$synth" "$images" "$out" --state "$work/state-$label" "$@" \
+      "${rerun_flags[@]}"
   else
     once "$label" "$bin" "$synth" "$images" "$out" "$@"
   fi
@@ -79,7 +102,7 @@ once() {
   read -r kib seconds < "$timing"
   printf '%-9s %8s images  -w %s  peak %7.0f MB  wall %7.1f s  data %s  %s\n' "$label" "$images" \
     "$workers" "$(awk -v k="$kib" 'BEGIN { print k / 1024 }')" "$seconds" "$(digest "$out")" \
-    "$(grep -E '^augment: |: computing ' "$log" | tr '\n' ' ' || true)"
+    "$(grep -E '^augment: |: computing |too many to hold' "$log" | tr '\n' ' ' || true)"
 }
 for images in "${sizes[@]}"; do
   synth="$synth_root/$images"
@@ -93,5 +116,5 @@ for images in "${sizes[@]}"; do
       echo "data files differ from the baseline's at $images images" >&2
     fi
   fi
-  rm -rf "$work"/out-* "$work"/state-*
+  rm -rf "$work"/out-* "$work"/state-* "$work"/in-*
 done

@@ -330,19 +330,48 @@ fn a_sink_registered_in_a_test_takes_every_sample_of_the_dataset() {
         }
     }
 
-    // A run with --state collects its rows first; the sink still gets every computed sample.
-    let tag = "state";
-    let spec = with_sink(&plain, &format!("tag = \"{tag}\""));
-    let out = tmp.path().join(tag);
-    let options = RunOptions {
-        state: Some(tmp.path().join("incremental-state")),
-        ..options(out.clone(), 2)
+    // A first run with --state streams too: a writer per worker, every sample.
+    let copy = tmp.path().join("flickr");
+    for sub in ["Sentences", "Annotations"] {
+        std::fs::create_dir_all(copy.join(sub)).unwrap();
+        for entry in std::fs::read_dir(flickr.join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, copy.join(sub).join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let plain = spec(tmp.path(), &copy);
+    let out = tmp.path().join("state");
+    let options = |tag: &str| {
+        let spec = with_sink(&plain, &format!("tag = \"{tag}\""));
+        let options = RunOptions {
+            state: Some(tmp.path().join("incremental-state")),
+            ..options(out.clone(), 2)
+        };
+        (spec, options)
     };
-    run(&spec, &options).unwrap();
-    let seen = seen().lock().unwrap().remove(tag).unwrap();
-    assert_eq!(seen.opened, vec![0]);
-    assert_eq!(seen.committed, Some(1));
-    assert_eq!(by_id(seen.samples), by_id(dataset_samples(&out)));
+    let (spec, first) = options("state");
+    run(&spec, &first).unwrap();
+    let first_seen = seen().lock().unwrap().remove("state").unwrap();
+    assert_eq!(first_seen.opened, vec![0, 1]);
+    assert_eq!(first_seen.committed, Some(1));
+    assert_eq!(by_id(first_seen.samples), by_id(dataset_samples(&out)));
+    // A rerun that reads a few changed pieces collects their rows; the sink gets the samples
+    // of the image it computes, from one writer.
+    let sentences = copy.join("Sentences/1000001.txt");
+    let mut text = std::fs::read_to_string(&sentences).unwrap();
+    text.push_str("[/EN#1001/people A young cyclist] rides [/EN#1002/vehicles a bike] .\n");
+    std::fs::write(&sentences, text).unwrap();
+    let (spec, rerun) = options("rerun");
+    assert_eq!(run(&spec, &rerun).unwrap(), RunOutcome::Committed(2));
+    let rerun_seen = seen().lock().unwrap().remove("rerun").unwrap();
+    assert_eq!(rerun_seen.opened, vec![0]);
+    assert_eq!(rerun_seen.committed, Some(2));
+    let computed: Vec<SampleRow> = dataset_samples(&out)
+        .into_iter()
+        .filter(|s| s.image_id == "1000001")
+        .collect();
+    assert_eq!(computed.len(), 12, "6 originals and 6 shouted");
+    assert_eq!(by_id(rerun_seen.samples), by_id(computed));
 }
 
 #[test]

@@ -1145,3 +1145,126 @@ fn a_run_without_state_says_its_models_were_fitted_and_not_kept() {
     let (_, manifest) = fresh("gbc");
     assert!(manifest.get("models").is_none(), "{manifest}");
 }
+
+/// A rerun whose changed pieces are too many to collect within `--memory-limit` reads every
+/// input on the streaming engine instead: the images that did not change are carried, the
+/// changed ones computed with the kept models, and the dataset is what a fresh run with those
+/// models writes. It still records the input pieces, so the next rerun reads only what changed.
+#[test]
+fn a_rerun_that_changes_too_much_to_collect_streams_with_the_kept_models() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::repo_root().join("dataflows/ssa-flickr30k.toml");
+    let input = tmp.path().join("input");
+    let runs = Runs::new(tmp.path(), "ssa");
+    sample_data(&input, &|_| true, &[]);
+    age(&input);
+    runs.update(&spec, &input);
+    let changed = ["1000002", "1000005", "1000009", "1000013", "1000017"];
+    for id in changed {
+        let sentences = input.join(format!("flickr30k_entities/Sentences/{id}.txt"));
+        let mut text = std::fs::read_to_string(&sentences).unwrap();
+        text.push_str("[/EN#1001/people A man] holds [/EN#1002/other a red kite] .\n");
+        std::fs::write(&sentences, text).unwrap();
+    }
+    age(&input);
+    // The sample inputs are about 80 KB: a quarter of them, held as rows, is more than half of
+    // 64 KiB.
+    let log = runs.update_with(&spec, &input, &["--memory-limit", "64KiB"]);
+    assert!(
+        log.contains(
+            "5 of 21 input pieces are new or changed, too many to hold within --memory-limit: \
+             reading every input on the streaming engine"
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            "computing 5 new or changed images, retracting 0 removed, carrying 15 unchanged"
+        ),
+        "{log}"
+    );
+    let changes = read_changelog(&runs.out.join("changes/v2.parquet")).unwrap();
+    let touched: BTreeSet<&str> = changes.iter().map(|(s, _)| s.image_id.as_str()).collect();
+    assert_eq!(touched, changed.into_iter().collect::<BTreeSet<_>>());
+    let state = runs.state.to_str().unwrap();
+    let (incremental, fresh) = runs.against_fresh_with(&spec, &input, Some(state));
+    assert_eq!(incremental, fresh);
+    // The streamed rerun recorded the pieces as it read them: nothing is read next time.
+    let log = runs.update(&spec, &input);
+    assert!(
+        log.contains("read 0 new or changed of 21 input pieces"),
+        "{log}"
+    );
+    assert!(log.contains("carrying 20 unchanged"), "{log}");
+}
+
+/// A `--refit` whose changed pieces, or whose images to compute again, are too many to collect
+/// within `--memory-limit` fits the models on the streaming engine as it reads every input,
+/// instead of replaying: the dataset is a fresh full run's all the same.
+#[test]
+fn a_refit_that_changes_too_much_to_collect_streams_and_equals_a_fresh_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::repo_root().join("dataflows/ssa-flickr30k.toml");
+    let input = tmp.path().join("input");
+    let runs = Runs::new(tmp.path(), "ssa");
+    sample_data(&input, &|_| true, &[]);
+    age(&input);
+    runs.update(&spec, &input);
+    let add_caption = |id: &str| {
+        let sentences = input.join(format!("flickr30k_entities/Sentences/{id}.txt"));
+        let mut text = std::fs::read_to_string(&sentences).unwrap();
+        text.push_str("[/EN#1001/people A man] holds [/EN#1002/other a red kite] .\n");
+        std::fs::write(&sentences, text).unwrap();
+    };
+    // A quarter of the pieces changed: too many for 64 KiB, so nothing is replayed.
+    for id in ["1000002", "1000005", "1000009", "1000013", "1000017"] {
+        add_caption(id);
+    }
+    age(&input);
+    let log = runs.update_with(&spec, &input, &["--refit", "--memory-limit", "64KiB"]);
+    assert!(
+        log.contains(
+            "5 of 21 input pieces are new or changed, too many to hold within --memory-limit: \
+             reading every input on the streaming engine"
+        ),
+        "{log}"
+    );
+    assert!(!log.contains("fitted the models on"), "{log}");
+    let (refitted, fresh) = runs.against_fresh(&spec, &input);
+    assert!(
+        refitted == fresh,
+        "the streamed refit differs from a fresh full run"
+    );
+
+    // One piece changed, but with the records of all buckets but one lost, nearly every image
+    // is computed again: the replay is given up for the streaming engine.
+    let records = runs.state.join("records");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&records)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() > 2, "{files:?}");
+    for file in &files[1..] {
+        std::fs::remove_file(file).unwrap();
+    }
+    add_caption("1000003");
+    age(&input);
+    let log = runs.update_with(&spec, &input, &["--refit", "--memory-limit", "128KiB"]);
+    assert!(log.contains("fitted the models on 106 captions"), "{log}");
+    let said = log
+        .lines()
+        .find(|line| line.contains("too many to hold within --memory-limit"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        said.contains("1 of 21 input pieces are new or changed and ")
+            && said.contains(" images are computed again, too many to hold"),
+        "{log}"
+    );
+    assert!(log.contains("computing all 20 images"), "{log}");
+    let (refitted, fresh) = runs.against_fresh(&spec, &input);
+    assert!(
+        refitted == fresh,
+        "the streamed refit differs from a fresh full run"
+    );
+}

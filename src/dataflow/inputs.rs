@@ -774,6 +774,127 @@ fn plan_steps(units: &[Unit], old_units: Vec<OldUnit>) -> Result<(Vec<Vec<Step>>
     Ok((steps, gone))
 }
 
+/// The inputs as listed now, and what a run reads of them piece by piece against the state's
+/// record of the last run's pieces: the plan that [`read_planned`] and [`stamp_planned`] carry
+/// out. Making it lists every input (the files' sizes and modification times) and streams the
+/// old record, holding a few dozen bytes a piece; no input file is read.
+pub struct InputPlan {
+    started: Instant,
+    /// When the listing started: a file modified after it may change again unseen.
+    started_ns: u64,
+    units: Vec<Unit>,
+    /// The old record, when the plan reuses it; `None` when every piece is read.
+    record: Option<Record>,
+    /// Per unit, each listed piece's step.
+    steps: Vec<Vec<Step>>,
+    /// The line offsets of the old record's changed and removed pieces (their images are
+    /// touched).
+    gone: Vec<u64>,
+}
+
+impl InputPlan {
+    /// Lists `spec`'s inputs and, with `reuse`, plans against the state's [`INPUTS_FILE`]: only
+    /// new and changed pieces are read. Without `reuse`, or when the state holds no usable
+    /// record (which is said, and costs a full read, not the run), every piece is read.
+    pub fn make(spec: &DataflowSpec, state_dir: &Path, reuse: bool) -> Result<InputPlan> {
+        let started = Instant::now();
+        let started_ns = now_ns();
+        let record_path = state_dir.join(INPUTS_FILE);
+        // The old record is read while the inputs are listed.
+        let (units, old) = std::thread::scope(|scope| {
+            let loaded = reuse.then(|| {
+                scope.spawn(|| {
+                    let Some(mut record) = Record::open(&record_path)? else {
+                        return Ok(None);
+                    };
+                    let old = read_old_units(&mut record)?;
+                    Ok::<_, Error>(Some((record, old)))
+                })
+            });
+            let units = list_units(spec)?;
+            let loaded = loaded.map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::Usage("loading it panicked".into())))
+            });
+            Ok::<_, Error>((units, loaded))
+        })?;
+        let planned = match old {
+            Some(Ok(Some((record, old)))) => match plan_steps(&units, old) {
+                Ok((steps, gone)) => Some((record, steps, gone)),
+                Err(e) => {
+                    unusable(&e);
+                    None
+                }
+            },
+            Some(Err(e)) => {
+                unusable(&e);
+                None
+            }
+            _ => None,
+        };
+        let (record, steps, gone) = match planned {
+            Some((record, steps, gone)) => (Some(record), steps, gone),
+            None => (None, read_all(&units), Vec::new()),
+        };
+        Ok(InputPlan {
+            started,
+            started_ns,
+            units,
+            record,
+            steps,
+            gone,
+        })
+    }
+
+    /// Whether every piece is read (there is no old record to keep pieces from).
+    pub fn reads_everything(&self) -> bool {
+        self.record.is_none()
+    }
+
+    /// How many pieces are listed, and how many of them are read (new, changed or grown).
+    pub fn pieces(&self) -> (usize, usize) {
+        let listed = self.steps.iter().map(Vec::len).sum();
+        let read = (self.steps.iter().flatten())
+            .filter(|step| !matches!(step, Step::Keep(_)))
+            .count();
+        (listed, read)
+    }
+
+    /// About how many bytes a run that collects the rows the plan reads holds, with the rows of
+    /// a share `also` of the images besides: the share of the images it touches, taken as the
+    /// largest share of an input's bytes that it reads (every image of a changed whole file is
+    /// touched, and a touched image's rows are read from every input) or `also`, of every
+    /// input's bytes, [`HELD_PER_INPUT_BYTE`] times over.
+    pub fn collected_bytes(&self, also: f64) -> u64 {
+        let size = |files: &[FileStamp]| -> u64 { files.iter().map(|f| f.size.unwrap_or(0)).sum() };
+        let (mut all, mut share) = (0u64, also);
+        for (unit, steps) in self.units.iter().zip(&self.steps) {
+            let (mut listed, mut read) = (0u64, 0u64);
+            for (i, step) in steps.iter().enumerate() {
+                let bytes = size(&unit.piece(i).files);
+                listed += bytes;
+                read += match step {
+                    Step::Keep(_) => 0,
+                    Step::Read => bytes,
+                    Step::Append(old, _) => bytes.saturating_sub(size(&old.files)),
+                };
+            }
+            all += listed;
+            if listed > 0 {
+                share = share.max(read as f64 / listed as f64);
+            }
+        }
+        (HELD_PER_INPUT_BYTE as f64 * share * all as f64) as u64
+    }
+}
+
+/// Bytes a collected run holds per byte of input it read: the typed rows, their keys and the
+/// per-image state built from them. Measured on `capflow synth` data with the SSA recipe (a
+/// rerun that read every piece of 60 MB of inputs held about 410 MB above the process's base),
+/// rounded up.
+pub const HELD_PER_INPUT_BYTE: u64 = 8;
+
 /// Reads the spec's inputs piece by piece, and writes the record of every piece to
 /// `STATE/inputs.pending.json`, where it waits for the run's commit
 /// ([`InputsState::commit_pending`]). With `reuse`, the state's [`INPUTS_FILE`] describes the
@@ -784,59 +905,29 @@ fn plan_steps(units: &[Unit], old_units: Vec<OldUnit>) -> Result<(Vec<Vec<Step>>
 /// its stamps' fingerprint, where its line is) and the listing, never the record, whose unchanged
 /// pieces' lines are copied into the new one as they are.
 pub fn read_inputs(spec: &DataflowSpec, state_dir: &Path, reuse: bool) -> Result<InputRead> {
-    read_inputs_with(spec, state_dir, reuse, &BTreeSet::new())
+    read_planned(
+        InputPlan::make(spec, state_dir, reuse)?,
+        state_dir,
+        &BTreeSet::new(),
+    )
 }
 
-/// [`read_inputs`], reading the rows of the images in `also` too (from unchanged pieces, as
-/// those of touched images are).
-pub fn read_inputs_with(
-    spec: &DataflowSpec,
+/// Carries out `plan` as [`read_inputs`] does, reading the rows of the images in `also` too
+/// (from unchanged pieces, as those of touched images are).
+pub fn read_planned(
+    plan: InputPlan,
     state_dir: &Path,
-    reuse: bool,
     also: &BTreeSet<String>,
 ) -> Result<InputRead> {
-    let started = Instant::now();
-    let started_ns = now_ns();
-    let record_path = state_dir.join(INPUTS_FILE);
-    // The old record is read while the inputs are listed.
-    let (units, old) = std::thread::scope(|scope| {
-        let loaded = reuse.then(|| {
-            scope.spawn(|| {
-                let Some(mut record) = Record::open(&record_path)? else {
-                    return Ok(None);
-                };
-                let old = read_old_units(&mut record)?;
-                Ok::<_, Error>(Some((record, old)))
-            })
-        });
-        let units = list_units(spec)?;
-        let loaded = loaded.map(|handle| {
-            handle
-                .join()
-                .unwrap_or_else(|_| Err(Error::Usage("loading it panicked".into())))
-        });
-        Ok::<_, Error>((units, loaded))
-    })?;
-    // An unreadable record costs a full read, not the run.
-    let planned = match old {
-        Some(Ok(Some((record, old)))) => match plan_steps(&units, old) {
-            Ok((steps, gone)) => Some((record, steps, gone)),
-            Err(e) => {
-                unusable(&e);
-                None
-            }
-        },
-        Some(Err(e)) => {
-            unusable(&e);
-            None
-        }
-        _ => None,
-    };
-    let everything = planned.is_none();
-    let (mut record, steps, gone) = match planned {
-        Some((record, steps, gone)) => (Some(record), steps, gone),
-        None => (None, read_all(&units), Vec::new()),
-    };
+    let InputPlan {
+        started,
+        started_ns,
+        units,
+        mut record,
+        steps,
+        gone,
+    } = plan;
+    let everything = record.is_none();
     let listed: usize = units.iter().map(Unit::len).sum();
     // Step 1: the images of changed and removed pieces, then the new and changed pieces.
     let mut touched: HashSet<String> = also.iter().cloned().collect();
@@ -987,24 +1078,19 @@ fn planned_unread(unit: &Unit) -> Error {
 /// are configured as they were then), only new and changed pieces are read: an unchanged
 /// piece's line is copied from the old record.
 pub fn stamp_inputs(spec: &DataflowSpec, state_dir: &Path, reuse: bool) -> Result<()> {
-    let started_ns = now_ns();
-    let units = list_units(spec)?;
+    stamp_planned(InputPlan::make(spec, state_dir, reuse)?, state_dir)
+}
+
+/// Carries out `plan` as [`stamp_inputs`] does: the new and changed pieces are read without
+/// keeping their rows, the unchanged pieces' lines are copied from the old record.
+pub fn stamp_planned(plan: InputPlan, state_dir: &Path) -> Result<()> {
+    let InputPlan {
+        started_ns,
+        units,
+        steps,
+        ..
+    } = plan;
     let record_path = state_dir.join(INPUTS_FILE);
-    let planned = match reuse {
-        true => match Record::open(&record_path).and_then(|record| {
-            record
-                .map(|mut r| plan_steps(&units, read_old_units(&mut r)?))
-                .transpose()
-        }) {
-            Ok(planned) => planned.map(|(steps, _)| steps),
-            Err(e) => {
-                unusable(&e);
-                None
-            }
-        },
-        false => None,
-    };
-    let steps = planned.unwrap_or_else(|| read_all(&units));
     // One thread per unit writes its pieces, a line each, to a file of its own; the record is
     // put together from them in unit order ([`Record`]'s layout).
     let part = |unit: &Unit| state_dir.join(format!("{PENDING_INPUTS_FILE}.{}", unit.index));
@@ -1305,6 +1391,54 @@ mod tests {
         InputsState::read_file(&state.join(PENDING_INPUTS_FILE))
             .unwrap()
             .unwrap()
+    }
+
+    /// The plan's estimate of what collecting its reads holds, by hand: 8 bytes a byte of input
+    /// times the largest share of an input read (or the share asked for) times all inputs.
+    #[test]
+    fn a_plan_estimates_what_it_collects_from_the_share_of_the_inputs_it_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let amr = dir.path().join("graphs.amr");
+        let state = dir.path().join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        let first = format!("{}\n{}", graph(1, "dog"), graph(2, "cat"));
+        std::fs::write(&amr, &first).unwrap();
+        // A file modified within the last seconds is read again whatever its stamp: age it.
+        let age = |secs: u64| {
+            let then = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            let file = std::fs::File::options().write(true).open(&amr).unwrap();
+            file.set_modified(then).unwrap();
+        };
+        age(1_700_000_000);
+        let spec = spec(dir.path());
+        let fresh = InputPlan::make(&spec, &state, true).unwrap();
+        assert!(fresh.reads_everything());
+        assert_eq!(fresh.pieces(), (1, 1));
+        let size = first.len() as u64;
+        assert_eq!(fresh.collected_bytes(0.0), 8 * size);
+        read_planned(fresh, &state, &BTreeSet::new()).unwrap();
+        InputsState::commit_pending(&state).unwrap();
+        // Unchanged: nothing read, unless a share of the images is asked for besides.
+        let same = InputPlan::make(&spec, &state, true).unwrap();
+        assert!(!same.reads_everything());
+        assert_eq!(same.pieces(), (1, 0));
+        assert_eq!(same.collected_bytes(0.0), 0);
+        assert_eq!(same.collected_bytes(0.5), 4 * size);
+        // Grown: the appended bytes.
+        let more = format!("\n{}", graph(3, "cow"));
+        append(&amr, &more);
+        age(1_700_000_100);
+        let grown = InputPlan::make(&spec, &state, true).unwrap();
+        assert_eq!(grown.pieces(), (1, 1));
+        let appended = more.len() as u64;
+        let all = size + appended;
+        let expected = 8.0 * (appended as f64 / all as f64) * all as f64;
+        assert!(
+            grown.collected_bytes(0.0).abs_diff(expected as u64) <= 1,
+            "{} against {expected}",
+            grown.collected_bytes(0.0)
+        );
+        assert_eq!(grown.collected_bytes(1.0), 8 * all);
     }
 
     #[test]

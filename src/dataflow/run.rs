@@ -9,7 +9,7 @@ use super::artifact::{ModelArtifact, MODELS_FILE};
 use super::augment::{run_augment, AugmentRun};
 use super::buckets::BucketExport;
 use super::engine::{run_streaming, streams, StreamState};
-use super::inputs::InputsState;
+use super::inputs::{InputPlan, InputsState};
 use super::models::{
     cache_parses, fit_methods_with, model_rows, models_digest, save_parses, FittedModels,
     ModelSource, ModelsFrom,
@@ -211,32 +211,10 @@ fn run_with_sinks(
     // A `--refit` that replays SSA's quality filter from the state's records: the models are
     // fitted from a pass over the captions, and only new and changed pieces, and the images
     // whose merge the new models change, are read (docs/decisions/refit-replay.md).
-    let replaying = match (&state, &header_before) {
-        (Some(dir), Some(before)) if refit::replays(spec, options, dir, before, previous) => {
-            let replaying = refit::prepare(spec, dir, cluster.workers)?;
-            crate::cli::out::status!(
-                "capflow run {}: fitted the models on {} captions; the merge of {} images holds \
-                 under them, {} of the state's images are computed again",
-                spec.name,
-                replaying.models_metrics.rows_in,
-                replaying.replayable,
-                replaying.recompute.len()
-            );
-            Some(replaying)
-        }
-        _ => None,
+    let replays = match (&state, &header_before) {
+        (Some(dir), Some(before)) => refit::replays(spec, options, dir, before, previous),
+        _ => false,
     };
-    let pinned_models = match &replaying {
-        Some(replaying) => Some(Some(replaying.models_digest.clone())),
-        None => pinned_models,
-    };
-    if let (Some(writer), Some(replaying)) = (created.as_mut(), &replaying) {
-        writer.models(ModelsUsed {
-            source: ModelsSource::Fitted,
-            id: Some(replaying.models_digest.clone()),
-        });
-    }
-    let previous = created.as_ref().and_then(DatasetWriter::previous);
     let pieces_reusable = |models: &Option<String>| {
         spec.mix == MixConfig::All
             && header_before.as_ref()
@@ -247,19 +225,69 @@ fn run_with_sinks(
                     previous,
                 ))
     };
-    let reusable =
-        piecewise && (replaying.is_some() || pinned_models.as_ref().is_some_and(pieces_reusable));
-    let pieces_kept = reusable && state.as_ref().is_some_and(|s| InputsState::kept(s.dir()));
-    // A run with a state streams too unless it can read its inputs piece by piece: when the
-    // models learn from the inputs (a new caption changes them, so every input is read), when
-    // they come from a stored artifact but the state's pieces cannot be reused, or with several
+    let reusable = piecewise && (replays || pinned_models.as_ref().is_some_and(pieces_reusable));
+    // When the state's pieces can be reused, the inputs are listed against its record: the
+    // run reads only new and changed pieces, and collects their rows (and a replay's images to
+    // compute again) when they are few enough for the memory budget.
+    let plan = match &state {
+        Some(dir) if reusable => Some(InputPlan::make(spec, dir.dir(), true)?),
+        _ => None,
+    };
+    let collects = |also: f64| {
+        plan.as_ref().is_some_and(|plan| {
+            !plan.reads_everything() && plan.collected_bytes(also) <= options.memory_limit / 2
+        })
+    };
+    // What else a replay would compute, when that is what makes it too much to collect.
+    let mut replay_too_many = None;
+    let replaying = match &state {
+        Some(dir) if replays && collects(0.0) => {
+            let replaying = refit::prepare(spec, dir, cluster.workers)?;
+            crate::cli::out::status!(
+                "capflow run {}: fitted the models on {} captions; the merge of {} images holds \
+                 under them, {} of the state's images are computed again",
+                spec.name,
+                replaying.models_metrics.rows_in,
+                replaying.replayable,
+                replaying.recompute.len()
+            );
+            let again = replaying.recompute.len();
+            let share = again as f64 / (again as f64 + replaying.replayable as f64).max(1.0);
+            if collects(share) {
+                Some(replaying)
+            } else {
+                replay_too_many = Some(format!(" and {again} images are computed again"));
+                None
+            }
+        }
+        _ => None,
+    };
+    let collects_few = replaying.is_some() || (!replays && collects(0.0));
+    if let (Some(plan), false) = (&plan, collects_few) {
+        let (listed, read) = plan.pieces();
+        crate::cli::out::status!(
+            "capflow run {}: {read} of {listed} input pieces are new or changed{}, too many to \
+             hold within --memory-limit: reading every input on the streaming engine",
+            spec.name,
+            replay_too_many.unwrap_or_default()
+        );
+    }
+    let pinned_models = match &replaying {
+        Some(replaying) => Some(Some(replaying.models_digest.clone())),
+        None => pinned_models,
+    };
+    if let (Some(writer), Some(replaying)) = (created.as_mut(), &replaying) {
+        writer.models(ModelsUsed {
+            source: ModelsSource::Fitted,
+            id: Some(replaying.models_digest.clone()),
+        });
+    }
+    // A run with a state streams too unless it reads its inputs piece by piece and collects the
+    // rows of few pieces, or replays a refit. It streams when the models learn from the inputs
+    // (a new caption changes them, so every input is read), when every piece would be read (the
+    // state's pieces cannot be reused), when the changed pieces are many, or with several
     // processes.
-    let stream_state = state.is_some()
-        && replaying.is_none()
-        && (cluster.processes > 1
-            || pinned_models.is_none()
-            || (artifact.is_some() && !pieces_kept)
-            || spec.mix != MixConfig::All);
+    let stream_state = state.is_some() && !collects_few;
     if (state.is_none() || stream_state) && streamed_run(cluster, created.as_ref(), spec)? {
         let state = match state {
             Some(dir) => {
@@ -273,7 +301,12 @@ fn run_with_sinks(
                         h.engine_version == crate::ENGINE_VERSION
                             && h.config_hash == spec.config_hash()
                     });
-                    crate::dataflow::inputs::stamp_inputs(spec, dir.dir(), same_inputs)?;
+                    match plan {
+                        Some(plan) => crate::dataflow::inputs::stamp_planned(plan, dir.dir())?,
+                        None => {
+                            crate::dataflow::inputs::stamp_inputs(spec, dir.dir(), same_inputs)?
+                        }
+                    }
                 } else {
                     InputsState::remove(dir.dir())?;
                 }
@@ -303,10 +336,13 @@ fn run_with_sinks(
         (Some(state_dir), Some(_)) if piecewise => {
             let also = replaying.as_ref().map(|r| r.recompute.clone());
             let read = tracing::info_span!("read").in_scope(|| {
-                crate::dataflow::inputs::read_inputs_with(
-                    spec,
+                let plan = match plan {
+                    Some(plan) => plan,
+                    None => InputPlan::make(spec, state_dir.dir(), reusable)?,
+                };
+                crate::dataflow::inputs::read_planned(
+                    plan,
                     state_dir.dir(),
-                    reusable,
                     &also.unwrap_or_default(),
                 )
             })?;

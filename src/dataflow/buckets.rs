@@ -124,7 +124,6 @@ pub struct Exported {
 /// anew.
 struct BucketWrite<'a> {
     bucket: usize,
-    old_chunks: HashMap<&'a str, &'a [&'a str]>,
     new_chunks: Vec<Chunk<'a>>,
     /// The chunks written anew, by index into `new_chunks`, each with whether its input rows
     /// are written too (else only its samples are: a resampled chunk).
@@ -132,9 +131,65 @@ struct BucketWrite<'a> {
     /// Whether any of the bucket's previous chunks is read back: a chunk is written anew, or
     /// one is dropped.
     reads_back: bool,
+    /// The written chunks in the groups they are read back in, in order.
+    groups: Vec<ChunkGroup<'a>>,
 }
 
-/// What a bucket's rewritten chunks held before this run ([`BucketExport::write`]).
+/// Consecutive written chunks of a bucket that are read back together: with the previous
+/// chunks any of them takes images from, so that an image's previous rows and its new chunk
+/// meet in one group, and a run holds one group's previous rows at a time, not its bucket's.
+struct ChunkGroup<'a> {
+    /// Its chunks, as a range of [`BucketWrite::written`].
+    written: std::ops::Range<usize>,
+    /// The previous chunks read back for them, by key.
+    old: HashSet<&'a str>,
+}
+
+impl<'a> ChunkGroup<'a> {
+    /// Groups the `written` chunks of `new_chunks`: a chunk joins the group before it when they
+    /// take images from a previous chunk in common (previous and new chunks are both ranges of
+    /// image ids, so the chunks that share one are consecutive). The previous chunks no new
+    /// chunk takes images from and that are not `kept` (all their images removed) make a last
+    /// group of no chunks, read back for their retractions.
+    fn of(
+        written: &[(usize, bool)],
+        new_chunks: &[Chunk<'a>],
+        old_chunks: &HashMap<&'a str, &'a [&'a str]>,
+        kept: &HashSet<&'a str>,
+    ) -> Vec<ChunkGroup<'a>> {
+        let old_of: HashMap<&str, &'a str> = (old_chunks.iter())
+            .flat_map(|(key, ids)| ids.iter().map(move |id| (*id, *key)))
+            .collect();
+        let mut groups: Vec<ChunkGroup<'a>> = Vec::new();
+        for (at, &(i, _)) in written.iter().enumerate() {
+            let old: HashSet<&'a str> = (new_chunks[i].ids.iter())
+                .filter_map(|id| old_of.get(id).copied())
+                .collect();
+            match groups.last_mut() {
+                Some(group) if !group.old.is_disjoint(&old) => {
+                    group.written.end = at + 1;
+                    group.old.extend(old);
+                }
+                _ => groups.push(ChunkGroup {
+                    written: at..at + 1,
+                    old,
+                }),
+            }
+        }
+        let dropped: HashSet<&'a str> = (old_chunks.keys().copied())
+            .filter(|key| !kept.contains(key) && !groups.iter().any(|g| g.old.contains(key)))
+            .collect();
+        if !dropped.is_empty() {
+            groups.push(ChunkGroup {
+                written: written.len()..written.len(),
+                old: dropped,
+            });
+        }
+        groups
+    }
+}
+
+/// What a group of a bucket's rewritten chunks held before this run ([`BucketExport::write`]).
 struct BucketBack {
     back: ReadBack,
     /// The samples of its computed and removed images.
@@ -264,7 +319,7 @@ impl BucketExport<'_> {
             writes.push(BucketWrite {
                 bucket: *bucket,
                 reads_back: !written.is_empty() || samples_kept.len() != old_chunks.len(),
-                old_chunks,
+                groups: ChunkGroup::of(&written, &new_chunks, &old_chunks, &samples_kept),
                 new_chunks,
                 written,
             });
@@ -287,10 +342,14 @@ impl BucketExport<'_> {
         let pieces_of =
             |bucket: usize| -> &[ChunkPiece] { old_pieces.get(&bucket).map_or(&[], Vec::as_slice) };
         // What the rewritten chunks of the buckets hold before this run is read back on a
-        // thread of its own, a bucket ahead of the writing: every previous chunk that is not
-        // kept as it was, whose images' rows go into the new chunks and whose computed and
-        // removed images' samples are retracted.
-        let read_back = |write: &BucketWrite| -> Result<BucketBack> {
+        // thread of its own, a group of chunks ahead of the writing: every previous chunk that
+        // is not kept as it was, whose images' rows go into the new chunks and whose computed
+        // and removed images' samples are retracted. With a replay, the bucket's replayed
+        // samples are taken as its first group is read back.
+        let read_back = |write: &BucketWrite,
+                         group: &ChunkGroup,
+                         replays: Option<&mut BTreeMap<String, Vec<SampleRow>>>|
+         -> Result<BucketBack> {
             let bucket = write.bucket;
             let (kept, inputs_kept) = (&kept[&bucket], &inputs_kept[&bucket]);
             let mut retracted = BTreeMap::new();
@@ -298,7 +357,7 @@ impl BucketExport<'_> {
                 Some(_) => ReadBack::default(),
                 None => {
                     let replaced = pieces_of(bucket).iter().filter(|p| {
-                        write.old_chunks.contains_key(p.chunk)
+                        group.old.contains(p.chunk)
                             && !kept.contains(p.chunk)
                             && !(inputs_kept.contains(p.chunk)
                                 && p.file.table != TableKind::Samples)
@@ -320,8 +379,12 @@ impl BucketExport<'_> {
                     back
                 }
             };
-            let replayed = match self.replay {
-                Some(replay) => self.replayed(replay(bucket)?, &mut back)?,
+            let replayed = match replays {
+                Some(replays) => {
+                    let ids = (write.written[group.written.clone()].iter())
+                        .flat_map(|&(i, _)| write.new_chunks[i].ids.iter().copied());
+                    self.replayed(replays, &mut back, ids)?
+                }
                 None => BTreeMap::new(),
             };
             Ok(BucketBack {
@@ -336,10 +399,20 @@ impl BucketExport<'_> {
             let writes = &writes;
             scope.spawn(move || {
                 for write in writes.iter().filter(|w| w.reads_back) {
-                    let back = read_back(write);
-                    let failed = back.is_err();
-                    if send.send(back).is_err() || failed {
-                        break;
+                    let mut replays = match self.replay.map(|replay| replay(write.bucket)) {
+                        Some(Ok(replays)) => Some(replays),
+                        Some(Err(e)) => {
+                            let _ = send.send(Err(e));
+                            return;
+                        }
+                        None => None,
+                    };
+                    for group in &write.groups {
+                        let back = read_back(write, group, replays.as_mut());
+                        let failed = back.is_err();
+                        if send.send(back).is_err() || failed {
+                            return;
+                        }
                     }
                 }
             });
@@ -388,63 +461,65 @@ impl BucketExport<'_> {
                 if !write.reads_back {
                     continue;
                 }
-                let BucketBack {
-                    mut back,
-                    retracted: bucket_retracted,
-                    replayed,
-                } = receive.recv().map_err(|_| {
-                    Error::Usage("reading back the previous version's chunks stopped".into())
-                })??;
-                for (id, samples) in bucket_retracted {
-                    retracted.entry(id).or_default().extend(samples);
-                }
-                replay_changes.extend(replayed);
-                for &(i, with_inputs) in &write.written {
-                    let chunk = &write.new_chunks[i];
-                    if let Some(samples) = back.resampled.remove(chunk.key) {
-                        let others =
-                            |id: &str| samples_of(id, plan, new_samples, &mut back, &mut added);
-                        exported.rows_written +=
-                            samples.write(writer, (bucket, buckets), chunk, others)?;
-                        writer.finish_chunk(bucket, chunk.key)?;
-                        exported.written += 1;
-                        continue;
+                for group in &write.groups {
+                    let BucketBack {
+                        mut back,
+                        retracted: bucket_retracted,
+                        replayed,
+                    } = receive.recv().map_err(|_| {
+                        Error::Usage("reading back the previous version's chunks stopped".into())
+                    })??;
+                    for (id, samples) in bucket_retracted {
+                        retracted.entry(id).or_default().extend(samples);
                     }
-                    let mut sink = DatasetSink::bucket(writer, (bucket, buckets), chunk.key);
-                    for id in chunk.ids.iter().filter(|_| with_inputs) {
-                        match rows.get(id) {
-                            Some(list) => {
-                                for keyed in list {
-                                    sink.row(keyed.row.clone())?;
+                    replay_changes.extend(replayed);
+                    for &(i, with_inputs) in &write.written[group.written.clone()] {
+                        let chunk = &write.new_chunks[i];
+                        if let Some(samples) = back.resampled.remove(chunk.key) {
+                            let others =
+                                |id: &str| samples_of(id, plan, new_samples, &mut back, &mut added);
+                            exported.rows_written +=
+                                samples.write(writer, (bucket, buckets), chunk, others)?;
+                            writer.finish_chunk(bucket, chunk.key)?;
+                            exported.written += 1;
+                            continue;
+                        }
+                        let mut sink = DatasetSink::bucket(writer, (bucket, buckets), chunk.key);
+                        for id in chunk.ids.iter().filter(|_| with_inputs) {
+                            match rows.get(id) {
+                                Some(list) => {
+                                    for keyed in list {
+                                        sink.row(keyed.row.clone())?;
+                                    }
                                 }
-                            }
-                            None => {
-                                let list = back.inputs.remove(*id).ok_or_else(|| {
-                                    Error::invalid(
-                                        self.dir.display().to_string(),
-                                        format!(
+                                None => {
+                                    let list = back.inputs.remove(*id).ok_or_else(|| {
+                                        Error::invalid(
+                                            self.dir.display().to_string(),
+                                            format!(
                                             "the previous version holds no rows of image {id:?}, \
                                              which the state lists; rerun without --state"
                                         ),
-                                    )
-                                })?;
-                                for row in list {
-                                    sink.row(row)?;
+                                        )
+                                    })?;
+                                    for row in list {
+                                        sink.row(row)?;
+                                    }
                                 }
                             }
                         }
-                    }
-                    for id in chunk.ids {
-                        for sample in samples_of(id, plan, new_samples, &mut back, &mut added) {
-                            sink.row(Row::Sample(sample))?;
+                        for id in chunk.ids {
+                            for sample in samples_of(id, plan, new_samples, &mut back, &mut added) {
+                                sink.row(Row::Sample(sample))?;
+                            }
                         }
+                        exported.rows_written += sink.rows_out();
+                        sink.finish()?;
+                        // Its shards are closed at once: an open shard holds a compressor for each
+                        // of its columns.
+                        writer.finish_chunk(bucket, chunk.key)?;
+                        exported.written += 1;
                     }
-                    exported.rows_written += sink.rows_out();
-                    sink.finish()?;
-                    // Its shards are closed at once: an open shard holds a compressor for each
-                    // of its columns.
-                    writer.finish_chunk(bucket, chunk.key)?;
-                    exported.written += 1;
                 }
             }
             Ok(())
@@ -463,14 +538,15 @@ impl BucketExport<'_> {
 
 impl BucketExport<'_> {
     /// Gives each image whose samples were read back (as rows, or in a resampled chunk's
-    /// batches) its replayed SSA samples in place of its old ones, and the images without
-    /// samples before their replayed ones if they have any; returns the changes, by image.
-    /// Each replayed image's changes are made at once: the bucket's samples are not held
-    /// twice.
-    fn replayed(
+    /// batches) its replayed SSA samples in place of its old ones, and the images of `ids`
+    /// without samples before their replayed ones if they have any, taking them from
+    /// `replayed`; returns the changes, by image. Each replayed image's changes are made at
+    /// once: the group's samples are not held twice.
+    fn replayed<'i>(
         &self,
-        mut replayed: BTreeMap<String, Vec<SampleRow>>,
+        replayed: &mut BTreeMap<String, Vec<SampleRow>>,
         back: &mut ReadBack,
+        ids: impl Iterator<Item = &'i str>,
     ) -> Result<BTreeMap<String, Vec<(SampleRow, i8)>>> {
         let no_replay = |id: &str| {
             Error::invalid(
@@ -494,9 +570,12 @@ impl BucketExport<'_> {
             let changed = changelog([(id.clone(), old)].into(), [(id.clone(), new)].into());
             changes.insert(id.clone(), changed);
         }
-        for (id, ssa) in replayed.into_iter().filter(|(_, ssa)| !ssa.is_empty()) {
-            changes.insert(id.clone(), ssa.iter().map(|s| (s.clone(), 1)).collect());
-            samples.insert(id, ssa);
+        for id in ids {
+            let Some(ssa) = replayed.remove(id).filter(|ssa| !ssa.is_empty()) else {
+                continue;
+            };
+            changes.insert(id.to_string(), ssa.iter().map(|s| (s.clone(), 1)).collect());
+            samples.insert(id.to_string(), ssa);
         }
         Ok(changes)
     }
@@ -639,6 +718,56 @@ mod tests {
             quality: Vec::new(),
             provenance: Default::default(),
         }
+    }
+
+    /// Written chunks are grouped with the previous chunks they take images from; chunks that
+    /// share a previous chunk are read back together, and a previous chunk left with no image
+    /// is read back alone, for its retractions.
+    #[test]
+    fn chunks_that_share_a_previous_chunk_are_read_back_together() {
+        let old_ids = ["1", "2", "3", "4", "5", "6", "8"];
+        let old_chunks: HashMap<&str, &[&str]> = HashMap::from([
+            ("3", &old_ids[0..3]),
+            ("5", &old_ids[3..5]),
+            ("6", &old_ids[5..6]),
+            ("8", &old_ids[6..7]),
+        ]);
+        // "4" now ends a chunk, so the old chunk "5" is split between "4" and "7"; "7" also
+        // takes "6", and "8" is removed. "3" is unchanged and kept.
+        let new_ids = ["1", "2", "3", "4", "5", "6", "7", "9"];
+        let new_chunks = vec![
+            Chunk {
+                key: "3",
+                ids: &new_ids[0..3],
+            },
+            Chunk {
+                key: "4",
+                ids: &new_ids[3..4],
+            },
+            Chunk {
+                key: "7",
+                ids: &new_ids[4..7],
+            },
+            Chunk {
+                key: "",
+                ids: &new_ids[7..8],
+            },
+        ];
+        let written = [(1, true), (2, true), (3, true)];
+        let kept = HashSet::from(["3"]);
+        let groups = ChunkGroup::of(&written, &new_chunks, &old_chunks, &kept);
+        let shown: Vec<(std::ops::Range<usize>, BTreeSet<&str>)> = groups
+            .iter()
+            .map(|g| (g.written.clone(), g.old.iter().copied().collect()))
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                (0..2, BTreeSet::from(["5", "6"])),
+                (2..3, BTreeSet::new()),
+                (3..3, BTreeSet::from(["8"])),
+            ]
+        );
     }
 
     #[test]

@@ -69,9 +69,10 @@ measure() {
   rm -rf "$out" "$work/state-$label"
   if [ -n "${STATE:-}" ]; then
     if [ -n "${REWRITE:-}" ]; then
-      rm -rf "$work/in-$label"
-      cp -al "$synth" "$work/in-$label"
-      synth="$work/in-$label"
+      # One path for every build's runs: the datasets name their input files.
+      rm -rf "$work/in"
+      cp -al "$synth" "$work/in"
+      synth="$work/in"
     fi
     once "$label" "$bin" "$synth" "$images" "$out" --state "$work/state-$label" "$@"
     if [ -n "${REWRITE:-}" ]; then
@@ -116,5 +117,5 @@ for images in "${sizes[@]}"; do
       echo "data files differ from the baseline's at $images images" >&2
     fi
   fi
-  rm -rf "$work"/out-* "$work"/state-* "$work"/in-*
+  rm -rf "$work"/out-* "$work"/state-* "$work"/in
 done

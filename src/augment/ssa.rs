@@ -799,7 +799,7 @@ pub fn record(
 
 /// What [`replay`] gives for one image: its SSA samples and its drops by reason (those of the
 /// record and the quality filter's), as the stages from `amr-align` on would give them.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Replayed {
     pub samples: Vec<SampleRow>,
     pub dropped: Vec<(Drop, u64)>,

@@ -106,13 +106,21 @@ pub struct BucketExport<'a> {
     /// With a replay: the images the plan computes whose input rows did not change (their
     /// merge did, under the new models), whose chunks keep their input tables' files.
     pub recomputed: Option<&'a BTreeSet<String>>,
+    /// Where each bucket's changes go as a run sorted by image id once the bucket is written
+    /// ([`Exported::runs`]), instead of being held until the end; not for a run that replaces
+    /// the whole previous version (its retractions are read up front).
+    pub runs: Option<&'a Path>,
 }
 
 /// What [`BucketExport::write`] did.
 #[derive(Debug, Default)]
 pub struct Exported {
-    /// Samples added (+1) and retracted (−1) relative to the previous version, by image id.
+    /// Samples added (+1) and retracted (−1) relative to the previous version, by image id
+    /// (those not in `runs`).
     pub changes: Vec<(SampleRow, i8)>,
+    /// With [`BucketExport::runs`], the buckets' changes: runs sorted by image id, each image's
+    /// changes in one run ([`super::spill::merge_changes`]).
+    pub runs: Vec<std::path::PathBuf>,
     /// Rows in this version's bucket files (written and carried).
     pub rows_written: u64,
     /// Bucket chunks written anew, and carried forward unchanged.
@@ -521,19 +529,42 @@ impl BucketExport<'_> {
                         exported.written += 1;
                     }
                 }
+                // Every change held so far is this bucket's: it goes to the bucket's run.
+                if let (Some(dir), None) = (self.runs, &plan.full) {
+                    let changes = image_changes(
+                        std::mem::take(&mut replay_changes),
+                        std::mem::take(&mut retracted),
+                        std::mem::take(&mut added),
+                    );
+                    if !changes.is_empty() {
+                        let path = dir.join(format!("b{bucket:05}.arrows"));
+                        super::spill::write_changes(&path, &changes)?;
+                        exported.runs.push(path);
+                    }
+                }
             }
             Ok(())
         })?;
-        let mut changes: BTreeMap<String, Vec<(SampleRow, i8)>> = replay_changes;
-        for (sample, diff) in changelog(retracted, added) {
-            changes
-                .entry(sample.image_id.clone())
-                .or_default()
-                .push((sample, diff));
-        }
-        exported.changes = changes.into_values().flatten().collect();
+        exported.changes = image_changes(replay_changes, retracted, added);
         Ok(exported)
     }
+}
+
+/// The changes of a set of images, in image id order: each image's replayed changes, then its
+/// retracted and added samples' ([`changelog`]).
+fn image_changes(
+    replayed: BTreeMap<String, Vec<(SampleRow, i8)>>,
+    retracted: BTreeMap<String, Vec<SampleRow>>,
+    added: BTreeMap<String, Vec<SampleRow>>,
+) -> Vec<(SampleRow, i8)> {
+    let mut changes = replayed;
+    for (sample, diff) in changelog(retracted, added) {
+        changes
+            .entry(sample.image_id.clone())
+            .or_default()
+            .push((sample, diff));
+    }
+    changes.into_values().flatten().collect()
 }
 
 impl BucketExport<'_> {

@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -669,8 +669,9 @@ pub struct Replaying {
     pub recompute: BTreeSet<String>,
     /// The state's images whose records hold.
     pub replayable: u64,
-    /// Each bucket's replays not yet taken, by image: its digest and what the replay gave.
-    replays: Mutex<BTreeMap<usize, BucketReplays>>,
+    /// Where each bucket's replays wait for the export ([`BucketReplays`], one file a bucket,
+    /// removed as it is taken).
+    spill: PathBuf,
     replayed: Mutex<ReplayTally>,
 }
 
@@ -687,16 +688,28 @@ struct ReplayTally {
 #[derive(Default)]
 struct Checked {
     recompute: BTreeSet<String>,
-    replays: BTreeMap<usize, BucketReplays>,
+    replayable: u64,
 }
 
-/// A bucket's replays, by image: its digest and what the replay gave.
-type BucketReplays = BTreeMap<String, (String, Replayed)>;
+/// A bucket's replays, in image id order: the image, its digest and what the replay gave.
+/// Spilled as bincode to a file of the bucket ([`replays_file`]).
+type BucketReplays = Vec<(String, String, Replayed)>;
+
+/// The file of `bucket`'s replays in `spill`.
+fn replays_file(spill: &Path, bucket: usize) -> PathBuf {
+    spill.join(format!("b{bucket:05}.bin"))
+}
 
 /// Fits the models from a pass over the captions ([`caption_stats`]) and replays every record
-/// of the state that holds under them, on `threads` threads. The replays are held until the
-/// export takes them: an image's SSA samples, a few hundred bytes an image.
-pub fn prepare(spec: &DataflowSpec, state: &StateDir, threads: usize) -> Result<Replaying> {
+/// of the state that holds under them, on `threads` threads. The replays (an image's SSA
+/// samples, a few hundred bytes an image) wait in files of `spill`, one a bucket, until the
+/// export takes them a bucket at a time.
+pub fn prepare(
+    spec: &DataflowSpec,
+    state: &StateDir,
+    threads: usize,
+    spill: &Path,
+) -> Result<Replaying> {
     let started = Instant::now();
     let (stats, rows) =
         tracing::info_span!("caption-stats").in_scope(|| caption_stats(spec, threads))?;
@@ -720,7 +733,8 @@ pub fn prepare(spec: &DataflowSpec, state: &StateDir, threads: usize) -> Result<
             .chunks(buckets.len().div_ceil(threads))
             .map(|share| {
                 let (config, models, config_hash) = (&config, &models, &config_hash);
-                scope.spawn(move || replay_share(state, share, config_hash, (config, models)))
+                scope
+                    .spawn(move || replay_share(state, share, config_hash, (config, models), spill))
             })
             .collect();
         handles
@@ -731,23 +745,19 @@ pub fn prepare(spec: &DataflowSpec, state: &StateDir, threads: usize) -> Result<
             })
             .collect()
     });
-    let (mut recompute, mut replays) = (BTreeSet::new(), BTreeMap::new());
+    let (mut recompute, mut replayable) = (BTreeSet::new(), 0);
     for share in checked {
         let share = share?;
         recompute.extend(share.recompute);
-        replays.extend(share.replays);
+        replayable += share.replayable;
     }
-    let replayable = replays
-        .values()
-        .map(|r: &BTreeMap<_, _>| r.len() as u64)
-        .sum();
     Ok(Replaying {
         models_digest: rows.hex(),
         fitted,
         models_metrics,
         recompute,
         replayable,
-        replays: Mutex::new(replays),
+        spill: spill.to_path_buf(),
         replayed: Mutex::new(ReplayTally {
             elapsed: replay_started.elapsed(),
             ..ReplayTally::default()
@@ -763,11 +773,12 @@ fn replay_share(
     share: &[usize],
     config_hash: &str,
     (config, models): (&SsaConfig, &SsaModels),
+    spill: &Path,
 ) -> Result<Checked> {
     let mut checked = Checked::default();
     for &bucket in share {
         let states = state.read_bucket(bucket)?;
-        let mut replays = BTreeMap::new();
+        let mut replays: BTreeMap<String, (String, Replayed)> = BTreeMap::new();
         for_each_record(state, bucket, config_hash, |id, digest, kept| {
             let holds = states.get(&id).is_some_and(|image| image.digest == digest);
             if let Some(replayed) = holds.then(|| kept.replay(config, models)).flatten() {
@@ -777,7 +788,16 @@ fn replay_share(
         })?;
         let unreplayed = states.into_keys().filter(|id| !replays.contains_key(id));
         checked.recompute.extend(unreplayed);
-        checked.replays.insert(bucket, replays);
+        checked.replayable += replays.len() as u64;
+        let replays: BucketReplays = (replays.into_iter())
+            .map(|(id, (digest, replayed))| (id, digest, replayed))
+            .collect();
+        let path = replays_file(spill, bucket);
+        let file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+        let mut out = std::io::BufWriter::new(file);
+        bincode::serialize_into(&mut out, &replays)
+            .map_err(|e| Error::invalid(path.display().to_string(), e.to_string()))?;
+        std::io::Write::flush(&mut out).map_err(|e| Error::io(&path, e))?;
     }
     Ok(checked)
 }
@@ -789,11 +809,18 @@ impl Replaying {
         &self,
         bucket: usize,
         carried: impl Fn(&str, &str) -> bool,
-    ) -> BTreeMap<String, Vec<SampleRow>> {
-        let replays = lock(&self.replays).remove(&bucket).unwrap_or_default();
+    ) -> Result<BTreeMap<String, Vec<SampleRow>>> {
+        let path = replays_file(&self.spill, bucket);
+        let replays: BucketReplays = match std::fs::File::open(&path) {
+            Ok(file) => bincode::deserialize_from(std::io::BufReader::new(file))
+                .map_err(|e| Error::invalid(path.display().to_string(), e.to_string()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        super::state::remove_if_present(&path)?;
         let mut tally = lock(&self.replayed);
         let mut out = BTreeMap::new();
-        for (id, (digest, replayed)) in replays {
+        for (id, digest, replayed) in replays {
             if !carried(&id, &digest) {
                 continue;
             }
@@ -804,7 +831,7 @@ impl Replaying {
             }
             out.insert(id, replayed.samples);
         }
-        out
+        Ok(out)
     }
 
     /// SSA's drops of the replayed images, by reason.

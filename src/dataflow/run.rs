@@ -242,7 +242,11 @@ fn run_with_sinks(
     let mut replay_too_many = None;
     let replaying = match &state {
         Some(dir) if replays && collects(0.0) => {
-            let replaying = refit::prepare(spec, dir, cluster.workers)?;
+            let spill = match &created {
+                Some(writer) => writer.scratch_dir("replays")?,
+                None => return Err(Error::Usage("a refit replays on one process".into())),
+            };
+            let replaying = refit::prepare(spec, dir, cluster.workers, &spill)?;
             crate::cli::out::status!(
                 "capflow run {}: fitted the models on {} captions; the merge of {} images holds \
                  under them, {} of the state's images are computed again",
@@ -540,23 +544,42 @@ fn run_with_sinks(
         dir: &out,
         replay: None,
         recomputed: None,
+        runs: None,
     };
     let replay_bucket = |bucket: usize| match &replaying {
-        Some(replaying) => Ok(replaying.replay_bucket(bucket, |id, digest| {
+        Some(replaying) => replaying.replay_bucket(bucket, |id, digest| {
             let before = plan.previous.get(&bucket).and_then(|states| states.get(id));
             before.is_some_and(|s| s.digest == digest)
                 && !plan.compute.contains(id)
                 && !plan.removed.contains(id)
-        })),
+        }),
         None => Ok(BTreeMap::new()),
+    };
+    // On one process each bucket's changes go to a run on disk as the bucket is written, and
+    // the runs are merged into the changelog: a rerun that changes every image's samples (a
+    // refit) does not hold its changelog.
+    let runs_dir = match cluster.processes {
+        1 => Some(writer.scratch_dir("changes")?),
+        _ => None,
     };
     let layout = BucketExport {
         replay: replaying.as_ref().map(|_| &replay_bucket as _),
         recomputed: replaying.as_ref().map(|_| &recomputed),
+        runs: runs_dir.as_deref(),
         ..layout
     };
     let exported = tracing::info_span!("export")
         .in_scope(|| layout.write(&mut writer, &collected, &owned, &mut new_samples))?;
+    if !exported.runs.is_empty() {
+        if !exported.changes.is_empty() {
+            return Err(Error::Usage(
+                "an export left changes both in runs and in memory".into(),
+            ));
+        }
+        let mut changelog = writer.changelog_writer()?;
+        super::spill::merge_changes(&exported.runs, &mut changelog)?;
+        writer.stage_changelog(changelog)?;
+    }
     if let Some(replaying) = &replaying {
         for (reason, n) in drop_reasons(&replaying.dropped()) {
             *dropped.entry(reason).or_insert(0) += n;

@@ -872,7 +872,11 @@ impl InputPlan {
         for (unit, steps) in self.units.iter().zip(&self.steps) {
             let (mut listed, mut read) = (0u64, 0u64);
             for (i, step) in steps.iter().enumerate() {
-                let bytes = size(&unit.piece(i).files);
+                let bytes = match (&unit.whole, &unit.flickr) {
+                    (Some(whole), _) => size(&whole.files),
+                    (None, Some(listing)) => listing.bytes_at(unit.images[i]),
+                    (None, None) => 0,
+                };
                 listed += bytes;
                 read += match step {
                     Step::Keep(_) => 0,

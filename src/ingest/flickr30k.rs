@@ -636,6 +636,27 @@ impl Listing {
         }
     }
 
+    /// The bytes of the files of the image at a place of [`places`](Self::places), as listed
+    /// (0 for a file listed without its size): [`image_at`](Self::image_at)'s files' sizes,
+    /// without making the image.
+    pub fn bytes_at(&self, place: Option<ImageSlot>) -> u64 {
+        let size = |meta: Option<FileMeta>| meta.map_or(0, |m| m.size);
+        match (place, &self.only) {
+            (Some(slot), _) => {
+                slot.sentence.map_or(0, |s| size(self.sentences.meta(s)))
+                    + slot
+                        .annotation
+                        .map_or(0, |a| size(self.annotations.meta(a)))
+            }
+            (None, Some(only)) => [&only.sentence, &only.annotation]
+                .into_iter()
+                .flatten()
+                .map(|file| size(file.meta))
+                .sum(),
+            (None, None) => 0,
+        }
+    }
+
     /// The split the lists give an image (`unknown` when none does).
     pub fn split_of(&self, image_id: &str) -> &'static str {
         self.splits

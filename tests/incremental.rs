@@ -1146,6 +1146,26 @@ fn a_run_without_state_says_its_models_were_fitted_and_not_kept() {
     assert!(manifest.get("models").is_none(), "{manifest}");
 }
 
+/// The shipped SSA recipe, the full sample data copied into `tmp/input` (aged: a rerun does not
+/// read it again for its timestamps) and a first run with a state in `tmp`.
+fn ssa_with_state(tmp: &Path) -> (PathBuf, PathBuf, Runs) {
+    let spec = common::repo_root().join("dataflows/ssa-flickr30k.toml");
+    let input = tmp.join("input");
+    let runs = Runs::new(tmp, "ssa");
+    sample_data(&input, &|_| true, &[]);
+    age(&input);
+    runs.update(&spec, &input);
+    (spec, input, runs)
+}
+
+/// Appends a caption to image `id`'s sentence file in `input`.
+fn add_caption(input: &Path, id: &str) {
+    let sentences = input.join(format!("flickr30k_entities/Sentences/{id}.txt"));
+    let mut text = std::fs::read_to_string(&sentences).unwrap();
+    text.push_str("[/EN#1001/people A man] holds [/EN#1002/other a red kite] .\n");
+    std::fs::write(&sentences, text).unwrap();
+}
+
 /// A rerun whose changed pieces are too many to collect within `--memory-limit` reads every
 /// input on the streaming engine instead: the images that did not change are carried, the
 /// changed ones computed with the kept models, and the dataset is what a fresh run with those
@@ -1153,18 +1173,10 @@ fn a_run_without_state_says_its_models_were_fitted_and_not_kept() {
 #[test]
 fn a_rerun_that_changes_too_much_to_collect_streams_with_the_kept_models() {
     let tmp = tempfile::tempdir().unwrap();
-    let spec = common::repo_root().join("dataflows/ssa-flickr30k.toml");
-    let input = tmp.path().join("input");
-    let runs = Runs::new(tmp.path(), "ssa");
-    sample_data(&input, &|_| true, &[]);
-    age(&input);
-    runs.update(&spec, &input);
+    let (spec, input, runs) = ssa_with_state(tmp.path());
     let changed = ["1000002", "1000005", "1000009", "1000013", "1000017"];
     for id in changed {
-        let sentences = input.join(format!("flickr30k_entities/Sentences/{id}.txt"));
-        let mut text = std::fs::read_to_string(&sentences).unwrap();
-        text.push_str("[/EN#1001/people A man] holds [/EN#1002/other a red kite] .\n");
-        std::fs::write(&sentences, text).unwrap();
+        add_caption(&input, id);
     }
     age(&input);
     // The sample inputs are about 80 KB: a quarter of them, held as rows, is more than half of
@@ -1204,21 +1216,10 @@ fn a_rerun_that_changes_too_much_to_collect_streams_with_the_kept_models() {
 #[test]
 fn a_refit_that_changes_too_much_to_collect_streams_and_equals_a_fresh_run() {
     let tmp = tempfile::tempdir().unwrap();
-    let spec = common::repo_root().join("dataflows/ssa-flickr30k.toml");
-    let input = tmp.path().join("input");
-    let runs = Runs::new(tmp.path(), "ssa");
-    sample_data(&input, &|_| true, &[]);
-    age(&input);
-    runs.update(&spec, &input);
-    let add_caption = |id: &str| {
-        let sentences = input.join(format!("flickr30k_entities/Sentences/{id}.txt"));
-        let mut text = std::fs::read_to_string(&sentences).unwrap();
-        text.push_str("[/EN#1001/people A man] holds [/EN#1002/other a red kite] .\n");
-        std::fs::write(&sentences, text).unwrap();
-    };
+    let (spec, input, runs) = ssa_with_state(tmp.path());
     // A quarter of the pieces changed: too many for 64 KiB, so nothing is replayed.
     for id in ["1000002", "1000005", "1000009", "1000013", "1000017"] {
-        add_caption(id);
+        add_caption(&input, id);
     }
     age(&input);
     let log = runs.update_with(&spec, &input, &["--refit", "--memory-limit", "64KiB"]);
@@ -1248,7 +1249,7 @@ fn a_refit_that_changes_too_much_to_collect_streams_and_equals_a_fresh_run() {
     for file in &files[1..] {
         std::fs::remove_file(file).unwrap();
     }
-    add_caption("1000003");
+    add_caption(&input, "1000003");
     age(&input);
     let log = runs.update_with(&spec, &input, &["--refit", "--memory-limit", "128KiB"]);
     assert!(log.contains("fitted the models on 106 captions"), "{log}");

@@ -155,20 +155,16 @@ pub struct RecordsCursor {
 impl RecordsCursor {
     /// The records of `bucket` written under `config_hash`.
     pub fn open(state: &StateDir, bucket: usize, config_hash: &str) -> Result<RecordsCursor> {
-        let appended = appended_records(state, bucket, config_hash)?;
-        let mut base = base_records(state, bucket, config_hash)?;
-        let head = match &mut base {
-            Some(base) => base.next_record()?,
-            None => None,
-        };
-        Ok(RecordsCursor {
+        let mut cursor = RecordsCursor {
             bucket,
             config_hash: config_hash.to_string(),
-            appended,
-            base,
-            head,
+            appended: appended_records(state, bucket, config_hash)?,
+            base: base_records(state, bucket, config_hash)?,
+            head: None,
             last: None,
-        })
+        };
+        cursor.advance()?;
+        Ok(cursor)
     }
 
     /// The bucket this cursor reads.
@@ -255,7 +251,7 @@ impl RecordsStream {
     }
 }
 
-fn not_records(path: &std::path::Path, e: &bincode::Error) -> Error {
+fn not_records(path: &Path, e: &bincode::Error) -> Error {
     Error::invalid(
         path.display().to_string(),
         format!("not a capflow records file: {e}"),
@@ -691,9 +687,9 @@ struct Checked {
     replayable: u64,
 }
 
-/// A bucket's replays, in image id order: the image, its digest and what the replay gave.
-/// Spilled as bincode to a file of the bucket ([`replays_file`]).
-type BucketReplays = Vec<(String, String, Replayed)>;
+/// A bucket's replays, by image: its digest and what the replay gave. Spilled as bincode to a
+/// file of the bucket ([`replays_file`]).
+type BucketReplays = BTreeMap<String, (String, Replayed)>;
 
 /// The file of `bucket`'s replays in `spill`.
 fn replays_file(spill: &Path, bucket: usize) -> PathBuf {
@@ -778,7 +774,7 @@ fn replay_share(
     let mut checked = Checked::default();
     for &bucket in share {
         let states = state.read_bucket(bucket)?;
-        let mut replays: BTreeMap<String, (String, Replayed)> = BTreeMap::new();
+        let mut replays = BucketReplays::new();
         for_each_record(state, bucket, config_hash, |id, digest, kept| {
             let holds = states.get(&id).is_some_and(|image| image.digest == digest);
             if let Some(replayed) = holds.then(|| kept.replay(config, models)).flatten() {
@@ -789,9 +785,6 @@ fn replay_share(
         let unreplayed = states.into_keys().filter(|id| !replays.contains_key(id));
         checked.recompute.extend(unreplayed);
         checked.replayable += replays.len() as u64;
-        let replays: BucketReplays = (replays.into_iter())
-            .map(|(id, (digest, replayed))| (id, digest, replayed))
-            .collect();
         let path = replays_file(spill, bucket);
         let file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
         let mut out = std::io::BufWriter::new(file);
@@ -814,13 +807,13 @@ impl Replaying {
         let replays: BucketReplays = match std::fs::File::open(&path) {
             Ok(file) => bincode::deserialize_from(std::io::BufReader::new(file))
                 .map_err(|e| Error::invalid(path.display().to_string(), e.to_string()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BucketReplays::new(),
             Err(e) => return Err(Error::io(&path, e)),
         };
         super::state::remove_if_present(&path)?;
         let mut tally = lock(&self.replayed);
         let mut out = BTreeMap::new();
-        for (id, digest, replayed) in replays {
+        for (id, (digest, replayed)) in replays {
             if !carried(&id, &digest) {
                 continue;
             }
@@ -881,10 +874,10 @@ mod tests {
             .collect()
     }
 
-    fn records(images: &[(&str, &str, u64)]) -> BucketRecords {
+    fn records<S: AsRef<str>>(images: &[(S, &str, u64)]) -> BucketRecords {
         images
             .iter()
-            .map(|(id, digest, n)| (id.to_string(), (digest.to_string(), kept(*n))))
+            .map(|(id, digest, n)| (id.as_ref().to_string(), (digest.to_string(), kept(*n))))
             .collect()
     }
 
@@ -945,10 +938,7 @@ mod tests {
         let base: Vec<(String, &str, u64)> = (0..500)
             .map(|k| (format!("{:07}", 2_000_000 + k), "d1", k % 7))
             .collect();
-        let base: BucketRecords = base
-            .iter()
-            .map(|(id, digest, n)| (id.clone(), (digest.to_string(), kept(*n))))
-            .collect();
+        let base = records(&base);
         write(&state, 2, "c1", base.clone()).unwrap();
         let changed = records(&[("2000007", "d2", 3), ("2000600", "d1", 4)]);
         append(&state, 2, "c1", changed.clone(), &BucketState::new()).unwrap();
@@ -1033,10 +1023,7 @@ mod tests {
                 )
             })
             .collect();
-        let whole: BucketRecords = images
-            .iter()
-            .map(|(id, digest, n)| (id.clone(), (digest.to_string(), kept(*n))))
-            .collect();
+        let whole = records(&images);
         write(&state, 5, "c1", whole.clone()).unwrap();
         let path = records_path(&state, 5, 0);
         let expected = std::fs::read(&path).unwrap();

@@ -11,16 +11,15 @@ use std::process::Command;
 use capflow::export::{read_changelog, read_manifest, read_table};
 use capflow::schema::{batch_to_rows, SampleRow, TableKind};
 
-fn capflow(args: &[&str]) {
+/// Runs capflow, which must succeed; returns what it wrote to stderr.
+fn capflow(args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_capflow"))
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "capflow {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "capflow {args:?}: {stderr}");
+    stderr
 }
 
 /// The SSA recipe on a copy of the sample data in `dir`, with chunks of about two images so
@@ -66,13 +65,31 @@ fn small_parts_and_two_workers_write_the_same_bytes() {
         ("small-w2", vec!["-w", "2", "--memory-limit", "64KiB"]),
     ];
     let mut files = Vec::new();
+    let mut logs = Vec::new();
     for (name, extra) in &runs {
         let out = tmp.path().join(name);
         let mut args = vec!["run", spec, "--out", out.to_str().unwrap()];
         args.extend(extra.iter().copied());
-        capflow(&args);
+        logs.push(capflow(&args));
         files.push(data_files(&out));
     }
+    // A budget below what the process and its workers hold (104 MiB + 24 MiB a worker, plus
+    // their smallest parts) is reported; the default 1 GiB is not.
+    let short = "is less than a process with";
+    assert!(!logs[0].contains(short), "{}", logs[0]);
+    assert!(
+        logs[1].contains(
+            "--memory-limit 64.00 KiB is less than a process with 1 worker holds \
+             at least (about 128.05 MiB)"
+        ),
+        "{}",
+        logs[1]
+    );
+    assert!(
+        logs[2].contains("with 2 workers holds at least (about 152.09 MiB)"),
+        "{}",
+        logs[2]
+    );
     assert!(files[0].len() > 40, "{} files", files[0].len());
     assert_eq!(files[0], files[1], "small parts change the bytes");
     assert_eq!(files[0], files[2], "two workers change the bytes");
@@ -103,7 +120,7 @@ fn chunks_spread_over_parts_write_the_same_bytes() {
         capflow(&args);
         files.push(data_files(&out));
     }
-    // Parts of an 8 KiB budget hold an image or two (about 5 KB of rows each), so every
+    // Parts of the smallest size, 4 KiB, hold an image or two (about 5 KB of rows each), so every
     // closed chunk of several images spreads over several parts.
     let closed_chunks = read_manifest(&tmp.path().join("whole"))
         .unwrap()

@@ -26,8 +26,9 @@ pub struct RunArgs {
     /// same state recomputes only new, changed and removed images (see docs/incremental.md).
     #[arg(long)]
     pub state: Option<PathBuf>,
-    /// Memory budget of the run (e.g. 512MiB, 2GiB): rows wait for the other inputs on local
-    /// disk and are processed in parts that fit it.
+    /// Memory budget of each process of the run (e.g. 512MiB, 2GiB): rows wait for the other
+    /// inputs on local disk and are processed in parts sized so that the workers fit it; a
+    /// budget too small for the workers is reported.
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size)]
     pub memory_limit: u64,
     /// Fit the corpus-level models on the inputs again, even when the state holds the models

@@ -53,6 +53,7 @@ use timely::dataflow::operators::{Exchange, Input, Probe};
 
 use super::augment::{ImageOutput, StageContexts};
 use super::buckets::{changelog as image_changes, chunks};
+use super::budget::PartBudget;
 use super::exchange::{to_owners, InFlight, TableBatch, TableBatcher};
 use super::mixing::HeldSamples;
 use super::models::{fit_methods_with, CorpusStats, FittedModels, ModelSource, ModelsFrom};
@@ -81,11 +82,6 @@ use crate::select::mix::{MixConfig, MixPlan, MixTally};
 
 /// The default memory budget of a run.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
-
-/// The largest part a worker reads back at once, in encoded (Arrow) bytes, and the most of a
-/// part's Arrow data whose images go through the stages at once: about 300 images of a synth
-/// run, a bucket chunk or so.
-const PART_BYTES_CEILING: u64 = 2 << 20;
 
 /// What the streaming engine did, for the commit and the run's summary.
 #[derive(Default)]
@@ -251,16 +247,20 @@ pub fn run_streaming(
     let runs_dir = writer.scratch_dir("changes")?;
     let out = writer.dir().to_path_buf();
     let config_hash = spec.config_hash();
-    // A part's rows are decoded into typed rows and per-image state many times their encoded
-    // size; each worker holds one part at a time, and the writer one more. Parts (and the
-    // ranges of a part that go through the stages at once) above PART_BYTES_CEILING would only
-    // hold more memory: each range is one round of the stage dataflow, whose cost per round is
-    // small beside a range's images.
-    let part_bytes =
-        (memory_limit / (4 * (local_workers as u64 + 1))).clamp(4 << 10, PART_BYTES_CEILING);
-    // A reader sends on while the batches it has sent to other workers and that they have not
-    // yet spilled stay under a few parts' worth; beyond that a slower worker would queue them.
-    let in_flight_window = 4 * part_bytes;
+    let budget = PartBudget::divide(memory_limit, local_workers);
+    if !budget.fits && cluster.process == 0 {
+        crate::cli::out::status!(
+            "capflow run {}: --memory-limit {} is less than a process with {local_workers} \
+             worker{} holds at least (about {}): the run goes on with the smallest parts and may \
+             pass the limit; fewer workers (-w) or a larger limit keep it",
+            spec.name,
+            indicatif::HumanBytes(memory_limit),
+            if local_workers == 1 { "" } else { "s" },
+            indicatif::HumanBytes(PartBudget::least_limit(local_workers)),
+        );
+    }
+    let part_bytes = budget.part_bytes;
+    let in_flight_window = budget.in_flight_window();
     // The models are fitted from statistics the workers gather (unless the spec names a fixed
     // corpus): SSA's while reading, the others' from the spilled images once all is read.
     let corpus_stats = match &models {

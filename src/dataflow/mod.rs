@@ -6,7 +6,8 @@
 //! bucket of its image key (a stable hash), so that everything about one image meets on one
 //! worker. The streaming engine ([`engine`]) spills each bucket's rows to local disk as Arrow
 //! IPC ([`spill`]), fits the corpus-level models once ([`models`]), runs the spec's stages part
-//! by part and writes each part's bucket chunks as it finishes: one shard per bucket chunk, rows
+//! by part, in parts its memory budget sets ([`budget`]), and writes each part's bucket chunks
+//! as it finishes: one shard per bucket chunk, rows
 //! by image id, each image's rows in read order. Output never depends on the number of workers
 //! or processes. With `--state` ([`state`]), only new, changed and removed images go through the
 //! stages, and models fitted on the inputs are kept in the state for later runs ([`artifact`]).
@@ -18,6 +19,7 @@
 pub mod artifact;
 pub mod augment;
 pub mod buckets;
+pub mod budget;
 pub mod cluster;
 pub mod engine;
 pub mod exchange;

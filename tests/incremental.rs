@@ -1210,6 +1210,68 @@ fn a_rerun_that_changes_too_much_to_collect_streams_with_the_kept_models() {
     assert!(log.contains("carrying 20 unchanged"), "{log}");
 }
 
+/// A rerun collects its changed rows only when they fit within half of `--memory-limit` beside
+/// the state's per-image records, which it holds whole while it plans: on 2,000 synthetic
+/// images (records of about 176 KB, held three times over), one changed image's rows (a few
+/// KB) fit in 4 MiB, and not beside the records in 768 KiB, where the rerun streams and says
+/// why. Both write what a fresh run with the kept models writes.
+#[test]
+fn a_rerun_counts_the_state_records_it_holds_against_the_memory_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::repo_root().join("dataflows/ssa-flickr30k.toml");
+    let input = tmp.path().join("input");
+    let runs = Runs::new(tmp.path(), "ssa");
+    run_ok(&[
+        "synth",
+        "--images",
+        "2000",
+        "--seed",
+        "3",
+        "--out",
+        input.to_str().unwrap(),
+    ]);
+    age(&input);
+    runs.update(&spec, &input);
+    let buckets = runs.state.join("buckets");
+    let records: u64 = std::fs::read_dir(&buckets)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(
+        (140_000..220_000).contains(&records),
+        "{records} bytes of records"
+    );
+    let state = runs.state.to_str().unwrap();
+
+    add_caption(&input, "2000007");
+    age(&input);
+    let log = runs.update_with(&spec, &input, &["--memory-limit", "768KiB"]);
+    assert!(
+        log.contains(&format!(
+            "1 of 2001 input pieces are new or changed, too many to hold within --memory-limit \
+             beside the state's per-image records (about {}): reading every input on the \
+             streaming engine",
+            indicatif::HumanBytes(3 * records)
+        )),
+        "{log}"
+    );
+    assert!(log.contains("carrying 1999 unchanged"), "{log}");
+    let (incremental, fresh) = runs.against_fresh_with(&spec, &input, Some(state));
+    assert_eq!(incremental, fresh);
+
+    add_caption(&input, "2001003");
+    age(&input);
+    let log = runs.update_with(&spec, &input, &["--memory-limit", "4MiB"]);
+    assert!(!log.contains("too many to hold"), "{log}");
+    assert!(
+        log.contains("read 1 new or changed of 2001 input pieces"),
+        "{log}"
+    );
+    assert!(log.contains("carrying 1999 unchanged"), "{log}");
+    let (incremental, fresh) = runs.against_fresh_with(&spec, &input, Some(state));
+    assert_eq!(incremental, fresh);
+}
+
 /// A `--refit` whose changed pieces, or whose images to compute again, are too many to collect
 /// within `--memory-limit` fits the models on the streaming engine as it reads every input,
 /// instead of replaying: the dataset is a fresh full run's all the same.

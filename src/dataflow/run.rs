@@ -233,9 +233,15 @@ fn run_with_sinks(
         Some(dir) if reusable => Some(InputPlan::make(spec, dir.dir(), true)?),
         _ => None,
     };
+    // A rerun that collects also holds the per-image states of every bucket it owns at once.
+    let states_held = match (&plan, &state) {
+        (Some(_), Some(dir)) => dir.held_bytes(&cluster.owned_buckets(spec.output.buckets))?,
+        _ => 0,
+    };
     let collects = |also: f64| {
         plan.as_ref().is_some_and(|plan| {
-            !plan.reads_everything() && plan.collected_bytes(also) <= options.memory_limit / 2
+            !plan.reads_everything()
+                && plan.collected_bytes(also) + states_held <= options.memory_limit / 2
         })
     };
     // What else a replay would compute, when that is what makes it too much to collect.
@@ -269,9 +275,18 @@ fn run_with_sinks(
     let collects_few = replaying.is_some() || (!replays && collects(0.0));
     if let (Some(plan), false) = (&plan, collects_few) {
         let (listed, read) = plan.pieces();
+        // Say so when the rows alone would fit, and the state's records make them too many.
+        let beside_states = match replay_too_many {
+            None if plan.collected_bytes(0.0) <= options.memory_limit / 2 => format!(
+                " beside the state's per-image records (about {})",
+                indicatif::HumanBytes(states_held)
+            ),
+            _ => String::new(),
+        };
         crate::cli::out::status!(
             "capflow run {}: {read} of {listed} input pieces are new or changed{}, too many to \
-             hold within --memory-limit: reading every input on the streaming engine",
+             hold within --memory-limit{beside_states}: reading every input on the streaming \
+             engine",
             spec.name,
             replay_too_many.unwrap_or_default()
         );

@@ -74,6 +74,12 @@ pub struct ImageState {
 /// The per-image states of one bucket, by image id.
 pub type BucketState = BTreeMap<String, ImageState>;
 
+/// Bytes a run holds per byte of the per-image states it plans against: each image's id and
+/// digest in a map, and the chunk layout that borrows the ids. Measured with the SSA recipe on
+/// `capflow synth` data (the states of 100,000 images, 8.8 MB of files, held 20.9 MB of heap
+/// while the rerun planned), rounded up.
+pub const HELD_PER_STATE_BYTE: u64 = 3;
+
 /// A `--state` directory.
 #[derive(Clone, Debug)]
 pub struct StateDir {
@@ -115,6 +121,22 @@ impl StateDir {
         self.dir
             .join(BUCKETS_DIR)
             .join(format!("b{bucket:05}.json"))
+    }
+
+    /// About how many bytes a run holds that plans against the per-image states of `buckets`
+    /// (a rerun that collects its rows holds every one of them at once): their files' bytes,
+    /// [`HELD_PER_STATE_BYTE`] times over.
+    pub fn held_bytes(&self, buckets: &[usize]) -> Result<u64> {
+        let mut bytes = 0;
+        for &bucket in buckets {
+            let path = self.bucket_path(bucket);
+            match std::fs::metadata(&path) {
+                Ok(meta) => bytes += meta.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+        Ok(bytes * HELD_PER_STATE_BYTE)
     }
 
     /// The per-image states of one bucket (empty when the bucket has none).

@@ -7,9 +7,8 @@
 //! worker. The streaming engine ([`engine`]) spills each bucket's rows to local disk as Arrow
 //! IPC ([`spill`]), fits the corpus-level models once ([`models`]), runs the spec's stages part
 //! by part, in parts its memory budget sets ([`budget`]), and writes each part's bucket chunks
-//! as it finishes: one shard per bucket chunk, rows
-//! by image id, each image's rows in read order. Output never depends on the number of workers
-//! or processes. With `--state` ([`state`]), only new, changed and removed images go through the
+//! as it finishes: one shard per bucket chunk, rows by image id, each image's rows in read
+//! order. Output never depends on the number of workers or processes. With `--state` ([`state`]), only new, changed and removed images go through the
 //! stages, and models fitted on the inputs are kept in the state for later runs ([`artifact`]).
 //! A single process with a state whose models do not learn from its inputs reads them piece by
 //! piece ([`inputs`]) and collects their rows first ([`runtime`], [`augment`], [`buckets`]);

@@ -1211,8 +1211,8 @@ fn a_rerun_that_changes_too_much_to_collect_streams_with_the_kept_models() {
 }
 
 /// A rerun collects its changed rows only when they fit within half of `--memory-limit` beside
-/// the state's per-image records, which it holds whole while it plans: on 2,000 synthetic
-/// images (records of about 176 KB, held three times over), one changed image's rows (a few
+/// what it holds for the state's per-image records (three times their bytes): on 2,000
+/// synthetic images (records of about 176 KB), one changed image's rows (a few
 /// KB) fit in 4 MiB, and not beside the records in 768 KiB, where the rerun streams and says
 /// why. Both write what a fresh run with the kept models writes.
 #[test]

@@ -278,8 +278,8 @@ impl BucketExport<'_> {
         let mut layouts = Vec::with_capacity(owned.len());
         for &bucket in owned {
             let rows = &by_bucket[bucket];
-            let old_ids: Vec<&str> = match (&plan.full, plan.previous.get(&bucket)) {
-                (None, Some(states)) => states.keys().map(String::as_str).collect(),
+            let old_ids: Vec<&str> = match (&plan.full, plan.previous_ids.get(&bucket)) {
+                (None, Some(ids)) => ids.iter().map(|id| &**id).collect(),
                 _ => Vec::new(),
             };
             let new_ids: Vec<&str> = old_ids

@@ -233,7 +233,7 @@ fn run_with_sinks(
         Some(dir) if reusable => Some(InputPlan::make(spec, dir.dir(), true)?),
         _ => None,
     };
-    // A rerun that collects also holds the per-image states of every bucket it owns at once.
+    // A rerun that collects also holds what grows with its state, not with what changed.
     let states_held = match (&plan, &state) {
         (Some(_), Some(dir)) => dir.held_bytes(&cluster.owned_buckets(spec.output.buckets))?,
         _ => 0,
@@ -561,14 +561,17 @@ fn run_with_sinks(
         recomputed: None,
         runs: None,
     };
-    let replay_bucket = |bucket: usize| match &replaying {
-        Some(replaying) => replaying.replay_bucket(bucket, |id, digest| {
-            let before = plan.previous.get(&bucket).and_then(|states| states.get(id));
-            before.is_some_and(|s| s.digest == digest)
-                && !plan.compute.contains(id)
-                && !plan.removed.contains(id)
-        }),
-        None => Ok(BTreeMap::new()),
+    // A replay compares each image's record with the state of its bucket, read for it.
+    let replay_bucket = |bucket: usize| match (&replaying, &state) {
+        (Some(replaying), Some(dir)) => {
+            let states = dir.read_bucket(bucket)?;
+            replaying.replay_bucket(bucket, |id, digest| {
+                states.get(id).is_some_and(|s| s.digest == digest)
+                    && !plan.compute.contains(id)
+                    && !plan.removed.contains(id)
+            })
+        }
+        _ => Ok(BTreeMap::new()),
     };
     // On one process each bucket's changes go to a run on disk as the bucket is written, and
     // the runs are merged into the changelog: a rerun that changes every image's samples (a
@@ -601,57 +604,67 @@ fn run_with_sinks(
         }
         stages.push(replaying.metrics());
     }
-    // The per-image states of this process's buckets: the previous ones, less the removed
-    // images, with this run's digests; the method stages' rejections are this run's for computed
-    // images and the state's for carried ones.
-    let mut bucket_states: BTreeMap<usize, BucketState> = std::mem::take(&mut plan.previous);
-    for id in &plan.removed {
-        if let Some(states) = bucket_states.get_mut(&bucket_of(id, buckets)) {
+    // The per-image states of this process's buckets, a bucket at a time: the previous ones
+    // (read again from the state), less the removed images, with this run's digests; the method
+    // stages' rejections are this run's for computed images and the state's for carried ones.
+    let mut digests_of: BTreeMap<usize, Vec<(&String, &String)>> = BTreeMap::new();
+    for (id, digest) in &digests {
+        digests_of
+            .entry(bucket_of(id, buckets))
+            .or_default()
+            .push((id, digest));
+    }
+    let mut image_rejected: Vec<(String, Vec<RejectedRow>)> = Vec::new();
+    let with_digests = digests_of.keys().filter(|b| !owned.contains(b));
+    for bucket in owned.iter().chain(with_digests.collect::<Vec<_>>()) {
+        let bucket = *bucket;
+        let mut states = match (&state, &plan.full) {
+            (Some(dir), None) if owned.contains(&bucket) => dir.read_bucket(bucket)?,
+            _ => BucketState::new(),
+        };
+        for id in plan
+            .removed
+            .iter()
+            .filter(|id| bucket_of(id, buckets) == bucket)
+        {
             states.remove(id);
         }
-    }
-    for (id, digest) in &digests {
-        let states = bucket_states.entry(bucket_of(id, buckets)).or_default();
-        let rejected = if plan.compute.contains(id) {
-            new_rejected.remove(id).unwrap_or_default()
-        } else {
-            states
-                .get(id)
-                .map(|s| s.rejected.clone())
-                .unwrap_or_default()
-        };
-        states.insert(
-            id.clone(),
-            ImageState {
-                digest: digest.clone(),
-                rejected,
-            },
+        for &(id, digest) in digests_of.get(&bucket).into_iter().flatten() {
+            let rejected = if plan.compute.contains(id) {
+                new_rejected.remove(id).unwrap_or_default()
+            } else {
+                states
+                    .get(id)
+                    .map(|s| s.rejected.clone())
+                    .unwrap_or_default()
+            };
+            states.insert(
+                id.clone(),
+                ImageState {
+                    digest: digest.clone(),
+                    rejected,
+                },
+            );
+        }
+        image_rejected.extend(
+            (states.iter())
+                .filter(|(_, s)| !s.rejected.is_empty())
+                .map(|(id, s)| (id.clone(), s.rejected.clone())),
         );
-    }
-    let mut image_rejected: Vec<(String, Vec<RejectedRow>)> = bucket_states
-        .values()
-        .flatten()
-        .filter(|(_, s)| !s.rejected.is_empty())
-        .map(|(id, s)| (id.clone(), s.rejected.clone()))
-        .collect();
-    image_rejected.sort_by(|a, b| a.0.cmp(&b.0));
-    if let Some(state) = &state {
-        for bucket in &owned {
-            if plan.touches(*bucket, buckets) {
-                let empty = BucketState::new();
-                let states = bucket_states.get(bucket).unwrap_or(&empty);
-                state.write_bucket(*bucket, states)?;
-                if refit::keeps_records(spec) {
-                    let records = computed_records(states, &plan.compute, &mut new_records);
-                    match plan.full {
-                        Some(_) => refit::write(state, *bucket, &spec.config_hash(), records)?,
-                        None => {
-                            refit::append(state, *bucket, &spec.config_hash(), records, states)?
-                        }
-                    }
+        let Some(state) = &state else { continue };
+        if owned.contains(&bucket) && plan.touches(bucket, buckets) {
+            state.write_bucket(bucket, &states)?;
+            if refit::keeps_records(spec) {
+                let records = computed_records(&states, &plan.compute, &mut new_records);
+                match plan.full {
+                    Some(_) => refit::write(state, bucket, &spec.config_hash(), records)?,
+                    None => refit::append(state, bucket, &spec.config_hash(), records, &states)?,
                 }
             }
         }
+    }
+    image_rejected.sort_by(|a, b| a.0.cmp(&b.0));
+    if let Some(state) = &state {
         if pieces_pending {
             InputsState::commit_pending(state.dir())?;
         }

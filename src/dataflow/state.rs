@@ -74,10 +74,12 @@ pub struct ImageState {
 /// The per-image states of one bucket, by image id.
 pub type BucketState = BTreeMap<String, ImageState>;
 
-/// Bytes a run holds per byte of the per-image states it plans against: each image's id and
-/// digest in a map, and the chunk layout that borrows the ids. Measured with the SSA recipe on
-/// `capflow synth` data (the states of 100,000 images, 8.8 MB of files, held 20.9 MB of heap
-/// while the rerun planned), rounded up.
+/// Bytes a rerun that collects its rows holds per byte of the per-image states of its buckets,
+/// besides what its rows take: the id of every image (the chunk layout of every bucket), the
+/// states of one bucket at a time, and the rewriting of the chunks that hold changed images,
+/// which grows with the dataset. Measured with the SSA recipe on `capflow synth` data: a rerun
+/// that changed 1% of 1,010,000 images (89 MB of state files, rows estimated at 240 MB)
+/// peaked at 977 MB; rounded up so that such a rerun stays within a budget of twice the sum.
 pub const HELD_PER_STATE_BYTE: u64 = 3;
 
 /// A `--state` directory.
@@ -123,9 +125,8 @@ impl StateDir {
             .join(format!("b{bucket:05}.json"))
     }
 
-    /// About how many bytes a run holds that plans against the per-image states of `buckets`
-    /// (a rerun that collects its rows holds every one of them at once): their files' bytes,
-    /// [`HELD_PER_STATE_BYTE`] times over.
+    /// About how many bytes a rerun that collects its rows holds for the per-image states of
+    /// `buckets`, besides its rows: their files' bytes, [`HELD_PER_STATE_BYTE`] times over.
     pub fn held_bytes(&self, buckets: &[usize]) -> Result<u64> {
         let mut bytes = 0;
         for &bucket in buckets {
@@ -344,8 +345,12 @@ pub struct Plan {
     pub unchanged: usize,
     /// Why every image is recomputed, when that is so.
     pub full: Option<String>,
-    /// The previous per-image states of the buckets this process owns (empty for a full run).
-    pub previous: BTreeMap<usize, BucketState>,
+    /// The ids of the previous version's images in each bucket this process owns, in id order
+    /// (empty for a full run). Their states stay in the state directory, read a bucket at a
+    /// time where they are needed ([`StateDir::read_bucket`]).
+    pub previous_ids: BTreeMap<usize, Vec<Box<str>>>,
+    /// The previous states of the images whose rows this run read, by id.
+    pub previous_read: BucketState,
 }
 
 impl Plan {
@@ -416,21 +421,25 @@ pub fn plan(
         return Ok(Plan::full(digests, reason));
     }
     let mut plan = Plan::default();
+    // A bucket at a time: only the ids of its images are kept, and the states of those read.
     for &bucket in owned {
         let states = state.read_bucket(bucket)?;
-        for id in states.keys() {
-            let read = touched.is_none_or(|t| t.contains(id));
+        let mut ids = Vec::with_capacity(states.len());
+        for (id, image) in states {
+            let read = touched.is_none_or(|t| t.contains(&id));
             if !read {
                 plan.unchanged += 1;
-            } else if !digests.contains_key(id) {
+            } else if !digests.contains_key(&id) {
                 plan.removed.insert(id.clone());
+            } else {
+                plan.previous_read.insert(id.clone(), image);
             }
+            ids.push(id.into_boxed_str());
         }
-        plan.previous.insert(bucket, states);
+        plan.previous_ids.insert(bucket, ids);
     }
     for (id, digest) in digests {
-        let bucket = bucket_of(id, current.buckets);
-        let old = plan.previous.get(&bucket).and_then(|b| b.get(id));
+        let old = plan.previous_read.get(id);
         if old.is_some_and(|o| &o.digest == digest) {
             plan.unchanged += 1;
         } else {

@@ -615,9 +615,8 @@ fn run_with_sinks(
             .push((id, digest));
     }
     let mut image_rejected: Vec<(String, Vec<RejectedRow>)> = Vec::new();
-    let with_digests = digests_of.keys().filter(|b| !owned.contains(b));
-    for bucket in owned.iter().chain(with_digests.collect::<Vec<_>>()) {
-        let bucket = *bucket;
+    let with_states: BTreeSet<usize> = owned.iter().chain(digests_of.keys()).copied().collect();
+    for bucket in with_states {
         let mut states = match (&state, &plan.full) {
             (Some(dir), None) if owned.contains(&bucket) => dir.read_bucket(bucket)?,
             _ => BucketState::new(),

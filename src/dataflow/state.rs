@@ -349,8 +349,6 @@ pub struct Plan {
     /// (empty for a full run). Their states stay in the state directory, read a bucket at a
     /// time where they are needed ([`StateDir::read_bucket`]).
     pub previous_ids: BTreeMap<usize, Vec<Box<str>>>,
-    /// The previous states of the images whose rows this run read, by id.
-    pub previous_read: BucketState,
 }
 
 impl Plan {
@@ -421,7 +419,9 @@ pub fn plan(
         return Ok(Plan::full(digests, reason));
     }
     let mut plan = Plan::default();
-    // A bucket at a time: only the ids of its images are kept, and the states of those read.
+    // A bucket at a time: only the ids of its images are kept, and the states of those read
+    // until they are compared.
+    let mut read_states = BucketState::new();
     for &bucket in owned {
         let states = state.read_bucket(bucket)?;
         let mut ids = Vec::with_capacity(states.len());
@@ -432,14 +432,14 @@ pub fn plan(
             } else if !digests.contains_key(&id) {
                 plan.removed.insert(id.clone());
             } else {
-                plan.previous_read.insert(id.clone(), image);
+                read_states.insert(id.clone(), image);
             }
             ids.push(id.into_boxed_str());
         }
         plan.previous_ids.insert(bucket, ids);
     }
     for (id, digest) in digests {
-        let old = plan.previous_read.get(id);
+        let old = read_states.get(id);
         if old.is_some_and(|o| &o.digest == digest) {
             plan.unchanged += 1;
         } else {

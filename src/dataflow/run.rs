@@ -16,7 +16,7 @@ use super::models::{
 };
 use super::refit::{self, BucketRecords};
 use super::sink::{self, NamedSink};
-use super::state::{self, bucket_of, image_digests, BucketState, ImageState, Plan, StateDir};
+use super::state::{self, bucket_of, image_digests, BucketState, Plan, StateDir};
 use super::{run_collect, run_collect_sharing, ClusterOptions, CollectedRun, DataflowSpec};
 use crate::augment::ssa::SsaKept;
 use crate::error::{Error, Result};
@@ -617,34 +617,12 @@ fn run_with_sinks(
     let mut image_rejected: Vec<(String, Vec<RejectedRow>)> = Vec::new();
     let with_states: BTreeSet<usize> = owned.iter().chain(digests_of.keys()).copied().collect();
     for bucket in with_states {
-        let mut states = match (&state, &plan.full) {
+        let previous = match (&state, &plan.full) {
             (Some(dir), None) if owned.contains(&bucket) => dir.read_bucket(bucket)?,
             _ => BucketState::new(),
         };
-        for id in plan
-            .removed
-            .iter()
-            .filter(|id| bucket_of(id, buckets) == bucket)
-        {
-            states.remove(id);
-        }
-        for &(id, digest) in digests_of.get(&bucket).into_iter().flatten() {
-            let rejected = if plan.compute.contains(id) {
-                new_rejected.remove(id).unwrap_or_default()
-            } else {
-                states
-                    .get(id)
-                    .map(|s| s.rejected.clone())
-                    .unwrap_or_default()
-            };
-            states.insert(
-                id.clone(),
-                ImageState {
-                    digest: digest.clone(),
-                    rejected,
-                },
-            );
-        }
+        let read = digests_of.get(&bucket).map_or(&[][..], Vec::as_slice);
+        let states = plan.next_states(previous, read, &mut new_rejected);
         image_rejected.extend(
             (states.iter())
                 .filter(|(_, s)| !s.rejected.is_empty())

@@ -361,6 +361,34 @@ impl Plan {
         }
     }
 
+    /// A bucket's per-image states after this run: its `previous` states less the removed
+    /// images, with the digests of the bucket's images this run read (`digests`). A computed
+    /// image's method-stage rejections are taken from `rejected`; a carried one keeps its own.
+    pub fn next_states(
+        &self,
+        mut previous: BucketState,
+        digests: &[(&String, &String)],
+        rejected: &mut BTreeMap<String, Vec<RejectedRow>>,
+    ) -> BucketState {
+        previous.retain(|id, _| !self.removed.contains(id));
+        for &(id, digest) in digests {
+            let rejected = match self.compute.contains(id) {
+                true => rejected.remove(id).unwrap_or_default(),
+                false => (previous.get(id))
+                    .map(|s| s.rejected.clone())
+                    .unwrap_or_default(),
+            };
+            previous.insert(
+                id.clone(),
+                ImageState {
+                    digest: digest.clone(),
+                    rejected,
+                },
+            );
+        }
+        previous
+    }
+
     /// Whether bucket `b` holds an image that is computed or removed in this run.
     pub fn touches(&self, bucket: usize, buckets: usize) -> bool {
         self.full.is_some()
@@ -512,6 +540,61 @@ pub fn header(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn image(digest: &str, reasons: &[&str]) -> ImageState {
+        ImageState {
+            digest: digest.into(),
+            rejected: reasons.iter().map(|r| rejection(r)).collect(),
+        }
+    }
+
+    fn rejection(reason: &str) -> RejectedRow {
+        RejectedRow {
+            format: "stage".into(),
+            source_file: String::new(),
+            record: "image".into(),
+            line: None,
+            byte_offset: None,
+            reason: reason.into(),
+            excerpt: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_buckets_next_states_drop_the_removed_and_take_each_read_images_digest() {
+        // a: carried unread; b: read, unchanged (keeps its rejection); c: read, changed (takes
+        // the run's); d: removed; e: new.
+        let previous: BucketState = [
+            ("a", image("da", &["old a"])),
+            ("b", image("db", &["old b"])),
+            ("c", image("dc", &["old c"])),
+            ("d", image("dd", &[])),
+        ]
+        .into_iter()
+        .map(|(id, s)| (id.to_string(), s))
+        .collect();
+        let plan = Plan {
+            compute: ["c".to_string(), "e".to_string()].into(),
+            removed: ["d".to_string()].into(),
+            ..Plan::default()
+        };
+        let ids = ["b", "c", "e"].map(String::from);
+        let digests = ["db", "dc2", "de"].map(String::from);
+        let read: Vec<(&String, &String)> = ids.iter().zip(&digests).collect();
+        let mut rejected = BTreeMap::from([("c".to_string(), vec![rejection("new c")])]);
+        let next = plan.next_states(previous, &read, &mut rejected);
+        let expected: BucketState = [
+            ("a", image("da", &["old a"])),
+            ("b", image("db", &["old b"])),
+            ("c", image("dc2", &["new c"])),
+            ("e", image("de", &[])),
+        ]
+        .into_iter()
+        .map(|(id, s)| (id.to_string(), s))
+        .collect();
+        assert_eq!(next, expected);
+        assert!(rejected.is_empty(), "{rejected:?}");
+    }
 
     #[test]
     fn buckets_spread_image_ids_and_never_leave_the_range() {

@@ -12,11 +12,13 @@
 //! vocabulary and clusters) are fitted on the main thread on all of the run's records, so they are
 //! the same for any number of workers, and shared with the workers by `Arc`. The augment phase
 //! then feeds the records into a differential collection keyed by image; its arrangement sends
-//! each image's records to one worker, where the stages run. Randomness comes from (seed, image
-//! key, stage) only, and the samples are ordered by image id, then method (the
-//! order above), then sample index, so the dataset is byte-identical for any `-w`.
+//! each image's records to one worker, where the stages run. On a single process the images go
+//! through in rounds of [`ROUND_IMAGES`], each a dataflow of its own, so that the stages hold a
+//! round's images at a time. Randomness comes from (seed, image key, stage) only, and the
+//! samples are ordered by image id, then method (the order above), then sample index, so the
+//! dataset is byte-identical for any `-w`.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -109,6 +111,32 @@ pub fn group_images(collected: &CollectedRun) -> Vec<ImageAnnotations> {
         .collect()
 }
 
+/// The images one round of the augment phase computes on a single process: each round is a
+/// dataflow of its own, which ends before the next one starts, so that what the stages hold
+/// between them (an image's rows, graphs, merges and samples: about 50 KB an image with the
+/// shipped SSA recipe) is a round's, not every computed image's.
+pub const ROUND_IMAGES: usize = 512;
+
+/// The rounds of the augment phase (the indices of their rows in `rows`, in read order), and
+/// the number of images. Every row of an image is in one round; images are put in rounds of
+/// [`ROUND_IMAGES`] in id order. With several processes, whose rows of an image may be read by
+/// more than one of them, every row is in one round.
+fn rounds(rows: &[Arc<KeyedRow>], processes: usize) -> (Vec<Vec<usize>>, u64) {
+    let ids: BTreeSet<&str> = rows.iter().map(|r| r.row.image_id()).collect();
+    let images = ids.len() as u64;
+    if processes > 1 {
+        return (vec![(0..rows.len()).collect()], images);
+    }
+    let round_of: HashMap<&str, usize> = (ids.into_iter().enumerate())
+        .map(|(i, id)| (id, i / ROUND_IMAGES))
+        .collect();
+    let mut rounds = vec![Vec::new(); (images as usize).div_ceil(ROUND_IMAGES).max(1)];
+    for (i, keyed) in rows.iter().enumerate() {
+        rounds[round_of[keyed.row.image_id()]].push(i);
+    }
+    (rounds, images)
+}
+
 /// Runs the stages of `methods` over the records of a read phase (of the images in `only`, when
 /// given). Samples come out ordered by image id, then method, then sample index.
 pub fn run_augment(
@@ -123,11 +151,8 @@ pub fn run_augment(
     let timely_config = cluster.timely_config()?;
     let names = methods.stage_names();
     let rows: Arc<Vec<Arc<KeyedRow>>> = Arc::new(input_rows(collected, only));
-    let total_images = rows
-        .iter()
-        .map(|r| r.row.image_id())
-        .collect::<HashSet<&str>>()
-        .len() as u64;
+    let (rounds, total_images) = rounds(&rows, cluster.processes);
+    let rounds = Arc::new(rounds);
     let failure = Failure::default();
     let contexts = StageContexts::new(methods, seed, &failure);
     let (sender, receiver) = crossbeam_channel::unbounded::<WorkerOutput>();
@@ -140,50 +165,49 @@ pub fn run_augment(
         let out = sender.clone();
         let meters: Vec<StageMeter> = worker_names.iter().map(|s| StageMeter::new(s)).collect();
         let stage_meters = meters.clone();
-        let contexts = contexts.clone();
-        let (mut input, probe) = worker.dataflow::<u64, _, _>(move |scope| {
-            // Meters in the order of `names`: every stage wired below takes the next one.
-            let mut meters = stage_meters.into_iter();
-            let mut next = || meters.next().unwrap_or_else(|| StageMeter::new("unnamed"));
-            let (input, records) = scope.new_collection::<(String, ImageRecord), isize>();
-            let images = gather(records, next());
-            let images = contexts.wire(images, &mut next);
-            // Each image's outputs go to the worker that owns its bucket, so that with several
-            // processes every process receives exactly the images of the buckets it writes.
-            let probe = images
-                .inner
-                .flat_map(|(staged, _time, diff): (Staged<SsaImage>, u64, isize)| {
-                    (diff > 0).then_some(ImageOutput {
-                        image_id: staged.image_id,
-                        samples: staged.value.samples,
-                        rejected: staged.value.rejected,
-                        dropped: staged.value.dropped,
-                        record: staged.value.record,
-                    })
-                })
-                .exchange(move |output: &ImageOutput| bucket_of(&output.image_id, buckets) as u64)
-                .flat_map(move |output: ImageOutput| {
-                    let _ = out.send(WorkerOutput::Image(output));
-                    None::<()>
-                })
-                .probe()
-                .0;
-            (input, probe)
-        });
-        // This process's rows, spread over its own workers.
         let local = index % local_workers;
-        for (i, keyed) in rows.iter().enumerate() {
-            if i % local_workers == local {
+        for round in rounds.iter() {
+            let out = out.clone();
+            let contexts = contexts.clone();
+            let stage_meters = stage_meters.clone();
+            let (mut input, probe) = worker.dataflow::<u64, _, _>(move |scope| {
+                // Meters in the order of `names`: every stage wired below takes the next one.
+                let mut meters = stage_meters.into_iter();
+                let mut next = || meters.next().unwrap_or_else(|| StageMeter::new("unnamed"));
+                let (input, records) = scope.new_collection::<(String, ImageRecord), isize>();
+                let images = gather(records, next());
+                let images = contexts.wire(images, &mut next);
+                // Each image's outputs go to the worker that owns its bucket, so that with
+                // several processes every process receives exactly the images of the buckets
+                // it writes.
+                let probe = images
+                    .inner
+                    .flat_map(ImageOutput::of_update)
+                    .exchange(move |output: &ImageOutput| {
+                        bucket_of(&output.image_id, buckets) as u64
+                    })
+                    .flat_map(move |output: ImageOutput| {
+                        let _ = out.send(WorkerOutput::Image(output));
+                        None::<()>
+                    })
+                    .probe()
+                    .0;
+                (input, probe)
+            });
+            // This process's rows of the round, spread over its own workers.
+            for &i in round.iter().filter(|&&i| i % local_workers == local) {
+                let keyed = &rows[i];
                 input.insert((
                     keyed.row.image_id().to_string(),
                     ImageRecord(Arc::clone(keyed)),
                 ));
             }
-        }
-        input.advance_to(1);
-        input.flush();
-        while probe.less_than(input.time()) {
-            worker.step();
+            // The round's dataflow ends before the next one starts, and with it what its
+            // stages held.
+            input.close();
+            while !probe.done() {
+                worker.step();
+            }
         }
         let _ = sender.send(WorkerOutput::Meters(
             meters.iter().map(StageMeter::snapshot).collect(),
@@ -327,7 +351,77 @@ pub(crate) struct ImageOutput {
     pub record: Option<SsaKept>,
 }
 
+impl ImageOutput {
+    /// What an update of the stages' collection of images holds, when it adds the image.
+    pub(crate) fn of_update(
+        (staged, _time, diff): (Staged<SsaImage>, u64, isize),
+    ) -> Option<ImageOutput> {
+        (diff > 0).then_some(ImageOutput {
+            image_id: staged.image_id,
+            samples: staged.value.samples,
+            rejected: staged.value.rejected,
+            dropped: staged.value.dropped,
+            record: staged.value.record,
+        })
+    }
+}
+
 enum WorkerOutput {
     Image(ImageOutput),
     Meters(Vec<StageMetrics>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::runtime::test_caption;
+    use super::*;
+
+    fn caption(image: &str, n: u64) -> Arc<KeyedRow> {
+        Arc::new(test_caption(image, n))
+    }
+
+    /// The image of each row of a round, in the round's order.
+    fn images_of(rows: &[Arc<KeyedRow>], round: &[usize]) -> Vec<String> {
+        (round.iter())
+            .map(|&i| rows[i].row.image_id().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn an_images_rows_go_through_in_one_round_of_images_in_id_order() {
+        // 1,100 images, two rows each, the second rows read after all the first ones, in
+        // descending id order: ids "i0000" .. "i1099".
+        let ids: Vec<String> = (0..1100).rev().map(|n| format!("i{n:04}")).collect();
+        let rows: Vec<Arc<KeyedRow>> = (ids.iter().map(|id| caption(id, 0)))
+            .chain(ids.iter().map(|id| caption(id, 1)))
+            .collect();
+        let (rounds, images) = rounds(&rows, 1);
+        assert_eq!(images, 1100);
+        // 512 + 512 + 76 images, in id order.
+        assert_eq!(rounds.len(), 3);
+        let first = images_of(&rows, &rounds[0]);
+        assert_eq!(first.len(), 2 * 512);
+        assert!(first.iter().all(|id| id.as_str() < "i0512"));
+        let second = images_of(&rows, &rounds[1]);
+        assert!(second
+            .iter()
+            .all(|id| ("i0512".."i1024").contains(&id.as_str())));
+        assert_eq!(rounds[2].len(), 2 * 76);
+        // Every row once, each round in read order: image i1099's first row is row 0.
+        let mut all: Vec<usize> = rounds.concat();
+        assert!(rounds.iter().all(|r| r.windows(2).all(|w| w[0] < w[1])));
+        all.sort_unstable();
+        assert_eq!(all, (0..2200).collect::<Vec<_>>());
+        assert_eq!(rounds[2][0], 0);
+        assert_eq!(rows[rounds[2][0]].row.image_id(), "i1099");
+    }
+
+    #[test]
+    fn several_processes_take_every_row_in_one_round() {
+        let rows: Vec<Arc<KeyedRow>> = (0..1500).map(|n| caption(&format!("i{n}"), 0)).collect();
+        let (rounds, images) = rounds(&rows, 2);
+        assert_eq!(images, 1500);
+        assert_eq!(rounds, vec![(0..1500).collect::<Vec<_>>()]);
+        assert_eq!(super::rounds(&[], 1), (vec![Vec::new()], 0));
+    }
 }

@@ -436,15 +436,7 @@ pub fn run_streaming(
             let images = contexts.wire(images, &mut next);
             let probe = images
                 .inner
-                .flat_map(|(staged, _time, diff): (Staged<SsaImage>, u64, isize)| {
-                    (diff > 0).then_some(ImageOutput {
-                        image_id: staged.image_id,
-                        samples: staged.value.samples,
-                        rejected: staged.value.rejected,
-                        dropped: staged.value.dropped,
-                        record: staged.value.record,
-                    })
-                })
+                .flat_map(ImageOutput::of_update)
                 .flat_map(move |output: ImageOutput| {
                     sink_outputs.borrow_mut().push(output);
                     None::<()>

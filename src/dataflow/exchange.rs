@@ -326,30 +326,18 @@ impl TableBatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::Row;
-    use crate::schema::CaptionRow;
+    use crate::dataflow::runtime::test_caption;
     use timely::dataflow::channels::ContainerBytes;
-
-    fn caption(image: &str, n: u64) -> KeyedRow {
-        KeyedRow {
-            unit: 1,
-            ordinal: n,
-            row: Row::Caption(CaptionRow {
-                image_id: image.to_string(),
-                caption_id: format!("{image}#{n}"),
-                dataset: "test".into(),
-                split: "train".into(),
-                caption_index: n as i32,
-                text: format!("caption {n} of {image}"),
-            }),
-        }
-    }
 
     fn batches(rows: usize, peers: usize) -> Vec<TableBatch> {
         let mut batcher = TableBatcher::new(0, 16, peers);
         let mut sent = Vec::new();
         for n in 0..rows as u64 {
-            sent.extend(batcher.push(caption(&format!("img{}", n % 37), n)).unwrap());
+            sent.extend(
+                batcher
+                    .push(test_caption(&format!("img{}", n % 37), n))
+                    .unwrap(),
+            );
         }
         sent.extend(batcher.flush().unwrap());
         sent

@@ -76,21 +76,12 @@ pub fn kept(state: &StateDir) -> bool {
     state.dir().join(RECORDS_DIR).is_dir()
 }
 
-/// The records of `bucket` written under `config_hash`: its base file's, then each appended
-/// file's, a later record of an image replacing an earlier one. Records of images the bucket
-/// no longer holds, or holds with another digest, are among them: the caller compares.
-pub fn read(state: &StateDir, bucket: usize, config_hash: &str) -> Result<BucketRecords> {
-    let mut records = BucketRecords::new();
-    for_each_record(state, bucket, config_hash, |id, digest, kept| {
-        records.insert(id, (digest, kept));
-        Ok(())
-    })?;
-    Ok(records)
-}
-
-/// Calls `each` with every record [`read`] gives for `bucket`, without holding them: the base
-/// file is decoded one record at a time, and only the appended files' records (those of the
-/// images later reruns computed again) are held, to replace the base file's.
+/// Calls `each` with every record of `bucket` written under `config_hash`, without holding
+/// them: its base file's, then each appended file's, a later record of an image replacing an
+/// earlier one. Records of images the bucket no longer holds, or holds with another digest, are
+/// among them: the caller compares. The base file is decoded one record at a time, and only
+/// the appended files' records (those of the images later reruns computed again) are held, to
+/// replace the base file's.
 pub fn for_each_record(
     state: &StateDir,
     bucket: usize,
@@ -140,7 +131,7 @@ fn base_records(
 
 /// A bucket's records taken by image id in increasing order, as a run writes a bucket's
 /// images, without holding them: the base file is decoded as far as the id asked for, and the
-/// appended files' records are held to replace the base file's ([`read`]'s records).
+/// appended files' records are held to replace the base file's ([`for_each_record`]'s records).
 pub struct RecordsCursor {
     bucket: usize,
     config_hash: String,
@@ -287,10 +278,7 @@ pub fn append(
         .find(|&delta| !records_path(state, bucket, delta).is_file())
         .unwrap_or(1);
     if next > MAX_DELTAS || !records_path(state, bucket, 0).is_file() {
-        let mut all = read(state, bucket, config_hash)?;
-        all.extend(images);
-        all.retain(|id, (digest, _)| live.get(id).is_some_and(|s| s.digest == *digest));
-        return write(state, bucket, config_hash, all);
+        return compact(state, bucket, config_hash, images, live);
     }
     if images.is_empty() {
         return Ok(());
@@ -301,6 +289,46 @@ pub fn append(
         config_hash,
         images,
     )
+}
+
+/// Rewrites the records of `bucket` as one file: its base file's, its appended files' and
+/// `images`', a later record of an image replacing an earlier one, keeping those of the images
+/// in `live` with their digest there. The base file is decoded one record at a time and merged
+/// in id order with the others, so only the appended records and `images` are held, not the
+/// bucket's (kilobytes an image in memory).
+fn compact(
+    state: &StateDir,
+    bucket: usize,
+    config_hash: &str,
+    images: BucketRecords,
+    live: &BucketState,
+) -> Result<()> {
+    let mut newer = appended_records(state, bucket, config_hash)?;
+    newer.extend(images);
+    let mut newer = newer.into_iter().peekable();
+    let mut base = base_records(state, bucket, config_hash)?;
+    let mut spill = RecordsSpill::new(state, bucket)?;
+    let mut keep = |id: &str, (digest, kept): &(String, SsaKept)| match live.get(id) {
+        Some(image) if image.digest == *digest => spill.push(id, digest, kept),
+        _ => Ok(()),
+    };
+    while let Some((id, record)) = match &mut base {
+        Some(base) => base.next_record()?,
+        None => None,
+    } {
+        while let Some((earlier, record)) = newer.next_if(|(newer, _)| *newer < id) {
+            keep(&earlier, &record)?;
+        }
+        // A newer record of the image replaces the base file's.
+        let (id, record) = (newer.next_if(|(newer, _)| *newer == id)).unwrap_or((id, record));
+        keep(&id, &record)?;
+    }
+    for (id, record) in newer {
+        keep(&id, &record)?;
+    }
+    // The base file is closed before the new one takes its place.
+    drop(base);
+    spill.finish(state, bucket, config_hash)
 }
 
 /// A bucket's records as the streaming engine keeps them, image by image, without holding
@@ -881,6 +909,16 @@ mod tests {
             .collect()
     }
 
+    /// Every record [`for_each_record`] visits, by image.
+    fn read(state: &StateDir, bucket: usize, config_hash: &str) -> Result<BucketRecords> {
+        let mut records = BucketRecords::new();
+        for_each_record(state, bucket, config_hash, |id, digest, kept| {
+            records.insert(id, (digest, kept));
+            Ok(())
+        })?;
+        Ok(records)
+    }
+
     fn files(state: &StateDir) -> usize {
         std::fs::read_dir(state.dir().join(RECORDS_DIR)).map_or(0, |dir| dir.count())
     }
@@ -926,6 +964,55 @@ mod tests {
         assert_eq!(files(&state), 1);
         write(&state, 3, "c1", BucketRecords::new()).unwrap();
         assert_eq!(files(&state), 0);
+    }
+
+    /// A compaction merges the base file, decoded a record at a time, with the appended
+    /// files and the new records in id order: the file is the one a whole write of the
+    /// records `read` gives, kept for the live images with their digest, makes.
+    #[test]
+    fn a_compaction_merges_the_base_file_in_id_order_into_the_file_a_whole_write_makes() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        let id = |k: u64| format!("{:07}", 2_000_000 + k);
+        // The base holds the even images 0..600; each append changes an image of the base,
+        // adds one between two of them and one after the last.
+        let base: Vec<(String, &str, u64)> = (0..300).map(|k| (id(2 * k), "d1", k % 5)).collect();
+        write(&state, 1, "c1", records(&base)).unwrap();
+        let mut expected = records(&base);
+        for n in 1..=MAX_DELTAS as u64 {
+            let delta = records(&[
+                (id(10 * n), "d2", n),
+                (id(10 * n + 1), "d1", n),
+                (id(700 + n), "d1", n),
+            ]);
+            append(&state, 1, "c1", delta.clone(), &BucketState::new()).unwrap();
+            expected.extend(delta);
+        }
+        assert_eq!(files(&state), 1 + MAX_DELTAS);
+        let last = records(&[(id(0), "d3", 9), (id(3), "d1", 9), (id(998), "d1", 9)]);
+        expected.extend(last.clone());
+        // Live: every image but the multiples of 7, and image 20 with another digest.
+        let live: BucketState = expected
+            .iter()
+            .filter(|(id, _)| id.parse::<u64>().unwrap() % 7 != 0)
+            .map(|(id, (digest, _))| {
+                let digest = if id == "2000020" { "d9" } else { digest };
+                let state = ImageState {
+                    digest: digest.to_string(),
+                    rejected: Vec::new(),
+                };
+                (id.clone(), state)
+            })
+            .collect();
+        append(&state, 1, "c1", last, &live).unwrap();
+        assert_eq!(files(&state), 1);
+        expected.retain(|id, (digest, _)| live.get(id).is_some_and(|s| s.digest == *digest));
+        assert!(expected.contains_key("2000003") && expected.contains_key("2000998"));
+        assert!(!expected.contains_key("2000020") && !expected.contains_key("2000012"));
+        assert_eq!(read(&state, 1, "c1").unwrap(), expected);
+        write(&state, 2, "c1", expected).unwrap();
+        let bytes = |bucket: usize| std::fs::read(records_path(&state, bucket, 0)).unwrap();
+        assert_eq!(bytes(1), bytes(2));
     }
 
     /// The records are visited one by one as `read` gives them: an appended file's record of

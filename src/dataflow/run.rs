@@ -588,6 +588,10 @@ fn run_with_sinks(
     };
     let exported = tracing::info_span!("export")
         .in_scope(|| layout.write(&mut writer, &collected, &owned, &mut new_samples))?;
+    // The rows read and the samples computed are written: what follows holds the buckets'
+    // states a bucket at a time, not them.
+    drop(std::mem::take(&mut collected.rows));
+    drop(new_samples);
     if !exported.runs.is_empty() {
         if !exported.changes.is_empty() {
             return Err(Error::Usage(

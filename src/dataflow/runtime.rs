@@ -69,6 +69,23 @@ pub struct KeyedRow {
     pub row: Row,
 }
 
+/// Caption `n` of `image`, the `n`-th row read, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_caption(image: &str, n: u64) -> KeyedRow {
+    KeyedRow {
+        unit: 1,
+        ordinal: n,
+        row: Row::Caption(crate::schema::CaptionRow {
+            image_id: image.to_string(),
+            caption_id: format!("{image}#{n}"),
+            dataset: "test".into(),
+            split: "train".into(),
+            caption_index: n as i32,
+            text: format!("caption {n} of {image}"),
+        }),
+    }
+}
+
 /// Everything a run produced, in deterministic order.
 ///
 /// With several processes, `rows` holds the rows of the buckets this process owns and

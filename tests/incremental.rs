@@ -1298,6 +1298,91 @@ fn a_rerun_that_computes_images_in_several_rounds_equals_a_fresh_run() {
     assert_eq!(incremental, fresh);
 }
 
+/// The files of each bucket chunk of a dataset, by bucket and chunk key.
+fn chunk_files(
+    manifest: &capflow::export::Manifest,
+) -> BTreeMap<(usize, String), BTreeSet<String>> {
+    let mut chunks: BTreeMap<(usize, String), BTreeSet<String>> = BTreeMap::new();
+    for file in &manifest.files {
+        for piece in file.chunk_pieces() {
+            let key = (piece.bucket, piece.chunk.to_string());
+            chunks.entry(key).or_default().insert(file.path.clone());
+        }
+    }
+    chunks
+}
+
+/// A rerun on the streaming engine keeps the files of a chunk none of whose images changed as
+/// the previous version holds them, and writes the others. On 4,000 synthetic images in chunks
+/// of 16, with every sentence file rewritten (too many to collect within 160 MiB) and a caption
+/// added to every 50th image, the chunks it says it kept are those whose files are still the
+/// ones the previous run wrote (the same inodes: not written again), they are most of the
+/// chunks whose files the new version shares with the old, and the dataset is a fresh run's.
+#[test]
+fn a_streamed_rerun_keeps_the_files_of_the_chunks_that_did_not_change() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("input");
+    let images = 4000;
+    let out = input.to_str().unwrap();
+    run_ok(&[
+        "synth",
+        "--images",
+        &images.to_string(),
+        "--seed",
+        "7",
+        "--out",
+        out,
+    ]);
+    age(&input);
+    let spec = with_chunk_images(tmp.path(), "ssa-flickr30k", 16);
+    let runs = Runs::new(tmp.path(), "ssa");
+    runs.update(&spec, &input);
+    let before = chunk_files(&read_manifest(&runs.out).unwrap());
+    let inode = |path: &String| std::fs::metadata(runs.out.join(path)).unwrap().ino();
+    let inodes: BTreeMap<String, u64> = (before.values().flatten())
+        .map(|path| (path.clone(), inode(path)))
+        .collect();
+    for n in 0..images {
+        let id = (2_000_000 + n).to_string();
+        let sentences = input.join(format!("flickr30k_entities/Sentences/{id}.txt"));
+        if n % 50 == 0 {
+            add_caption(&input, &id);
+        } else {
+            std::fs::write(&sentences, std::fs::read(&sentences).unwrap()).unwrap();
+        }
+    }
+    let log = runs.update_with(&spec, &input, &["--memory-limit", "160MiB"]);
+    assert!(
+        log.contains("reading every input on the streaming engine"),
+        "{log}"
+    );
+    assert!(
+        log.contains("computing 80 new or changed images, retracting 0 removed, carrying 3920"),
+        "{log}"
+    );
+    let after = chunk_files(&read_manifest(&runs.out).unwrap());
+    let shared: Vec<&BTreeSet<String>> = (after.iter())
+        .filter(|(chunk, files)| before.get(chunk) == Some(files))
+        .map(|(_, files)| files)
+        .collect();
+    let untouched = (shared.iter())
+        .filter(|files| files.iter().all(|path| inode(path) == inodes[path]))
+        .count();
+    let kept = format!("kept {untouched} of {} chunks as they were", after.len());
+    assert!(log.contains(&kept), "{kept}: {log}");
+    // Most unchanged chunks lie whole within a part of the bucket (parts of 2 MiB).
+    assert!(
+        4 * untouched >= 3 * shared.len(),
+        "{untouched} of {}",
+        shared.len()
+    );
+    assert!(shared.len() < after.len());
+    let state = runs.state.to_str().unwrap();
+    let (incremental, fresh) = runs.against_fresh_with(&spec, &input, Some(state));
+    assert_eq!(incremental, fresh);
+}
+
 /// A `--refit` whose changed pieces, or whose images to compute again, are too many to collect
 /// within `--memory-limit` fits the models on the streaming engine as it reads every input,
 /// instead of replaying: the dataset is a fresh full run's all the same.

@@ -38,7 +38,7 @@
 //! from what they hold.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -135,17 +135,28 @@ pub struct StatePlanned {
     pub computed: u64,
     pub carried: u64,
     pub removed: u64,
+    /// Chunks written, and chunks whose files were kept as the previous version holds them.
+    pub chunks_written: u64,
+    pub chunks_kept: u64,
 }
 
 impl StatePlanned {
-    /// One line for the run's output ([`describe_plan`]).
+    /// One line for the run's output ([`describe_plan`]), with the chunks kept as they were.
     pub fn describe(&self) -> String {
-        describe_plan(
+        let plan = describe_plan(
             self.full.as_deref(),
             self.computed,
             self.removed,
             self.carried,
-        )
+        );
+        match self.full {
+            Some(_) => plan,
+            None => format!(
+                "{plan}; kept {} of {} chunks as they were",
+                self.chunks_kept,
+                self.chunks_kept + self.chunks_written
+            ),
+        }
     }
 }
 
@@ -181,6 +192,18 @@ struct PartOutput {
     /// images of the bucket's state were not read.
     images: Vec<ImageRecord>,
     removed: u64,
+    /// With `--state`: the chunks of the part that hold the previous version's images and no
+    /// others, every one carried forward ([`unchanged_chunks`]).
+    unchanged: Vec<UnchangedChunk>,
+}
+
+/// A chunk of a part whose images are the previous version's chunk of the same key, each
+/// carried forward: the key of the chunk before it (`None` at the bucket's start) and its own
+/// key (empty for the bucket's open last chunk).
+#[derive(Debug, PartialEq, Eq)]
+struct UnchangedChunk {
+    after: Option<String>,
+    key: String,
 }
 
 enum Message {
@@ -227,7 +250,8 @@ pub fn streams(spec: &DataflowSpec, previous: Option<&Manifest>) -> bool {
 /// digest is the state's is carried forward (its samples read back from the previous version,
 /// its rejections from the state) instead of going through the stages, unless the state
 /// cannot be compared with this run ([`stale`]), and each bucket's new states are written
-/// once its last part is.
+/// once its last part is. A chunk that one part holds whole, whose images are all carried and
+/// that lost none, keeps the previous version's files ([`unchanged_chunks`]).
 pub fn run_streaming(
     spec: &DataflowSpec,
     cluster: &ClusterOptions,
@@ -465,7 +489,7 @@ pub fn run_streaming(
         let writing = DatasetWriter::part(&out, &config_hash, index).and_then(|writer| {
             let part_writer = PartWriter::new(
                 writer,
-                buckets,
+                (buckets, move |bucket: usize| bucket % peers == index),
                 chunk_images,
                 runs_dir.join(format!("w{index:03}")),
                 state.as_ref().map(|s| s.dir.clone()),
@@ -543,6 +567,13 @@ pub fn run_streaming(
                 part_outputs.append(&mut outputs.borrow_mut());
             }
             part_outputs.sort_by(|a, b| a.image_id.cmp(&b.image_id));
+            let unchanged = match (&state, &unseen) {
+                (Some(state), Some((_, left))) if !state.full => {
+                    let after = after.as_deref();
+                    unchanged_chunks(after, &images, left, chunk_images, ends_bucket)
+                }
+                _ => Vec::new(),
+            };
             // The images of the bucket's state that no part held are retracted.
             let removed = match ends_bucket {
                 true => unseen.take().map_or(0, |(_, left)| left.len() as u64),
@@ -558,6 +589,7 @@ pub fn run_streaming(
                 outputs: part_outputs,
                 images,
                 removed,
+                unchanged,
             })
         };
         let mut failed = false;
@@ -711,6 +743,8 @@ pub fn run_streaming(
                                         computed: 0,
                                         carried: 0,
                                         removed: 0,
+                                        chunks_written: 0,
+                                        chunks_kept: 0,
                                     });
                                 }
                                 Some(fitted)
@@ -796,6 +830,8 @@ pub fn run_streaming(
         computed: written.stage_images,
         carried: written.carried,
         removed: written.removed,
+        chunks_written: written.chunks_written,
+        chunks_kept: written.chunks_kept,
         ..planned
     });
     let read_ms = read_elapsed.as_millis() as u64;
@@ -1086,6 +1122,49 @@ fn plan_range(
     Ok(())
 }
 
+/// With `--state`: the chunks of a part (its `images`, in id order, covering the ids above
+/// `after`) that hold exactly the images of the previous version's chunk of the same key, all
+/// carried forward. A chunk qualifies when the part holds all of it (it starts at the part's
+/// start only when `after` ends a chunk; the open last chunk only in the bucket's last part),
+/// every one of its images is carried, and no image of the state in its range went unread
+/// (`unseen`: the bucket's previous states less the images of this and earlier parts). The
+/// previous chunk of the key must also begin after the same key, which the writer checks
+/// against the previous version's files.
+fn unchanged_chunks(
+    after: Option<&str>,
+    images: &[ImageRecord],
+    unseen: &BucketState,
+    chunk_images: usize,
+    ends_bucket: bool,
+) -> Vec<UnchangedChunk> {
+    use std::ops::Bound;
+    let ids: Vec<&str> = images.iter().map(|image| image.image_id.as_str()).collect();
+    let mut unchanged = Vec::new();
+    let mut before = after;
+    let mut whole = after.is_none_or(|id| super::buckets::ends_chunk(id, chunk_images));
+    let mut offset = 0;
+    for chunk in chunks(&ids, chunk_images) {
+        let of_chunk = &images[offset..offset + chunk.ids.len()];
+        offset += chunk.ids.len();
+        let closed = !chunk.key.is_empty() || ends_bucket;
+        let lower = before.map_or(Bound::Unbounded, Bound::Excluded);
+        let upper = match chunk.key {
+            "" => Bound::Unbounded,
+            key => Bound::Included(key),
+        };
+        let removed = unseen.range::<str, _>((lower, upper)).next().is_some();
+        if whole && closed && !removed && of_chunk.iter().all(|i| i.carried.is_some()) {
+            unchanged.push(UnchangedChunk {
+                after: before.map(str::to_string),
+                key: chunk.key.to_string(),
+            });
+        }
+        before = Some(chunk.key);
+        whole = true;
+    }
+    unchanged
+}
+
 /// The spill directory of worker `index`.
 fn spill_dir(scratch: &Path, index: usize) -> PathBuf {
     scratch.join(format!("w{index:03}"))
@@ -1339,6 +1418,9 @@ struct WrittenParts {
     /// With `--state`: images carried forward, and images of the state not read.
     carried: u64,
     removed: u64,
+    /// Chunks written, and chunks whose files were kept as the previous version holds them.
+    chunks_written: u64,
+    chunks_kept: u64,
     elapsed: Duration,
     /// The metrics of the worker's sink writers.
     sinks: Vec<StageMetrics>,
@@ -1360,6 +1442,8 @@ impl WrittenParts {
         self.image_rejected.extend(other.image_rejected);
         self.carried += other.carried;
         self.removed += other.removed;
+        self.chunks_written += other.chunks_written;
+        self.chunks_kept += other.chunks_kept;
         self.elapsed = self.elapsed.max(other.elapsed);
         add_metrics(&mut self.sinks, other.sinks);
     }
@@ -1375,6 +1459,9 @@ struct PartWriter {
     /// The previous version's sample files, by bucket, in chunk order: each with the image ids
     /// it covers, `(after, through]`.
     previous: BTreeMap<usize, Vec<PreviousChunk>>,
+    /// With `--state`: the previous version's files of each chunk, by bucket and chunk key, for
+    /// the chunks a rerun keeps as they were.
+    previous_files: BTreeMap<usize, HashMap<String, PreviousFiles>>,
     /// The run of the bucket being written.
     run: Option<(usize, ChangesWriter)>,
     /// The chunk that the last part began or went on with and a later part ends.
@@ -1425,14 +1512,72 @@ struct PreviousChunk {
     through: Option<String>,
 }
 
+/// The previous version's files of one of its chunks: the key of the chunk before it in its
+/// bucket (`None` for the bucket's first), and its files, every table's, unless one of them
+/// also holds other chunks (a file `capflow optimize` compacted): such a chunk is written again.
+struct PreviousFiles {
+    after: Option<String>,
+    files: Option<Vec<Arc<FileEntry>>>,
+}
+
+impl PreviousFiles {
+    /// The files of every chunk of `manifest` in the buckets (of `buckets`) that `owns` takes.
+    fn of(
+        manifest: &Manifest,
+        buckets: usize,
+        owns: &impl Fn(usize) -> bool,
+    ) -> BTreeMap<usize, HashMap<String, PreviousFiles>> {
+        type Files = Option<Vec<Arc<FileEntry>>>;
+        let mut by_bucket: BTreeMap<usize, BTreeMap<String, Files>> = BTreeMap::new();
+        for file in &manifest.files {
+            let pieces = file.chunk_pieces();
+            let shared = Arc::new(file.clone());
+            for piece in pieces
+                .iter()
+                .filter(|p| p.buckets == buckets && owns(p.bucket))
+            {
+                let chunk = by_bucket.entry(piece.bucket).or_default();
+                let files = chunk
+                    .entry(piece.chunk.to_string())
+                    .or_insert(Some(Vec::new()));
+                match (files, pieces.len()) {
+                    (Some(files), 1) => files.push(Arc::clone(&shared)),
+                    (files, _) => *files = None,
+                }
+            }
+        }
+        let bucket_chunks = |chunks: BTreeMap<String, Files>| {
+            // Closed chunks by their last id, then the open last chunk (key "").
+            let mut chunks: Vec<(String, Files)> = chunks.into_iter().collect();
+            chunks.sort_by(|a, b| (a.0.is_empty(), &a.0).cmp(&(b.0.is_empty(), &b.0)));
+            let mut after: Option<String> = None;
+            let mut out = HashMap::with_capacity(chunks.len());
+            for (key, files) in chunks {
+                let next = Some(key.clone());
+                out.insert(key, PreviousFiles { after, files });
+                after = next;
+            }
+            out
+        };
+        by_bucket
+            .into_iter()
+            .map(|(bucket, chunks)| (bucket, bucket_chunks(chunks)))
+            .collect()
+    }
+}
+
+/// The chunks a part keeps as the previous version holds them, by key, with their files.
+type KeptChunks = BTreeMap<String, Vec<Arc<FileEntry>>>;
+
 /// The key of a chunk whose last image is not known yet: the bucket's open last chunk, or a
 /// chunk that a later part ends.
 const OPEN_CHUNK: &str = "";
 
 impl PartWriter {
+    /// A writer of the buckets (of `buckets`) that `owns` takes.
     fn new(
         writer: DatasetWriter,
-        buckets: usize,
+        (buckets, owns): (usize, impl Fn(usize) -> bool),
         chunk_images: usize,
         runs_dir: PathBuf,
         state: Option<StateDir>,
@@ -1443,7 +1588,7 @@ impl PartWriter {
         if let Some((manifest, _)) = writer.previous() {
             for file in manifest.table_files(TableKind::Samples) {
                 let shared = Arc::new(file.clone());
-                for piece in file.chunk_pieces() {
+                for piece in file.chunk_pieces().iter().filter(|p| owns(p.bucket)) {
                     previous.entry(piece.bucket).or_default().push((
                         piece.chunk.to_string(),
                         (Arc::clone(&shared), piece.offset, piece.rows),
@@ -1478,12 +1623,17 @@ impl PartWriter {
                 (bucket, chunks)
             })
             .collect();
+        let previous_files = match (writer.previous(), &state) {
+            (Some((manifest, _)), Some(_)) => PreviousFiles::of(manifest, buckets, &owns),
+            _ => BTreeMap::new(),
+        };
         PartWriter {
             writer,
             buckets,
             chunk_images,
             runs_dir,
             previous,
+            previous_files,
             run: None,
             open: None,
             written: WrittenParts::default(),
@@ -1507,19 +1657,20 @@ impl PartWriter {
         self
     }
 
-    /// The previous version's samples of the images in `(after, through]` of `bucket`, by image.
+    /// The previous version's samples of the images in `(after, through]` of `bucket`, by image,
+    /// but for those of the chunks `kept` (by key) as they were.
     fn previous_samples(
         &self,
         bucket: usize,
-        after: Option<&str>,
-        through: Option<&str>,
+        (after, through): (Option<&str>, Option<&str>),
+        kept: &KeptChunks,
     ) -> Result<BTreeMap<String, Vec<SampleRow>>> {
         let mut samples: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
         let in_range = |id: &str| after.is_none_or(|a| id > a) && through.is_none_or(|t| id <= t);
         for chunk in self.previous.get(&bucket).into_iter().flatten() {
             let below = through.is_some_and(|t| chunk.after.as_deref().is_some_and(|a| a >= t));
             let above = after.is_some_and(|a| chunk.through.as_deref().is_some_and(|t| t <= a));
-            if below || above {
+            if below || above || kept.contains_key(chunk.through.as_deref().unwrap_or(OPEN_CHUNK)) {
                 continue;
             }
             let dir = self.writer.dir();
@@ -1551,8 +1702,13 @@ impl PartWriter {
             outputs,
             images,
             removed,
+            unchanged,
         } = part;
-        let retracted = self.previous_samples(bucket, after.as_deref(), through.as_deref())?;
+        // With `[mix]`, the samples go to the sinks once the plan has chosen.
+        let hand = !sinks.is_empty() && self.held.is_none();
+        let kept = self.kept_chunks(bucket, &unchanged, hand);
+        let covers = (after.as_deref(), through.as_deref());
+        let retracted = self.previous_samples(bucket, covers, &kept)?;
         self.record_states(&images, &outputs, removed);
         self.keep_records(bucket, &images, &outputs)?;
         let written = &mut self.written;
@@ -1589,8 +1745,6 @@ impl PartWriter {
         let mut input_samples = input_samples.into_iter().peekable();
         let mut added: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
         let mut handed: Vec<SampleRow> = Vec::new();
-        // With `[mix]`, the samples go to the sinks once the plan has chosen.
-        let hand = !sinks.is_empty() && self.held.is_none();
         // Cut at the chunk ends in the part; the last piece has the key "" ([`OPEN_CHUNK`])
         // when no chunk end closes it here: the bucket's open last chunk, or a chunk a later
         // part ends.
@@ -1598,6 +1752,27 @@ impl PartWriter {
             let (Some(first), Some(last)) = (piece.ids.first(), piece.ids.last()) else {
                 continue;
             };
+            if let Some(files) = kept.get(piece.key) {
+                // The chunk's files hold exactly its rows and samples: they are carried forward,
+                // its rows of the samples table among the inputs with them.
+                if self.open.is_some() {
+                    return Err(Error::Usage(format!(
+                        "bucket {bucket}: chunk {:?} was to be kept as it was, but a chunk \
+                         before it was left open",
+                        piece.key
+                    )));
+                }
+                for file in files.iter() {
+                    self.writer.carry(file)?;
+                    self.written.rows_written += file.rows;
+                }
+                self.written.chunks_kept += 1;
+                while input_samples
+                    .next_if(|k| k.row.image_id() <= *last)
+                    .is_some()
+                {}
+                continue;
+            }
             let mut chunk = match self.open.take() {
                 Some(open) if open.bucket == bucket => open,
                 Some(open) => return Err(left_open(open.bucket)),
@@ -1696,6 +1871,29 @@ impl PartWriter {
         sinks.write(&handed)
     }
 
+    /// The chunks of `unchanged` whose files the previous version holds as they would be
+    /// written again (the previous chunk of the key begins after the same key, and no file of
+    /// it holds other chunks), by key. None when the samples go to sinks or wait for `[mix]`:
+    /// those need the samples themselves.
+    fn kept_chunks(&self, bucket: usize, unchanged: &[UnchangedChunk], hand: bool) -> KeptChunks {
+        let Some(previous) = self.previous_files.get(&bucket) else {
+            return BTreeMap::new();
+        };
+        if hand || self.held.is_some() {
+            return BTreeMap::new();
+        }
+        (unchanged.iter())
+            .filter_map(|chunk| {
+                let files = previous.get(&chunk.key)?;
+                let files = files
+                    .files
+                    .as_ref()
+                    .filter(|_| files.after == chunk.after)?;
+                Some((chunk.key.clone(), files.clone()))
+            })
+            .collect()
+    }
+
     fn push_changes(&mut self, bucket: usize, changes: Vec<(SampleRow, i8)>) -> Result<()> {
         if !changes.is_empty() {
             let run = self.run_of(bucket)?;
@@ -1722,7 +1920,8 @@ impl PartWriter {
         for chunk in held.into_chunks() {
             let started = Instant::now();
             let (bucket, after, through) = (chunk.bucket, &chunk.after, &chunk.through);
-            let retracted = self.previous_samples(bucket, after.as_deref(), through.as_deref())?;
+            let covers = (after.as_deref(), through.as_deref());
+            let retracted = self.previous_samples(bucket, covers, &BTreeMap::new())?;
             let mut added: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
             let mut handed = Vec::new();
             for (split, made, mut rows) in chunk.samples()? {
@@ -1836,6 +2035,7 @@ impl PartWriter {
     /// Writes the samples of the chunk being written, gives it its key `key` and closes its
     /// shards.
     fn close_chunk(&mut self, key: &str, chunk: OpenChunk) -> Result<()> {
+        self.written.chunks_written += 1;
         if let Some(held) = &mut self.held {
             // The samples shards wait for the plan; the other tables' close now.
             held.hold(chunk.bucket, key, chunk.inputs, chunk.samples)?;
@@ -1900,4 +2100,109 @@ fn left_open(bucket: usize) -> Error {
     Error::Usage(format!(
         "bucket {bucket}'s last chunk was never closed: its parts were written out of order"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::buckets::ends_chunk;
+    use super::*;
+
+    const CHUNK_IMAGES: usize = 4;
+
+    /// An image id that sorts at `position` and ends a chunk (of [`CHUNK_IMAGES`]) or not.
+    fn id(position: usize, ends: bool) -> String {
+        (0..)
+            .map(|k| format!("{position:02}-{k}"))
+            .find(|id| ends_chunk(id, CHUNK_IMAGES) == ends)
+            .unwrap()
+    }
+
+    fn image(position: usize, ends: bool, carried: bool) -> ImageRecord {
+        ImageRecord {
+            image_id: id(position, ends),
+            digest: format!("d{position}"),
+            carried: carried.then(Vec::new),
+        }
+    }
+
+    fn state(ids: &[String]) -> BucketState {
+        let state = |id: &String| {
+            let image = ImageState {
+                digest: "d".into(),
+                rejected: Vec::new(),
+            };
+            (id.clone(), image)
+        };
+        ids.iter().map(state).collect()
+    }
+
+    fn unchanged(after: Option<&str>, key: &str) -> UnchangedChunk {
+        UnchangedChunk {
+            after: after.map(str::to_string),
+            key: key.to_string(),
+        }
+    }
+
+    /// Chunks A = (.., 2], B = (2, 4], C = (4, 6], D = (6, 9] and the open last chunk E after 9,
+    /// by the positions of their ids. B's images are all carried; C holds a computed image; D
+    /// has lost image 8, which its state held and no part read; E's image is carried.
+    #[test]
+    fn a_parts_unchanged_chunks_are_whole_all_carried_and_lost_no_image() {
+        let images = vec![
+            image(1, false, true),
+            image(2, true, true),
+            image(3, false, true),
+            image(4, true, true),
+            image(5, false, false),
+            image(6, true, true),
+            image(7, false, true),
+            image(9, true, true),
+            image(10, false, true),
+        ];
+        let (two, four, six, nine) = (id(2, true), id(4, true), id(6, true), id(9, true));
+        let lost = state(&[id(8, false)]);
+        // The part begins inside chunk A, after image 0: A is not whole, E goes on into the
+        // next part.
+        let inside = id(0, false);
+        assert_eq!(
+            unchanged_chunks(Some(&inside), &images, &lost, CHUNK_IMAGES, false),
+            vec![unchanged(Some(&two), &four)]
+        );
+        // In the bucket's last part, the open last chunk ends there.
+        assert_eq!(
+            unchanged_chunks(Some(&inside), &images, &lost, CHUNK_IMAGES, true),
+            vec![unchanged(Some(&two), &four), unchanged(Some(&nine), "")]
+        );
+        // A part that begins after a chunk's end, or the bucket's first part, holds A whole.
+        let after_end = id(0, true);
+        assert_eq!(
+            unchanged_chunks(Some(&after_end), &images, &lost, CHUNK_IMAGES, false),
+            vec![
+                unchanged(Some(&after_end), &two),
+                unchanged(Some(&two), &four)
+            ]
+        );
+        assert_eq!(
+            unchanged_chunks(None, &images, &lost, CHUNK_IMAGES, false)[0],
+            unchanged(None, &two)
+        );
+        // An image of the state after the last one read is lost from the open last chunk.
+        let lost_last = state(&[id(8, false), id(11, false)]);
+        assert_eq!(
+            unchanged_chunks(None, &images, &lost_last, CHUNK_IMAGES, true),
+            vec![unchanged(None, &two), unchanged(Some(&two), &four)]
+        );
+        // With no image lost and C's image carried, every closed chunk is unchanged.
+        let mut all_carried = images;
+        all_carried[4].carried = Some(Vec::new());
+        assert_eq!(
+            unchanged_chunks(None, &all_carried, &BucketState::new(), CHUNK_IMAGES, false),
+            vec![
+                unchanged(None, &two),
+                unchanged(Some(&two), &four),
+                unchanged(Some(&four), &six),
+                unchanged(Some(&six), &nine),
+            ]
+        );
+    }
 }

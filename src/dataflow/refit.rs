@@ -76,30 +76,47 @@ pub fn kept(state: &StateDir) -> bool {
     state.dir().join(RECORDS_DIR).is_dir()
 }
 
-/// Calls `each` with every record of `bucket` written under `config_hash`, without holding
-/// them: its base file's, then each appended file's, a later record of an image replacing an
-/// earlier one. Records of images the bucket no longer holds, or holds with another digest, are
-/// among them: the caller compares. The base file is decoded one record at a time, and only
-/// the appended files' records (those of the images later reruns computed again) are held, to
-/// replace the base file's.
+/// Calls `each` with every record of `bucket` written under `config_hash`, in id order,
+/// without holding them: its base file's and each appended file's, a later record of an image
+/// replacing an earlier one. Records of images the bucket no longer holds, or holds with another
+/// digest, are among them: the caller compares. The base file is decoded one record at a time,
+/// and only the appended files' records (those of the images later reruns computed again) are
+/// held, to replace the base file's.
 pub fn for_each_record(
     state: &StateDir,
     bucket: usize,
     config_hash: &str,
-    mut each: impl FnMut(String, String, SsaKept) -> Result<()>,
+    each: impl FnMut(String, String, SsaKept) -> Result<()>,
 ) -> Result<()> {
     let appended = appended_records(state, bucket, config_hash)?;
+    merge_records(state, bucket, config_hash, appended, each)
+}
+
+/// Calls `each` with the records of `bucket`'s base file written under `config_hash` and those
+/// of `newer`, in id order, a record of `newer` replacing the base file's of the same image.
+/// The base file is decoded one record at a time.
+fn merge_records(
+    state: &StateDir,
+    bucket: usize,
+    config_hash: &str,
+    newer: BucketRecords,
+    mut each: impl FnMut(String, String, SsaKept) -> Result<()>,
+) -> Result<()> {
+    let mut newer = newer.into_iter().peekable();
+    let mut visit = |(id, (digest, kept)): (String, (String, SsaKept))| each(id, digest, kept);
     if let Some(mut base) = base_records(state, bucket, config_hash)? {
-        while let Some((id, (digest, kept))) = base.next_record()? {
-            if !appended.contains_key(&id) {
-                each(id, digest, kept)?;
+        while let Some((id, record)) = base.next_record()? {
+            while let Some(earlier) = newer.next_if(|(newer, _)| *newer < id) {
+                visit(earlier)?;
             }
+            visit(
+                newer
+                    .next_if(|(newer, _)| *newer == id)
+                    .unwrap_or((id, record)),
+            )?;
         }
     }
-    for (id, (digest, kept)) in appended {
-        each(id, digest, kept)?;
-    }
-    Ok(())
+    newer.try_for_each(visit)
 }
 
 /// The records of `bucket`'s appended files written under `config_hash`, a later file's
@@ -305,29 +322,18 @@ fn compact(
 ) -> Result<()> {
     let mut newer = appended_records(state, bucket, config_hash)?;
     newer.extend(images);
-    let mut newer = newer.into_iter().peekable();
-    let mut base = base_records(state, bucket, config_hash)?;
     let mut spill = RecordsSpill::new(state, bucket)?;
-    let mut keep = |id: &str, (digest, kept): &(String, SsaKept)| match live.get(id) {
-        Some(image) if image.digest == *digest => spill.push(id, digest, kept),
-        _ => Ok(()),
-    };
-    while let Some((id, record)) = match &mut base {
-        Some(base) => base.next_record()?,
-        None => None,
-    } {
-        while let Some((earlier, record)) = newer.next_if(|(newer, _)| *newer < id) {
-            keep(&earlier, &record)?;
-        }
-        // A newer record of the image replaces the base file's.
-        let (id, record) = (newer.next_if(|(newer, _)| *newer == id)).unwrap_or((id, record));
-        keep(&id, &record)?;
-    }
-    for (id, record) in newer {
-        keep(&id, &record)?;
-    }
-    // The base file is closed before the new one takes its place.
-    drop(base);
+    // The base file is read to its end, and closed, before the new one takes its place.
+    merge_records(
+        state,
+        bucket,
+        config_hash,
+        newer,
+        |id, digest, kept| match live.get(&id) {
+            Some(image) if image.digest == digest => spill.push(&id, &digest, &kept),
+            _ => Ok(()),
+        },
+    )?;
     spill.finish(state, bucket, config_hash)
 }
 

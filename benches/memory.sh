@@ -15,7 +15,11 @@
 #   REWRITE=1            with STATE=1, the runs read a hard-linked copy of the data whose every
 #                        Flickr30k Entities sentence file is written again, with the same bytes,
 #                        before the rerun (new modification times, as a copy or a sync tool
-#                        leaves them): the rerun finds every input piece changed
+#                        leaves them): the rerun finds every piece's stamps changed, hashes its
+#                        files and reads none of them
+#   REWRITE=blank        the same, each file with a blank line added at its end: its bytes
+#                        change and its rows do not, so the rerun reads every piece (and finds
+#                        every image unchanged)
 #   RERUN_FLAGS='...'    more flags for the rerun only, e.g. '--refit' or '--memory-limit 256MiB'
 #   MIX='...'            the recipe's `strategy = "all"` replaced by these lines of a [mix]
 #                        table, e.g. MIX=$'strategy = "random"\npercent = 50' (docs/mixing.md)
@@ -76,13 +80,14 @@ measure() {
     fi
     once "$label" "$bin" "$synth" "$images" "$out" --state "$work/state-$label" "$@"
     if [ -n "${REWRITE:-}" ]; then
-      python3 - "$synth/flickr30k_entities/Sentences" <<'PY'
+      python3 - "$synth/flickr30k_entities/Sentences" "$REWRITE" <<'PY'
 import os, sys
+blank = sys.argv[2] == "blank"
 for name in os.listdir(sys.argv[1]):
     path = os.path.join(sys.argv[1], name)
     data = open(path, "rb").read()
     os.unlink(path)  # a new file: the hard link to the generated data stays as it was
-    open(path, "wb").write(data)
+    open(path, "wb").write(data + b"\n" if blank else data)
 PY
     fi
     local rerun_flags=()

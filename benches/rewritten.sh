@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# A rerun with `--state` after every Flickr30k Entities sentence file was rewritten with the same
-# bytes (new modification times, as a copy or a sync tool leaves them) and a caption was
-# appended to every EVERY-th image's: the changed pieces are too many to collect, so the rerun
-# reads every input on the streaming engine, carries the unchanged images and computes the
-# others with the models kept in the state (docs/incremental.md).
+# A rerun with `--state` after every Flickr30k Entities sentence file was rewritten with a blank
+# line at its end (new bytes, the same rows) and a caption was appended to every EVERY-th
+# image's: the changed pieces are too many to collect, so the rerun reads every input on the
+# streaming engine, carries the unchanged images and computes the others with the models kept
+# in the state (docs/incremental.md). With SAME_BYTES=1 the other sentence files are written
+# again with their own bytes instead (new modification times, as a copy or a sync tool leaves
+# them): the rerun hashes them, finds them unchanged and reads only the EVERY-th images' pieces.
 #
 #   benches/rewritten.sh IMAGES [EVERY]       # default EVERY 10000
 #
@@ -34,16 +36,18 @@ spec="$root/dataflows/ssa-flickr30k.toml"
 cp -a "$synth" "$work/input"
 "$capflow" run "$spec" --input "$work/input" --out "$work/v1" --state "$work/v1.state" \
   >/dev/null 2>&1
-# Every sentence file rewritten with its own bytes; every EVERY-th image gets one more caption.
-python3 - "$work/input/flickr30k_entities/Sentences" "$every" <<'PY'
+# Every sentence file gets a blank line at its end; every EVERY-th image one more caption.
+python3 - "$work/input/flickr30k_entities/Sentences" "$every" "${SAME_BYTES:-}" <<'PY'
 import os, sys
-sentences, every = sys.argv[1], int(sys.argv[2])
+sentences, every, same = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 for n, name in enumerate(sorted(os.listdir(sentences))):
     path = os.path.join(sentences, name)
     with open(path) as f:
         text = f.read()
     if n % every == 0:
         text += "[/EN#1001/people A man] holds [/EN#1002/other a red kite] .\n"
+    elif not same:
+        text += "\n"
     with open(path, "w") as f:
         f.write(text)
 PY
@@ -56,7 +60,8 @@ rerun() {
   /usr/bin/time -f '%M KB %e s' "$bin" run "$spec" --input "$work/input" --out "$work/out" \
     --state "$work/state" --memory-limit "$limit" >/dev/null 2>"$work/log"
   local plan peak data
-  plan="$(grep -E 'computing' "$work/log" | sed 's/^.*capflow run [a-z0-9-]*: //')"
+  plan="$(grep -E 'computing|input pieces' "$work/log" | sed 's/^.*capflow run [a-z0-9-]*: //' \
+    | tr '\n' ' ')"
   peak="$(tail -n 1 "$work/log")"
   data="$(cd "$work/out" && find data -name '*.parquet' | sort | xargs cat | sha256sum | cut -c1-16)"
   printf '%s\t%s\tdata %s\t%s\n' "$label" "$peak" "$data" "$plan"

@@ -7,7 +7,10 @@
 //! lists the pieces again and reads:
 //!
 //! 1. every new or changed piece, whole, and for a PENMAN file that only grew, the graphs after
-//!    the old end (once the old bytes are confirmed unchanged by their hash);
+//!    the old end (once the old bytes are confirmed unchanged by their hash). A piece whose
+//!    stamps changed but whose files hold the bytes they held when it was read (a copy or a sync
+//!    tool that does not keep modification times) is not read: the state keeps the XXH3-128 of
+//!    the bytes a piece was read from, and only the piece's stamps are recorded anew;
 //! 2. then, filtered to the images step 1 touched (its images, and the images of changed and
 //!    removed pieces), the unchanged pieces that hold other rows of those images.
 //!
@@ -135,6 +138,11 @@ pub struct PieceState {
     pub rejected: Vec<(u64, RejectedRow)>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<PenmanEnd>,
+    /// XXH3-128 (hex) of the bytes of the piece's files when it was read ([`content_hash`]);
+    /// absent when they may have changed during the read (a stamp too recent to trust, or one
+    /// that changed while the piece was read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
 }
 
 /// One input path of the spec and its pieces.
@@ -282,6 +290,14 @@ impl Record {
         })
     }
 
+    /// The record in `slot`, opened at `path` ([`at`](Self::at)) the first time.
+    fn opened<'a>(slot: &'a mut Option<Record>, path: &Path) -> Result<&'a mut Record> {
+        match slot {
+            Some(record) => Ok(record),
+            None => Ok(slot.insert(Record::at(path)?)),
+        }
+    }
+
     /// The next line and its byte offset, without its line feed.
     fn next_line(&mut self) -> Result<Option<(u64, String)>> {
         use std::io::BufRead;
@@ -317,14 +333,20 @@ impl Record {
 
     /// The line at byte offset `offset` (of a piece [`next_piece`](Self::next_piece) read).
     fn line_at(&mut self, offset: u64) -> Result<String> {
-        use std::io::{Seek, SeekFrom};
         if offset != self.offset {
+            // Relative, so that a line still in the buffer is not read again.
             (self.reader)
-                .seek(SeekFrom::Start(offset))
+                .seek_relative(offset as i64 - self.offset as i64)
                 .map_err(|e| Error::io(&self.path, e))?;
             self.offset = offset;
         }
         Ok(self.next_piece()?.1)
+    }
+
+    /// The piece whose line is at byte offset `offset`.
+    fn piece_at(&mut self, offset: u64) -> Result<PieceState> {
+        let line = self.line_at(offset)?;
+        self.parse(&line, "an input piece")
     }
 
     fn parse<T: serde::de::DeserializeOwned>(&self, line: &str, what: &str) -> Result<T> {
@@ -631,6 +653,73 @@ fn hex128(hasher: &Xxh3) -> String {
     format!("{:032x}", hasher.digest128())
 }
 
+/// Where the file of a piece's stamp is: its path is relative to the unit's path (empty for the
+/// unit's path itself), or whole when the file is not under it ([`relative`]).
+fn stamped_path(unit: &Path, stamp: &FileStamp) -> PathBuf {
+    match stamp.path.as_str() {
+        "" => unit.to_path_buf(),
+        path => unit.join(path),
+    }
+}
+
+/// XXH3-128 of the bytes of a piece's files, in order (each followed by its length; an absent
+/// file counts as absent), as hex; `None` when a file the stamps name cannot be read as a
+/// regular file now (it is then read as changed, and its reader says what is wrong).
+fn content_hash(unit: &Path, files: &[FileStamp]) -> Option<String> {
+    let mut hasher = Xxh3::new();
+    let mut buffer = [0u8; 1 << 14];
+    for stamp in files {
+        if stamp.size.is_none() {
+            hasher.update(&[0]);
+            continue;
+        }
+        let mut file = crate::ingest::open_input(&stamped_path(unit, stamp)).ok()?;
+        let mut length = 0u64;
+        loop {
+            let got = file.read(&mut buffer).ok()?;
+            if got == 0 {
+                break;
+            }
+            hasher.update(&buffer[..got]);
+            length += got as u64;
+        }
+        hasher.update(&[1]);
+        hasher.update(&length.to_le_bytes());
+    }
+    Some(hex128(&hasher))
+}
+
+/// The [`content_hash`] of a piece just read, for its state: only when every file's stamp is old
+/// enough to trust ([`RACY_NS`] before `started_ns`) and is still the one listed before the read,
+/// so that the bytes hashed are the bytes that were read.
+fn read_content(unit: &Path, files: &[FileStamp], started_ns: u64) -> Option<String> {
+    let trusted = |stamp: &FileStamp| {
+        stamp.size.is_none()
+            || (stamp.modified_ns).is_some_and(|m| m.saturating_add(RACY_NS) < started_ns)
+    };
+    if !files.iter().all(trusted) {
+        return None;
+    }
+    let content = content_hash(unit, files)?;
+    let unchanged = |stamp: &FileStamp| {
+        FileStamp::of(unit, &stamped_path(unit, stamp)).is_ok_and(|now| now == *stamp)
+    };
+    files.iter().all(unchanged).then_some(content)
+}
+
+/// Whether the listed piece holds the bytes the old record's piece was read from, under new
+/// stamps: the same files (by path and size), the same context and the same [`content_hash`].
+fn same_bytes(unit: &Unit, listed: &Listed, old: &PieceState) -> bool {
+    let Some(content) = &old.content else {
+        return false;
+    };
+    let same_files = old.files.len() == listed.files.len()
+        && (old.files.iter().zip(&listed.files)).all(|(o, n)| o.path == n.path && o.size == n.size);
+    same_files
+        && old.context == listed.context
+        && content_hash(&unit.path, &listed.files).as_ref() == Some(content)
+}
+
 /// What happens to one listed piece in a rerun.
 enum Step {
     /// New, or changed: read whole.
@@ -638,6 +727,9 @@ enum Step {
     /// Unchanged: its record (the line at this offset of the old record) is carried; read
     /// again, filtered, only for touched images.
     Keep(u64),
+    /// Its files' stamps changed, not their bytes ([`same_bytes`]): kept as [`Step::Keep`], its
+    /// record carried with the stamps listed now.
+    Restamp(u64),
     /// A PENMAN file that grew: read from the old end (the hash of the bytes before it).
     Append(Box<PieceState>, Box<Xxh3>),
 }
@@ -720,7 +812,11 @@ fn read_all(units: &[Unit]) -> Vec<Vec<Step>> {
 
 /// Each listed piece's step against the old record, and the line offsets of the old pieces
 /// that are changed or gone (whose images are touched).
-fn plan_steps(units: &[Unit], old_units: Vec<OldUnit>) -> Result<(Vec<Vec<Step>>, Vec<u64>)> {
+fn plan_steps(
+    units: &[Unit],
+    old_units: Vec<OldUnit>,
+    record: &mut Record,
+) -> Result<(Vec<Vec<Step>>, Vec<u64>)> {
     let mut gone = Vec::new();
     let mut steps = Vec::with_capacity(units.len());
     let mut old_units = old_units.into_iter();
@@ -750,6 +846,8 @@ fn plan_steps(units: &[Unit], old_units: Vec<OldUnit>) -> Result<(Vec<Vec<Step>>
             let listed = unit.piece(i);
             unit_steps[i] = if fingerprint(&listed.files, &listed.context) == piece.fingerprint {
                 Step::Keep(piece.offset)
+            } else if same_bytes(unit, &listed, &record.piece_at(piece.offset)?) {
+                Step::Restamp(piece.offset)
             } else {
                 let grown = match piece.ended {
                     Some(old) => appended(unit, &listed, &old)?.map(|h| (old, h)),
@@ -820,7 +918,7 @@ impl InputPlan {
             Ok::<_, Error>((units, loaded))
         })?;
         let planned = match old {
-            Some(Ok(Some((record, old)))) => match plan_steps(&units, old) {
+            Some(Ok(Some((mut record, old)))) => match plan_steps(&units, old, &mut record) {
                 Ok((steps, gone)) => Some((record, steps, gone)),
                 Err(e) => {
                     unusable(&e);
@@ -856,7 +954,7 @@ impl InputPlan {
     pub fn pieces(&self) -> (usize, usize) {
         let listed = self.steps.iter().map(Vec::len).sum();
         let read = (self.steps.iter().flatten())
-            .filter(|step| !matches!(step, Step::Keep(_)))
+            .filter(|step| !matches!(step, Step::Keep(_) | Step::Restamp(_)))
             .count();
         (listed, read)
     }
@@ -879,7 +977,7 @@ impl InputPlan {
                 };
                 listed += bytes;
                 read += match step {
-                    Step::Keep(_) => 0,
+                    Step::Keep(_) | Step::Restamp(_) => 0,
                     Step::Read => bytes,
                     Step::Append(old, _) => bytes.saturating_sub(size(&old.files)),
                 };
@@ -942,10 +1040,10 @@ pub fn read_planned(
             touched.extend(piece.images);
         }
     }
-    let mut first = read_units(&units, |unit, i| match &steps[unit][i] {
+    let mut first = read_units(&units, started_ns, |unit, i| match &steps[unit][i] {
         Step::Read => Some(PieceRead::Whole),
         Step::Append(old, head) => Some(PieceRead::From(old, head)),
-        Step::Keep(_) => None,
+        Step::Keep(_) | Step::Restamp(_) => None,
     })?;
     for outcomes in &first {
         for (_, outcome) in outcomes {
@@ -957,7 +1055,7 @@ pub fn read_planned(
     // images, to be read again for them.
     let mut collected = CollectedRun::default();
     let mut again: Vec<HashSet<usize>> = vec![HashSet::new(); units.len()];
-    let (mut read, mut appended_pieces) = (0usize, 0usize);
+    let (mut read, mut appended_pieces, mut restamped) = (0usize, 0usize, 0usize);
     let mut out = JsonFile::create(&state_dir.join(PENDING_INPUTS_FILE))?;
     out.line(&RecordHeader::current())?;
     for ((unit, unit_steps), outcomes) in units.iter().zip(&steps).zip(&mut first) {
@@ -968,12 +1066,18 @@ pub fn read_planned(
             let outcome = outcomes.next_if(|(at, _)| *at == i).map(|(_, o)| o);
             let touches = |images: &[String]| images.iter().any(|id| touched.contains(id));
             let state = match (step, outcome) {
-                (Step::Keep(offset), _) => {
+                (Step::Keep(offset) | Step::Restamp(offset), _) => {
                     let record = record.as_mut().ok_or_else(|| planned_unread(unit))?;
                     let line = record.line_at(*offset)?;
-                    let state: PieceState = record.parse(&line, "an input piece")?;
-                    out.raw(line.as_bytes())?;
-                    out.raw(b"\n")?;
+                    let mut state: PieceState = record.parse(&line, "an input piece")?;
+                    if let Step::Restamp(_) = step {
+                        restamped += 1;
+                        restamp(&mut state, &unit.piece(i), started_ns);
+                        out.line(&state)?;
+                    } else {
+                        out.raw(line.as_bytes())?;
+                        out.raw(b"\n")?;
+                    }
                     if touches(&state.images) {
                         again[unit.index as usize].insert(i);
                     }
@@ -1015,7 +1119,7 @@ pub fn read_planned(
     // Step 2: the unchanged pieces that hold other rows of the touched images.
     if !everything {
         let keep = &touched;
-        let second = read_units(&units, |unit, i| {
+        let second = read_units(&units, started_ns, |unit, i| {
             again[unit]
                 .contains(&i)
                 .then_some(PieceRead::Filtered(keep))
@@ -1041,9 +1145,13 @@ pub fn read_planned(
         format!("read all {listed} input pieces")
     } else {
         let images = touched.len();
+        let restamped = match restamped {
+            0 => String::new(),
+            n => format!("; {n} with new timestamps and the same bytes"),
+        };
         format!(
-            "read {read} new or changed of {listed} input pieces ({appended_pieces} appended to), \
-             {} rows of {images} image{}",
+            "read {read} new or changed of {listed} input pieces ({appended_pieces} appended \
+             to{restamped}), {} rows of {images} image{}",
             collected.rows.len(),
             if images == 1 { "" } else { "s" }
         )
@@ -1110,12 +1218,19 @@ pub fn stamp_planned(plan: InputPlan, state_dir: &Path) -> Result<()> {
                     for (i, step) in steps.iter().enumerate() {
                         let from = match step {
                             Step::Keep(offset) => {
-                                let old = match &mut old {
-                                    Some(old) => old,
-                                    None => old.insert(Record::at(record_path)?),
-                                };
-                                out.raw(old.line_at(*offset)?.as_bytes())?;
+                                out.raw(
+                                    Record::opened(&mut old, record_path)?
+                                        .line_at(*offset)?
+                                        .as_bytes(),
+                                )?;
                                 out.raw(b"\n")?;
+                                continue;
+                            }
+                            Step::Restamp(offset) => {
+                                let mut state =
+                                    Record::opened(&mut old, record_path)?.piece_at(*offset)?;
+                                restamp(&mut state, &unit.piece(i), started_ns);
+                                out.line(&state)?;
                                 continue;
                             }
                             Step::Read => None,
@@ -1124,7 +1239,8 @@ pub fn stamp_planned(plan: InputPlan, state_dir: &Path) -> Result<()> {
                         let piece = unit.piece(i);
                         let mut sink = PieceSink::new(unit, &piece, None);
                         sink.stamp_only = true;
-                        let mut state = read_piece_into(unit, &piece, from, sink)?.state;
+                        let mut state =
+                            read_piece_into(unit, &piece, from, sink, started_ns)?.state;
                         forget_racy_stamps(&mut state, started_ns);
                         out.line(&state)?;
                     }
@@ -1233,6 +1349,12 @@ fn forget_racy_stamps(state: &mut PieceState, started_ns: u64) {
     }
 }
 
+/// An unchanged piece's record `state` under the stamps its files have now (`piece`, as listed).
+fn restamp(state: &mut PieceState, piece: &Listed, started_ns: u64) {
+    state.files = piece.files.clone();
+    forget_racy_stamps(state, started_ns);
+}
+
 /// Whether `piece` is `old` with graphs appended: a PENMAN file whose first bytes are the ones
 /// the last run read to a resumable end. Returns the hash of those bytes.
 fn appended(unit: &Unit, piece: &Listed, old: &PieceState) -> Result<Option<Xxh3>> {
@@ -1262,6 +1384,7 @@ enum PieceRead<'a> {
 /// outcomes with their piece indices, in piece order.
 fn read_units<'a>(
     units: &[Unit],
+    started_ns: u64,
     how: impl Fn(usize, usize) -> Option<PieceRead<'a>> + Sync,
 ) -> Result<Vec<Vec<(usize, Outcome)>>> {
     let how = &how;
@@ -1272,7 +1395,8 @@ fn read_units<'a>(
                     let mut outcomes = Vec::new();
                     for i in 0..unit.len() {
                         if let Some(read) = how(u, i) {
-                            outcomes.push((i, read_piece(unit, &unit.piece(i), read)?));
+                            let piece = unit.piece(i);
+                            outcomes.push((i, read_piece(unit, &piece, read, started_ns)?));
                         }
                     }
                     Ok(outcomes)
@@ -1289,14 +1413,16 @@ fn read_units<'a>(
     })
 }
 
-/// Reads one piece: whole, from an old end, or filtered.
-fn read_piece(unit: &Unit, piece: &Listed, read: PieceRead) -> Result<Outcome> {
+/// Reads one piece: whole, from an old end, or filtered (`started_ns`: when the run's listing
+/// started).
+fn read_piece(unit: &Unit, piece: &Listed, read: PieceRead, started_ns: u64) -> Result<Outcome> {
     let (old, keep) = match read {
         PieceRead::Whole => (None, None),
         PieceRead::From(old, head) => (Some((old, head)), None),
         PieceRead::Filtered(keep) => (None, Some(keep)),
     };
-    read_piece_into(unit, piece, old, PieceSink::new(unit, piece, keep))
+    let sink = PieceSink::new(unit, piece, keep);
+    read_piece_into(unit, piece, old, sink, started_ns)
 }
 
 /// [`read_piece`] into `sink`.
@@ -1305,6 +1431,7 @@ fn read_piece_into(
     piece: &Listed,
     old: Option<(&PieceState, &Xxh3)>,
     mut sink: PieceSink<'_>,
+    started_ns: u64,
 ) -> Result<Outcome> {
     let keep = sink.keep;
     let old_end = old.and_then(|(o, _)| o.end.as_ref());
@@ -1346,9 +1473,13 @@ fn read_piece_into(
             counts: sink.numbering.counts,
             rejected: sink.rejected,
             end: None,
+            content: None,
         },
     };
     state.end = end;
+    if keep.is_none() {
+        state.content = read_content(&unit.path, &piece.files, started_ns);
+    }
     Ok(Outcome {
         state,
         rows: sink.rows,
@@ -1621,6 +1752,55 @@ mod tests {
         );
         stamp_inputs(&spec, &whole_state, false).unwrap();
         assert!(pending(&whole_state).units[0].pieces[8].counts.rejected > 0);
+    }
+
+    /// A piece whose files were rewritten with the bytes they held (new modification times, as
+    /// a copy or a sync tool leaves them) is not read: its record is carried with the new stamps,
+    /// and the record is what a full read leaves. A file rewritten at the same size with other
+    /// bytes is read, and a file modified too recently to trust its stamp gets no content hash.
+    #[test]
+    fn a_piece_rewritten_with_the_same_bytes_is_not_read_again() {
+        let (dir, spec) = flickr_copy();
+        let data = dir.path().join("flickr");
+        let (state, whole_state) = (dir.path().join("state"), dir.path().join("whole"));
+        read_inputs(&spec, &state, true).unwrap();
+        InputsState::commit_pending(&state).unwrap();
+        let record = InputsState::read_file(&state.join(INPUTS_FILE))
+            .unwrap()
+            .unwrap();
+        assert!(record.units[0].pieces.iter().all(|p| p.content.is_some()));
+        let rewrite = |path: &Path, bytes: &[u8]| {
+            std::fs::write(path, bytes).unwrap();
+            set_modified(path, half_a_minute_ago());
+        };
+        for id in ["1000002", "1000004", "1000006"] {
+            let path = data.join(format!("Sentences/{id}.txt"));
+            rewrite(&path, &std::fs::read(&path).unwrap());
+        }
+        let other = data.join("Sentences/1000008.txt");
+        let text = std::fs::read_to_string(&other).unwrap();
+        assert!(text.contains(" a "));
+        rewrite(&other, text.replacen(" a ", " A ", 1).as_bytes());
+        let rerun = read_inputs(&spec, &state, true).unwrap();
+        assert!(
+            rerun.summary.starts_with(
+                "read 1 new or changed of 20 input pieces (0 appended to; 3 with new \
+                 timestamps and the same bytes)"
+            ),
+            "{}",
+            rerun.summary
+        );
+        assert_eq!(rerun.touched, Some(set(&["1000008"])));
+        read_inputs(&spec, &whole_state, false).unwrap();
+        assert_eq!(pending(&state), pending(&whole_state));
+        // Modified just now: the stamp is not kept, nor a hash of bytes that may still change.
+        InputsState::commit_pending(&state).unwrap();
+        std::fs::write(&other, text.as_bytes()).unwrap();
+        read_inputs(&spec, &state, true).unwrap();
+        let piece = &pending(&state).units[0].pieces[7];
+        assert_eq!(piece.key, "1000008");
+        assert_eq!(piece.content, None);
+        assert_eq!(piece.files[0].modified_ns, None);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
+use super::exchange::image_ids;
 use super::resampled::ChunkSamples;
 use super::runtime::{CollectedRun, KeyedRow};
 use super::state::{bucket_of, Plan};
@@ -21,6 +22,8 @@ use crate::export::{
 };
 use crate::ingest::{RecordSink, Row, VecSink};
 use crate::schema::{SampleRow, TableKind};
+use arrow::array::Array;
+use arrow::record_batch::RecordBatch;
 
 /// Seeds the chunk hash apart from the bucket hash.
 const CHUNK_SEED: u64 = 0x6361_7066_6c6f_7721;
@@ -209,12 +212,109 @@ struct BucketBack {
 /// The rows of a previous version's chunks that are rewritten, by image.
 #[derive(Default)]
 struct ReadBack {
-    /// Input rows of each table, in file order.
-    inputs: HashMap<String, Vec<Row>>,
+    /// Input rows of the images this run did not read, in the batches they were read back in.
+    inputs: InputBatches,
     samples: HashMap<String, Vec<SampleRow>>,
     /// With a replay, the samples of the chunks whose images did not change, by chunk key:
     /// written from the batches they were read in.
     resampled: HashMap<String, ChunkSamples>,
+}
+
+/// Input rows read back from a previous version's chunks, kept in the batches they were read
+/// in: an image's rows are slices of them, written to the new chunk as they are, with no typed
+/// row in between.
+#[derive(Default)]
+struct InputBatches {
+    /// Each batch with its table and split.
+    batches: Vec<(TableKind, String, RecordBatch)>,
+    /// Each image's rows, as `(batch, offset, rows)` in the order they were read.
+    images: HashMap<String, Vec<(usize, usize, usize)>>,
+}
+
+impl InputBatches {
+    /// Reads `piece`, a chunk of an input table, keeping the rows of the images not in `fresh`.
+    fn read(
+        &mut self,
+        dir: &Path,
+        piece: &ChunkPiece,
+        fresh: &BTreeMap<&str, Vec<&KeyedRow>>,
+    ) -> Result<()> {
+        for batch in piece_batches(dir, piece)? {
+            let ids = image_ids(&batch)?;
+            let at = self.batches.len();
+            let (mut start, mut kept) = (0, false);
+            while start < ids.len() {
+                let id = ids.value(start);
+                let end = (start + 1..ids.len())
+                    .find(|&row| ids.value(row) != id)
+                    .unwrap_or(ids.len());
+                if !fresh.contains_key(id) {
+                    let slices = self.images.entry(id.to_string()).or_default();
+                    slices.push((at, start, end - start));
+                    kept = true;
+                }
+                start = end;
+            }
+            if kept {
+                let (table, split) = (piece.file.table, piece.file.split.clone());
+                self.batches.push((table, split, batch));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Slices of [`InputBatches`] on their way into a chunk: consecutive slices of one batch are
+/// joined and written as one, each table and split's in the order they came.
+struct SliceRuns<'b> {
+    batches: &'b [(TableKind, String, RecordBatch)],
+    /// The open run of each table and split: `(batch, offset, rows)`.
+    open: Vec<(usize, usize, usize)>,
+}
+
+impl<'b> SliceRuns<'b> {
+    fn new(batches: &'b [(TableKind, String, RecordBatch)]) -> SliceRuns<'b> {
+        SliceRuns {
+            batches,
+            open: Vec::new(),
+        }
+    }
+
+    /// Adds a slice, writing the open run of its table and split first unless it continues it.
+    fn push(
+        &mut self,
+        sink: &mut DatasetSink,
+        (at, offset, rows): (usize, usize, usize),
+    ) -> Result<()> {
+        let stream = |b: usize| (self.batches[b].0, self.batches[b].1.as_str());
+        let same = self.open.iter().position(|run| stream(run.0) == stream(at));
+        match same.map(|i| (i, self.open[i])) {
+            Some((i, run)) if run.0 == at && run.1 + run.2 == offset => self.open[i].2 += rows,
+            Some((i, run)) => {
+                self.write(sink, run)?;
+                self.open[i] = (at, offset, rows);
+            }
+            None => self.open.push((at, offset, rows)),
+        }
+        Ok(())
+    }
+
+    /// Writes every open run.
+    fn flush(&mut self, sink: &mut DatasetSink) -> Result<()> {
+        for run in std::mem::take(&mut self.open) {
+            self.write(sink, run)?;
+        }
+        Ok(())
+    }
+
+    fn write(
+        &self,
+        sink: &mut DatasetSink,
+        (at, offset, rows): (usize, usize, usize),
+    ) -> Result<()> {
+        let (table, split, batch) = &self.batches[at];
+        sink.write_batch(*table, split, &batch.slice(offset, rows))
+    }
 }
 
 impl BucketExport<'_> {
@@ -493,29 +593,35 @@ impl BucketExport<'_> {
                             continue;
                         }
                         let mut sink = DatasetSink::bucket(writer, (bucket, buckets), chunk.key);
+                        let inputs = std::mem::take(&mut back.inputs.batches);
+                        let mut runs = SliceRuns::new(&inputs);
                         for id in chunk.ids.iter().filter(|_| with_inputs) {
                             match rows.get(id) {
                                 Some(list) => {
+                                    runs.flush(&mut sink)?;
                                     for keyed in list {
                                         sink.row(keyed.row.clone())?;
                                     }
                                 }
                                 None => {
-                                    let list = back.inputs.remove(*id).ok_or_else(|| {
-                                        Error::invalid(
-                                            self.dir.display().to_string(),
-                                            format!(
+                                    let slices =
+                                        back.inputs.images.remove(*id).ok_or_else(|| {
+                                            Error::invalid(
+                                                self.dir.display().to_string(),
+                                                format!(
                                             "the previous version holds no rows of image {id:?}, \
                                              which the state lists; rerun without --state"
                                         ),
-                                        )
-                                    })?;
-                                    for row in list {
-                                        sink.row(row)?;
+                                            )
+                                        })?;
+                                    for slice in slices {
+                                        runs.push(&mut sink, slice)?;
                                     }
                                 }
                             }
                         }
+                        runs.flush(&mut sink)?;
+                        back.inputs.batches = inputs;
                         for id in chunk.ids {
                             for sample in samples_of(id, plan, new_samples, &mut back, &mut added) {
                                 sink.row(Row::Sample(sample))?;
@@ -612,8 +718,9 @@ impl BucketExport<'_> {
     }
 
     /// The rows of the previous version's `files` (of chunks being rewritten): the input rows
-    /// of images not in `fresh` (whose rows this run read) and the samples of images the plan
-    /// does not compute; the samples of computed and removed images go to `retracted`.
+    /// of images not in `fresh` (whose rows this run read), as batches, and the samples of
+    /// images the plan does not compute; the samples of computed and removed images go to
+    /// `retracted`.
     fn read_back<'f>(
         &self,
         pieces: impl Iterator<Item = &'f ChunkPiece<'f>>,
@@ -623,20 +730,19 @@ impl BucketExport<'_> {
         let plan = self.plan;
         let mut back = ReadBack::default();
         for piece in pieces {
+            if piece.file.table != TableKind::Samples {
+                back.inputs.read(self.dir, piece, fresh)?;
+                continue;
+            }
             for row in read_piece_as_rows(self.dir, piece)? {
-                let id = row.image_id().to_string();
-                match row {
-                    Row::Sample(sample) => {
-                        if plan.compute.contains(&id) || plan.removed.contains(&id) {
-                            retracted.entry(id).or_default().push(sample);
-                        } else {
-                            back.samples.entry(id).or_default().push(sample);
-                        }
-                    }
-                    row if !fresh.contains_key(id.as_str()) => {
-                        back.inputs.entry(id).or_default().push(row)
-                    }
-                    _ => {}
+                let Row::Sample(sample) = row else {
+                    continue;
+                };
+                let id = sample.image_id.clone();
+                if plan.compute.contains(&id) || plan.removed.contains(&id) {
+                    retracted.entry(id).or_default().push(sample);
+                } else {
+                    back.samples.entry(id).or_default().push(sample);
                 }
             }
         }

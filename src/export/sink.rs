@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::ingest::{IngestCounts, RecordSink, Row};
 use crate::schema::{
     AmrRow, CaptionRow, DetectionRow, GbcGraphRow, GroundingRow, ImageRow, RejectedRow, SampleRow,
-    SceneGraphRow, TableRow,
+    SceneGraphRow, TableKind, TableRow,
 };
 
 /// Rows buffered across all tables before they are handed to the writer.
@@ -97,6 +97,27 @@ impl<'w> DatasetSink<'w> {
             flush_table(self.writer, bucket, Some(split), rows)?;
         }
         self.buffered = 0;
+        Ok(())
+    }
+
+    /// Writes `batch`, rows of `table` for `split`, to the sink's bucket chunk after the rows
+    /// buffered so far, so that rows and batches are written in the order they came.
+    pub fn write_batch(
+        &mut self,
+        table: TableKind,
+        split: &str,
+        batch: &arrow::record_batch::RecordBatch,
+    ) -> Result<()> {
+        if self.buffered > 0 {
+            self.flush()?;
+        }
+        let Some((bucket, chunk)) = &self.bucket else {
+            return Err(crate::error::Error::Usage(
+                "a batch can be written only to a bucket's chunk".into(),
+            ));
+        };
+        (self.writer).write_bucket_batch(table, split, *bucket, chunk, batch)?;
+        self.rows_out += batch.num_rows() as u64;
         Ok(())
     }
 

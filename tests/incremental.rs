@@ -1181,8 +1181,10 @@ fn add_caption(input: &Path, id: &str) {
 
 /// A rerun after every caption file was copied anew (new modification times, the same bytes)
 /// and one image got a caption reads only that image's piece: the others' bytes hash as they
-/// did when they were read, so only their stamps are recorded anew, and the next rerun reads
-/// nothing. The dataset is a fresh run's.
+/// did when they were read, so only their stamps are recorded anew. The dataset is a fresh
+/// run's. Once every file has an old enough time, the next rerun reads nothing: the captioned
+/// file, written just before the first rerun, kept neither its time nor a hash, and is read by
+/// the rerun after it is aged (which also gives the copies new times again).
 #[test]
 fn a_rerun_after_the_inputs_were_copied_anew_reads_only_what_changed() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1213,6 +1215,8 @@ fn a_rerun_after_the_inputs_were_copied_anew_reads_only_what_changed() {
     let state = runs.state.to_str().unwrap();
     let (incremental, fresh) = runs.against_fresh_with(&spec, &input, Some(state));
     assert_eq!(incremental, fresh);
+    // Every file gets the same old time: the copies are stamped anew once more, the captioned
+    // file is read.
     age(&input);
     let log = runs.update(&spec, &input);
     assert!(
@@ -1362,9 +1366,10 @@ fn chunk_files(
 /// A rerun on the streaming engine keeps the files of a chunk none of whose images changed as
 /// the previous version holds them, and writes the others. On 4,000 synthetic images in chunks
 /// of 16, with a blank line added to every sentence file (new bytes, the same rows: too many
-/// pieces to collect within 160 MiB) and a caption added to every 50th image, the chunks it says it kept are those whose files are still the
-/// ones the previous run wrote (the same inodes: not written again), they are most of the
-/// chunks whose files the new version shares with the old, and the dataset is a fresh run's.
+/// pieces to collect within 160 MiB) and a caption added to every 50th image, the chunks it
+/// says it kept are those whose files are still the ones the previous run wrote (the same
+/// inodes: not written again), they are most of the chunks whose files the new version shares
+/// with the old, and the dataset is a fresh run's.
 #[test]
 fn a_streamed_rerun_keeps_the_files_of_the_chunks_that_did_not_change() {
     use std::os::unix::fs::MetadataExt;

@@ -633,20 +633,25 @@ fn hash_range(path: &Path, mut hasher: Xxh3, from: u64, to: u64) -> Result<Optio
     let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     file.seek(SeekFrom::Start(from))
         .map_err(|e| Error::io(path, e))?;
-    let mut buffer = vec![0u8; 1 << 20];
-    let mut left = to.saturating_sub(from);
-    while left > 0 {
-        let want = buffer.len().min(left as usize);
-        let got = file
-            .read(&mut buffer[..want])
-            .map_err(|e| Error::io(path, e))?;
+    let want = to.saturating_sub(from);
+    let read = feed(&mut file, &mut hasher, want).map_err(|e| Error::io(path, e))?;
+    Ok((read == want).then_some(hasher))
+}
+
+/// Feeds `hasher` the bytes of `reader`, at most `limit` of them; returns how many it read.
+fn feed(reader: &mut impl Read, hasher: &mut Xxh3, limit: u64) -> std::io::Result<u64> {
+    let mut buffer = [0u8; 1 << 16];
+    let mut read = 0u64;
+    while read < limit {
+        let want = (limit - read).min(buffer.len() as u64) as usize;
+        let got = reader.read(&mut buffer[..want])?;
         if got == 0 {
-            return Ok(None);
+            break;
         }
         hasher.update(&buffer[..got]);
-        left -= got as u64;
+        read += got as u64;
     }
-    Ok(Some(hasher))
+    Ok(read)
 }
 
 fn hex128(hasher: &Xxh3) -> String {
@@ -667,22 +672,13 @@ fn stamped_path(unit: &Path, stamp: &FileStamp) -> PathBuf {
 /// regular file now (it is then read as changed, and its reader says what is wrong).
 fn content_hash(unit: &Path, files: &[FileStamp]) -> Option<String> {
     let mut hasher = Xxh3::new();
-    let mut buffer = [0u8; 1 << 14];
     for stamp in files {
         if stamp.size.is_none() {
             hasher.update(&[0]);
             continue;
         }
         let mut file = crate::ingest::open_input(&stamped_path(unit, stamp)).ok()?;
-        let mut length = 0u64;
-        loop {
-            let got = file.read(&mut buffer).ok()?;
-            if got == 0 {
-                break;
-            }
-            hasher.update(&buffer[..got]);
-            length += got as u64;
-        }
+        let length = feed(&mut file, &mut hasher, u64::MAX).ok()?;
         hasher.update(&[1]);
         hasher.update(&length.to_le_bytes());
     }

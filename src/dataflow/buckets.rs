@@ -20,7 +20,7 @@ use crate::export::{
     dataset_file_path, piece_batches, read_file_rows, ChunkPiece, DatasetSink, DatasetWriter,
     Manifest,
 };
-use crate::ingest::{RecordSink, Row, VecSink};
+use crate::ingest::{capflow_parquet, RecordSink, Row, VecSink};
 use crate::schema::{SampleRow, TableKind};
 use arrow::array::Array;
 use arrow::record_batch::RecordBatch;
@@ -213,45 +213,54 @@ struct BucketBack {
 #[derive(Default)]
 struct ReadBack {
     /// Input rows of the images this run did not read, in the batches they were read back in.
-    inputs: InputBatches,
+    inputs: ChunkBatches,
+    /// The samples of the images the plan does not compute, in the batches they were read back
+    /// in; with a replay, as rows in `samples` instead (their SSA samples are replaced).
+    sample_batches: ChunkBatches,
     samples: HashMap<String, Vec<SampleRow>>,
     /// With a replay, the samples of the chunks whose images did not change, by chunk key:
     /// written from the batches they were read in.
     resampled: HashMap<String, ChunkSamples>,
 }
 
-/// Input rows read back from a previous version's chunks, kept in the batches they were read
-/// in: an image's rows are slices of them, written to the new chunk as they are, with no typed
-/// row in between.
+/// Rows read back from a previous version's chunks, kept in the batches they were read in: an
+/// image's rows are slices of them, written to the new chunk as they are, with no typed row in
+/// between.
 #[derive(Default)]
-struct InputBatches {
+struct ChunkBatches {
     /// Each batch with its table and split.
     batches: Vec<(TableKind, String, RecordBatch)>,
     /// Each image's rows, as `(batch, offset, rows)` in the order they were read.
     images: HashMap<String, Vec<(usize, usize, usize)>>,
 }
 
-impl InputBatches {
-    /// Reads `piece`, a chunk of an input table, keeping the rows of the images not in `fresh`.
+impl ChunkBatches {
+    /// Reads `piece`, a chunk of a table, keeping the rows of the images `keeps` takes; each
+    /// other image's rows go to `other`, as a slice of its batch with the offset of its first
+    /// row in the piece.
     fn read(
         &mut self,
         dir: &Path,
         piece: &ChunkPiece,
-        fresh: &BTreeMap<&str, Vec<&KeyedRow>>,
+        keeps: impl Fn(&str) -> bool,
+        mut other: impl FnMut(&str, (&RecordBatch, usize)) -> Result<()>,
     ) -> Result<()> {
+        let mut first_row = 0;
         for batch in piece_batches(dir, piece)? {
             let ids = image_ids(&batch)?;
-            let at = self.batches.len();
+            let (at, rows) = (self.batches.len(), ids.len());
             let (mut start, mut kept) = (0, false);
             while start < ids.len() {
                 let id = ids.value(start);
                 let end = (start + 1..ids.len())
                     .find(|&row| ids.value(row) != id)
                     .unwrap_or(ids.len());
-                if !fresh.contains_key(id) {
+                if keeps(id) {
                     let slices = self.images.entry(id.to_string()).or_default();
                     slices.push((at, start, end - start));
                     kept = true;
+                } else {
+                    other(id, (&batch.slice(start, end - start), first_row + start))?;
                 }
                 start = end;
             }
@@ -259,12 +268,13 @@ impl InputBatches {
                 let (table, split) = (piece.file.table, piece.file.split.clone());
                 self.batches.push((table, split, batch));
             }
+            first_row += rows;
         }
         Ok(())
     }
 }
 
-/// Slices of [`InputBatches`] on their way into a chunk: consecutive slices of one batch are
+/// Slices of [`ChunkBatches`] on their way into a chunk: consecutive slices of one batch are
 /// joined and written as one, each table and split's in the order they came.
 struct SliceRuns<'b> {
     batches: &'b [(TableKind, String, RecordBatch)],
@@ -622,11 +632,28 @@ impl BucketExport<'_> {
                         }
                         runs.flush(&mut sink)?;
                         back.inputs.batches = inputs;
+                        let batches = std::mem::take(&mut back.sample_batches.batches);
+                        let mut runs = SliceRuns::new(&batches);
                         for id in chunk.ids {
-                            for sample in samples_of(id, plan, new_samples, &mut back, &mut added) {
+                            let carried = (!plan.compute.contains(*id))
+                                .then(|| back.sample_batches.images.remove(*id))
+                                .flatten();
+                            if let Some(slices) = carried {
+                                for slice in slices {
+                                    runs.push(&mut sink, slice)?;
+                                }
+                                continue;
+                            }
+                            let samples = samples_of(id, plan, new_samples, &mut back, &mut added);
+                            if !samples.is_empty() {
+                                runs.flush(&mut sink)?;
+                            }
+                            for sample in samples {
                                 sink.row(Row::Sample(sample))?;
                             }
                         }
+                        runs.flush(&mut sink)?;
+                        back.sample_batches.batches = batches;
                         exported.rows_written += sink.rows_out();
                         sink.finish()?;
                         // Its shards are closed at once: an open shard holds a compressor for each
@@ -729,9 +756,21 @@ impl BucketExport<'_> {
     ) -> Result<ReadBack> {
         let plan = self.plan;
         let mut back = ReadBack::default();
+        let gone = |id: &str| plan.compute.contains(id) || plan.removed.contains(id);
         for piece in pieces {
             if piece.file.table != TableKind::Samples {
-                back.inputs.read(self.dir, piece, fresh)?;
+                let unread = |id: &str| !fresh.contains_key(id);
+                back.inputs.read(self.dir, piece, unread, |_, _| Ok(()))?;
+                continue;
+            }
+            if self.replay.is_none() {
+                let retract = |id: &str, slice: (&RecordBatch, usize)| {
+                    let samples = sample_rows(self.dir, piece, slice)?;
+                    retracted.entry(id.to_string()).or_default().extend(samples);
+                    Ok(())
+                };
+                back.sample_batches
+                    .read(self.dir, piece, |id| !gone(id), retract)?;
                 continue;
             }
             for row in read_piece_as_rows(self.dir, piece)? {
@@ -739,7 +778,7 @@ impl BucketExport<'_> {
                     continue;
                 };
                 let id = sample.image_id.clone();
-                if plan.compute.contains(&id) || plan.removed.contains(&id) {
+                if gone(&id) {
                     retracted.entry(id).or_default().push(sample);
                 } else {
                     back.samples.entry(id).or_default().push(sample);
@@ -789,11 +828,37 @@ fn with_ssa_samples(previous: &[SampleRow], ssa: Vec<SampleRow>) -> Vec<SampleRo
     samples
 }
 
+/// The samples of `slice`, rows of `piece` of the previous version's samples from its row
+/// `offset`, as [`read_piece_as_rows`] gives them.
+fn sample_rows(
+    dir: &Path,
+    piece: &ChunkPiece,
+    (slice, offset): (&RecordBatch, usize),
+) -> Result<Vec<SampleRow>> {
+    let path = dataset_file_path(dir, piece.file)?;
+    let mut sink = VecSink::default();
+    let first_row = piece.offset as usize + offset;
+    capflow_parquet::decode_batch(TableKind::Samples, slice, first_row, &path, &mut sink)?;
+    let rows = rows_read_back(&path, sink)?;
+    Ok((rows.into_iter())
+        .filter_map(|row| match row {
+            Row::Sample(sample) => Some(sample),
+            _ => None,
+        })
+        .collect())
+}
+
 /// Every row of one of the previous version's bucket chunks, typed by its table.
 fn read_piece_as_rows(dir: &Path, piece: &ChunkPiece) -> Result<Vec<Row>> {
     let path = dataset_file_path(dir, piece.file)?;
     let mut sink = VecSink::default();
-    crate::ingest::capflow_parquet::read_range(&path, piece.offset, piece.rows, &mut sink)?;
+    capflow_parquet::read_range(&path, piece.offset, piece.rows, &mut sink)?;
+    rows_read_back(&path, sink)
+}
+
+/// The rows decoded from the previous version's file `path` into `sink`; an error when one of
+/// them did not decode.
+fn rows_read_back(path: &Path, sink: VecSink) -> Result<Vec<Row>> {
     match sink.rejected.first() {
         Some(row) => Err(Error::invalid(
             path.display().to_string(),

@@ -218,6 +218,18 @@ fn read_file_range(
     })
 }
 
+/// Decodes `batch`, rows of `kind` read from the capflow table file `path` starting at its row
+/// `first_row`, into `sink` as [`read`] decodes the file's batches.
+pub(crate) fn decode_batch(
+    kind: TableKind,
+    batch: &RecordBatch,
+    first_row: usize,
+    path: &Path,
+    sink: &mut dyn RecordSink,
+) -> Result<()> {
+    emit_batch(kind, batch, first_row, &Source::new(FORMAT, path), sink)
+}
+
 fn emit_batch(
     kind: TableKind,
     batch: &RecordBatch,

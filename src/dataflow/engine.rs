@@ -52,7 +52,7 @@ use timely::dataflow::operators::vec::Map;
 use timely::dataflow::operators::{Exchange, Input, Probe};
 
 use super::augment::{ImageOutput, StageContexts};
-use super::buckets::{changelog as image_changes, chunks};
+use super::buckets::{changelog as image_changes, chunks, Chunk};
 use super::budget::PartBudget;
 use super::exchange::{to_owners, InFlight, TableBatch, TableBatcher};
 use super::mixing::HeldSamples;
@@ -193,8 +193,19 @@ struct PartOutput {
     images: Vec<ImageRecord>,
     removed: u64,
     /// With `--state`: the chunks of the part that hold the previous version's images and no
-    /// others, every one carried forward ([`unchanged_chunks`]).
+    /// others, every one carried forward ([`unchanged_chunks`]), and the chunk it leaves open
+    /// when that may still be one.
     unchanged: Vec<UnchangedChunk>,
+    open_carried: Option<CarriedOpen>,
+}
+
+/// The chunk a part leaves open for the next part of its bucket, when it may still hold
+/// exactly a chunk of the previous version: every one of its images so far was carried forward
+/// and no image of the state in its range so far went unread. `after` is the key of the chunk
+/// before it (`None` at the bucket's start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CarriedOpen {
+    after: Option<String>,
 }
 
 /// A chunk of a part whose images are the previous version's chunk of the same key, each
@@ -517,6 +528,8 @@ pub fn run_streaming(
         let mut round = 0u64;
         // With a state: the previous states of the bucket being run, less the images seen.
         let mut unseen: Option<(usize, BucketState)> = None;
+        // With a state: the chunk the last part left open, when it may still be unchanged.
+        let mut carried_open: Option<(usize, CarriedOpen)> = None;
         let mut run_part = |part: BucketPart| -> Result<PartOutput> {
             let (bucket, after, through) = (part.bucket, part.after.clone(), part.through.clone());
             let ends_bucket = part.index + 1 == part.count;
@@ -567,13 +580,15 @@ pub fn run_streaming(
                 part_outputs.append(&mut outputs.borrow_mut());
             }
             part_outputs.sort_by(|a, b| a.image_id.cmp(&b.image_id));
-            let unchanged = match (&state, &unseen) {
+            let (unchanged, open_carried) = match (&state, &unseen) {
                 (Some(state), Some((_, left))) if !state.full => {
-                    let after = after.as_deref();
-                    unchanged_chunks(after, &images, left, chunk_images, ends_bucket)
+                    let open = carried_open.take().filter(|(b, _)| *b == bucket);
+                    let begins = (after.as_deref(), open.as_ref().map(|(_, open)| open));
+                    unchanged_chunks(begins, &images, left, chunk_images, ends_bucket)
                 }
-                _ => Vec::new(),
+                _ => (Vec::new(), None),
             };
+            carried_open = open_carried.clone().map(|open| (bucket, open));
             // The images of the bucket's state that no part held are retracted.
             let removed = match ends_bucket {
                 true => unseen.take().map_or(0, |(_, left)| left.len() as u64),
@@ -590,6 +605,7 @@ pub fn run_streaming(
                 images,
                 removed,
                 unchanged,
+                open_carried,
             })
         };
         let mut failed = false;
@@ -1124,45 +1140,58 @@ fn plan_range(
 
 /// With `--state`: the chunks of a part (its `images`, in id order, covering the ids above
 /// `after`) that hold exactly the images of the previous version's chunk of the same key, all
-/// carried forward. A chunk qualifies when the part holds all of it (it starts at the part's
-/// start only when `after` ends a chunk; the open last chunk only in the bucket's last part),
-/// every one of its images is carried, and no image of the state in its range went unread
-/// (`unseen`: the bucket's previous states less the images of this and earlier parts). The
-/// previous chunk of the key must also begin after the same key, which the writer checks
-/// against the previous version's files.
+/// carried forward, and the chunk the part leaves open for the next when it may still be one
+/// ([`CarriedOpen`]). A chunk qualifies when each of its images is carried, in this part and,
+/// for the chunk the part begins inside (unless `after` ends a chunk), in the earlier parts
+/// (`open`, what the part before left open), and no image of the state in its range went
+/// unread (`unseen`: the bucket's previous states less the images of this and earlier parts);
+/// the open last chunk only in the bucket's last part. The previous chunk of the key must also
+/// begin after the same key, which the writer checks against the previous version's files.
 fn unchanged_chunks(
-    after: Option<&str>,
+    (after, open): (Option<&str>, Option<&CarriedOpen>),
     images: &[ImageRecord],
     unseen: &BucketState,
     chunk_images: usize,
     ends_bucket: bool,
-) -> Vec<UnchangedChunk> {
+) -> (Vec<UnchangedChunk>, Option<CarriedOpen>) {
     use std::ops::Bound;
     let ids: Vec<&str> = images.iter().map(|image| image.image_id.as_str()).collect();
     let mut unchanged = Vec::new();
+    let mut left_open = None;
     let mut before = after;
     let mut whole = after.is_none_or(|id| super::buckets::ends_chunk(id, chunk_images));
+    if let (false, Some(open)) = (whole, open) {
+        (before, whole) = (open.after.as_deref(), true);
+    }
     let mut offset = 0;
     for chunk in chunks(&ids, chunk_images) {
         let of_chunk = &images[offset..offset + chunk.ids.len()];
         offset += chunk.ids.len();
         let closed = !chunk.key.is_empty() || ends_bucket;
         let lower = before.map_or(Bound::Unbounded, Bound::Excluded);
-        let upper = match chunk.key {
-            "" => Bound::Unbounded,
-            key => Bound::Included(key),
+        let upper = match (chunk.key, closed) {
+            ("", true) => Bound::Unbounded,
+            ("", false) => chunk
+                .ids
+                .last()
+                .map_or(Bound::Unbounded, |id| Bound::Included(*id)),
+            (key, _) => Bound::Included(key),
         };
         let removed = unseen.range::<str, _>((lower, upper)).next().is_some();
-        if whole && closed && !removed && of_chunk.iter().all(|i| i.carried.is_some()) {
-            unchanged.push(UnchangedChunk {
-                after: before.map(str::to_string),
-                key: chunk.key.to_string(),
-            });
+        if whole && !removed && of_chunk.iter().all(|i| i.carried.is_some()) {
+            let after = before.map(str::to_string);
+            match closed {
+                true => unchanged.push(UnchangedChunk {
+                    after,
+                    key: chunk.key.to_string(),
+                }),
+                false => left_open = Some(CarriedOpen { after }),
+            }
         }
         before = Some(chunk.key);
         whole = true;
     }
-    unchanged
+    (unchanged, left_open)
 }
 
 /// The spill directory of worker `index`.
@@ -1464,8 +1493,10 @@ struct PartWriter {
     previous_files: BTreeMap<usize, HashMap<String, PreviousFiles>>,
     /// The run of the bucket being written.
     run: Option<(usize, ChangesWriter)>,
-    /// The chunk that the last part began or went on with and a later part ends.
+    /// The chunk that the last part began or went on with and a later part ends, being
+    /// written, or waiting while it may still be kept as it was.
     open: Option<OpenChunk>,
+    deferred: Option<DeferredChunk>,
     written: WrittenParts,
     /// With `--state`: where the buckets' states go, and the states of the bucket being
     /// written so far.
@@ -1501,6 +1532,29 @@ struct OpenChunk {
     /// wait with the stages' samples.
     inputs: BTreeMap<String, Vec<SampleRow>>,
 }
+
+/// A chunk that a later part ends, whose rows so far wait instead of being written, because
+/// every one of its images so far was carried forward: when the part that ends it finds it
+/// unchanged, the previous version's files are kept and its rows never written; otherwise they
+/// are written then ([`PartWriter::undefer`]).
+struct DeferredChunk {
+    bucket: usize,
+    /// The key of the chunk before it (`None` at the bucket's start).
+    after: Option<String>,
+    /// Its last image so far.
+    through: String,
+    /// Its input tables' rows so far, as slices of its parts' batches, in order.
+    inputs: Vec<(TableKind, RecordBatch)>,
+    /// Its rows of the samples table among the inputs so far.
+    input_samples: Vec<Row>,
+    /// The parts it took rows from.
+    parts: usize,
+}
+
+/// The most parts a [`DeferredChunk`] takes rows from: it holds their Arrow batches (a part's
+/// encoded bytes each, beside the dozen times that which a part takes through the stages), and
+/// a chunk larger than that is written as it comes.
+const DEFERRED_PARTS: usize = 2;
 
 /// A sample file of the previous version, the rows of its chunk in it (all of a chunk shard's,
 /// a span of a compacted file's) and the image ids of its chunk.
@@ -1636,6 +1690,7 @@ impl PartWriter {
             previous_files,
             run: None,
             open: None,
+            deferred: None,
             written: WrittenParts::default(),
             state,
             bucket_state: BucketState::new(),
@@ -1703,12 +1758,35 @@ impl PartWriter {
             images,
             removed,
             unchanged,
+            open_carried,
         } = part;
+        if self.deferred.as_ref().is_some_and(|d| d.bucket != bucket) {
+            return Err(left_open(bucket));
+        }
         // With `[mix]`, the samples go to the sinks once the plan has chosen.
         let hand = !sinks.is_empty() && self.held.is_none();
-        let kept = self.kept_chunks(bucket, &unchanged, hand);
-        let covers = (after.as_deref(), through.as_deref());
-        let retracted = self.previous_samples(bucket, covers, &kept)?;
+        let mut kept = self.kept_chunks(bucket, &unchanged, hand);
+        let ids = rows.image_ids()?;
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        // Cut at the chunk ends in the part; the last piece has the key "" ([`OPEN_CHUNK`])
+        // when no chunk end closes it here: the bucket's open last chunk, or a chunk a later
+        // part ends.
+        let pieces = chunks(&ids, self.chunk_images);
+        if let (Some(_), Some(first)) = (&self.open, pieces.first()) {
+            // A chunk whose shards earlier parts began is written to its end.
+            kept.remove(first.key);
+        }
+        let defers = self.defers(bucket, &pieces, open_carried.as_ref(), ends_bucket, hand);
+        // The previous samples of the part's images, but for a deferred chunk's.
+        let covers = match (defers, pieces.len()) {
+            (false, _) => Some((after.as_deref(), through.as_deref())),
+            (true, 1) => None,
+            (true, n) => Some((after.as_deref(), Some(pieces[n - 2].key))),
+        };
+        let retracted = match covers {
+            Some(covers) => self.previous_samples(bucket, covers, &kept)?,
+            None => BTreeMap::new(),
+        };
         self.record_states(&images, &outputs, removed);
         self.keep_records(bucket, &images, &outputs)?;
         let written = &mut self.written;
@@ -1738,24 +1816,50 @@ impl PartWriter {
             }
         }
         written.stage_images += outputs.len() as u64;
-        let ids = rows.image_ids()?;
-        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         written.images += ids.len() as u64;
         let tables: Vec<TableKind> = rows.tables().filter(|t| *t != TableKind::Samples).collect();
         let mut input_samples = input_samples.into_iter().peekable();
         let mut added: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
         let mut handed: Vec<SampleRow> = Vec::new();
-        // Cut at the chunk ends in the part; the last piece has the key "" ([`OPEN_CHUNK`])
-        // when no chunk end closes it here: the bucket's open last chunk, or a chunk a later
-        // part ends.
-        for piece in chunks(&ids, self.chunk_images) {
+        let count = pieces.len();
+        for (at, piece) in pieces.into_iter().enumerate() {
             let (Some(first), Some(last)) = (piece.ids.first(), piece.ids.last()) else {
                 continue;
             };
+            if defers && at + 1 == count {
+                // Its rows wait, as they are, for the part that ends it.
+                let tables = tables
+                    .iter()
+                    .map(|&table| Ok((table, rows.slice(table, first, last)?)));
+                let sliced: Vec<(TableKind, Option<RecordBatch>)> =
+                    tables.collect::<Result<_>>()?;
+                let deferred = self.deferred.get_or_insert_with(|| DeferredChunk {
+                    bucket,
+                    after: open_carried.as_ref().and_then(|open| open.after.clone()),
+                    through: String::new(),
+                    inputs: Vec::new(),
+                    input_samples: Vec::new(),
+                    parts: 0,
+                });
+                deferred.through = last.to_string();
+                deferred.parts += 1;
+                let inputs = sliced
+                    .into_iter()
+                    .filter_map(|(t, batch)| Some((t, batch?)));
+                deferred.inputs.extend(inputs);
+                while let Some(keyed) = input_samples.next_if(|k| k.row.image_id() <= *last) {
+                    deferred.input_samples.push(keyed.row);
+                }
+                continue;
+            }
             if let Some(files) = kept.get(piece.key) {
                 // The chunk's files hold exactly its rows and samples: they are carried forward,
-                // its rows of the samples table among the inputs with them.
-                if self.open.is_some() {
+                // its rows of the samples table among the inputs with them, and so are the rows
+                // of it that earlier parts deferred.
+                if at == 0 {
+                    self.deferred = None;
+                }
+                if self.open.is_some() || self.deferred.is_some() {
                     return Err(Error::Usage(format!(
                         "bucket {bucket}: chunk {:?} was to be kept as it was, but a chunk \
                          before it was left open",
@@ -1772,6 +1876,11 @@ impl PartWriter {
                     .is_some()
                 {}
                 continue;
+            }
+            if let Some(deferred) = self.deferred.take() {
+                // The chunk the earlier parts deferred changed: it is written after all.
+                let open = self.undefer(deferred)?;
+                self.open = Some(open);
             }
             let mut chunk = match self.open.take() {
                 Some(open) if open.bucket == bucket => open,
@@ -1846,6 +1955,10 @@ impl PartWriter {
         }
         if ends_bucket {
             // A last part with no images of its own ends the chunk the previous part left open.
+            if let Some(deferred) = self.deferred.take() {
+                let chunk = self.undefer(deferred)?;
+                self.close_chunk(OPEN_CHUNK, chunk)?;
+            }
             if let Some(chunk) = self.open.take() {
                 self.close_chunk(OPEN_CHUNK, chunk)?;
             }
@@ -1869,6 +1982,80 @@ impl PartWriter {
         }
         self.written.elapsed += started.elapsed();
         sinks.write(&handed)
+    }
+
+    /// Whether the last of a part's `pieces`, a chunk that a later part ends, waits for it
+    /// ([`DeferredChunk`]) instead of being written: when every one of its images so far was
+    /// carried forward (`open`), it begins in this part or goes on with the chunk deferred so
+    /// far (for at most [`DEFERRED_PARTS`] parts), and its files could be kept (a rerun whose
+    /// samples go to no sink and wait for no `[mix]`).
+    fn defers(
+        &self,
+        bucket: usize,
+        pieces: &[Chunk],
+        open: Option<&CarriedOpen>,
+        ends_bucket: bool,
+        hand: bool,
+    ) -> bool {
+        let Some(open) = open else {
+            return false;
+        };
+        let trailing = pieces.last().is_some_and(|piece| piece.key == OPEN_CHUNK);
+        if !trailing || ends_bucket || hand || self.held.is_some() {
+            return false;
+        }
+        if !self.previous_files.contains_key(&bucket) {
+            return false;
+        }
+        match (&self.deferred, pieces.len()) {
+            (Some(deferred), 1) => deferred.after == open.after && deferred.parts < DEFERRED_PARTS,
+            // A part's only piece that goes on with a chunk being written is written too.
+            (None, 1) => self.open.is_none(),
+            _ => true,
+        }
+    }
+
+    /// Writes the rows `deferred` holds to its chunk's shards and gives the chunk as being
+    /// written, with its images' samples as the previous version holds them (each of its
+    /// images was carried forward, so its changes cancel).
+    fn undefer(&mut self, deferred: DeferredChunk) -> Result<OpenChunk> {
+        let DeferredChunk {
+            bucket,
+            after,
+            through,
+            inputs,
+            input_samples,
+            ..
+        } = deferred;
+        let bucket_of = (bucket, self.buckets);
+        for (table, batch) in &inputs {
+            let split = table.name();
+            (self.writer).write_bucket_batch(*table, split, bucket_of, OPEN_CHUNK, batch)?;
+            self.written.rows_written += batch.num_rows() as u64;
+        }
+        let mut sink = DatasetSink::bucket(&mut self.writer, bucket_of, OPEN_CHUNK);
+        for row in input_samples {
+            sink.row(row)?;
+        }
+        self.written.rows_written += sink.rows_out();
+        sink.finish()?;
+        let covers = (after.as_deref(), Some(through.as_str()));
+        let previous = self.previous_samples(bucket, covers, &KeptChunks::new())?;
+        let mut by_split: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
+        for sample in previous.into_values().flatten() {
+            by_split
+                .entry(sample.split.clone())
+                .or_default()
+                .push(sample);
+        }
+        let samples = (by_split.into_iter())
+            .map(|(split, rows)| Ok((split, vec![rows_to_batch(&rows)?])))
+            .collect::<Result<_>>()?;
+        Ok(OpenChunk {
+            bucket,
+            samples,
+            inputs: BTreeMap::new(),
+        })
     }
 
     /// The chunks of `unchanged` whose files the previous version holds as they would be
@@ -2143,6 +2330,59 @@ mod tests {
         }
     }
 
+    /// A chunk over two parts: (2, 5], the first part ending at image 3, the second beginning
+    /// after it. It is unchanged when each of its images in both parts is carried and the state
+    /// lost none in its range.
+    #[test]
+    fn a_chunk_over_two_parts_is_unchanged_when_both_parts_carry_all_of_it() {
+        let (two, three, five) = (id(2, true), id(3, false), id(5, true));
+        let first = [
+            image(1, false, true),
+            image(2, true, true),
+            image(3, false, true),
+        ];
+        let none = BucketState::new();
+        let carried_open = |after: &str| {
+            Some(CarriedOpen {
+                after: Some(after.to_string()),
+            })
+        };
+        let (closed, open) = unchanged_chunks((None, None), &first, &none, CHUNK_IMAGES, false);
+        assert_eq!(closed, vec![unchanged(None, &two)]);
+        assert_eq!(open, carried_open(&two));
+        // An image of the state that no part read, in the open chunk before the part's end.
+        let lost = state(&[id(3, false).replace("03-", "02-z")]);
+        assert!(lost
+            .keys()
+            .all(|k| k.as_str() > two.as_str() && k.as_str() < three.as_str()));
+        let (_, open) = unchanged_chunks((None, None), &first, &lost, CHUNK_IMAGES, false);
+        assert_eq!(open, None);
+        // A computed image in it.
+        let computed = [
+            image(1, false, true),
+            image(2, true, true),
+            image(3, false, false),
+        ];
+        let (_, open) = unchanged_chunks((None, None), &computed, &none, CHUNK_IMAGES, false);
+        assert_eq!(open, None);
+
+        let second = [image(4, false, true), image(5, true, true)];
+        let carried = carried_open(&two);
+        let begins = (Some(three.as_str()), carried.as_ref());
+        let (closed, open) = unchanged_chunks(begins, &second, &none, CHUNK_IMAGES, false);
+        assert_eq!(closed, vec![unchanged(Some(&two), &five)]);
+        assert_eq!(open, None);
+        // Not when the first part held a changed image of it.
+        let begins = (Some(three.as_str()), None);
+        let (closed, _) = unchanged_chunks(begins, &second, &none, CHUNK_IMAGES, false);
+        assert_eq!(closed, Vec::new());
+        // Nor when the state lost an image of it in the second part's range.
+        let lost = state(&[id(4, false).replace("04-", "03-z")]);
+        let begins = (Some(three.as_str()), carried.as_ref());
+        let (closed, _) = unchanged_chunks(begins, &second, &lost, CHUNK_IMAGES, false);
+        assert_eq!(closed, Vec::new());
+    }
+
     /// Chunks A = (.., 2], B = (2, 4], C = (4, 6], D = (6, 9] and the open last chunk E after 9,
     /// by the positions of their ids. B's images are all carried; C holds a computed image; D
     /// has lost image 8, which its state held and no part read; E's image is carried.
@@ -2165,38 +2405,52 @@ mod tests {
         // next part.
         let inside = id(0, false);
         assert_eq!(
-            unchanged_chunks(Some(&inside), &images, &lost, CHUNK_IMAGES, false),
+            unchanged_chunks((Some(&inside), None), &images, &lost, CHUNK_IMAGES, false).0,
             vec![unchanged(Some(&two), &four)]
         );
         // In the bucket's last part, the open last chunk ends there.
         assert_eq!(
-            unchanged_chunks(Some(&inside), &images, &lost, CHUNK_IMAGES, true),
+            unchanged_chunks((Some(&inside), None), &images, &lost, CHUNK_IMAGES, true).0,
             vec![unchanged(Some(&two), &four), unchanged(Some(&nine), "")]
         );
         // A part that begins after a chunk's end, or the bucket's first part, holds A whole.
         let after_end = id(0, true);
         assert_eq!(
-            unchanged_chunks(Some(&after_end), &images, &lost, CHUNK_IMAGES, false),
+            unchanged_chunks(
+                (Some(&after_end), None),
+                &images,
+                &lost,
+                CHUNK_IMAGES,
+                false
+            )
+            .0,
             vec![
                 unchanged(Some(&after_end), &two),
                 unchanged(Some(&two), &four)
             ]
         );
         assert_eq!(
-            unchanged_chunks(None, &images, &lost, CHUNK_IMAGES, false)[0],
+            unchanged_chunks((None, None), &images, &lost, CHUNK_IMAGES, false).0[0],
             unchanged(None, &two)
         );
         // An image of the state after the last one read is lost from the open last chunk.
         let lost_last = state(&[id(8, false), id(11, false)]);
         assert_eq!(
-            unchanged_chunks(None, &images, &lost_last, CHUNK_IMAGES, true),
+            unchanged_chunks((None, None), &images, &lost_last, CHUNK_IMAGES, true).0,
             vec![unchanged(None, &two), unchanged(Some(&two), &four)]
         );
         // With no image lost and C's image carried, every closed chunk is unchanged.
         let mut all_carried = images;
         all_carried[4].carried = Some(Vec::new());
         assert_eq!(
-            unchanged_chunks(None, &all_carried, &BucketState::new(), CHUNK_IMAGES, false),
+            unchanged_chunks(
+                (None, None),
+                &all_carried,
+                &BucketState::new(),
+                CHUNK_IMAGES,
+                false
+            )
+            .0,
             vec![
                 unchanged(None, &two),
                 unchanged(Some(&two), &four),

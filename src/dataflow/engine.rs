@@ -261,8 +261,9 @@ pub fn streams(spec: &DataflowSpec, previous: Option<&Manifest>) -> bool {
 /// digest is the state's is carried forward (its samples read back from the previous version,
 /// its rejections from the state) instead of going through the stages, unless the state
 /// cannot be compared with this run ([`stale`]), and each bucket's new states are written
-/// once its last part is. A chunk that one part holds whole, whose images are all carried and
-/// that lost none, keeps the previous version's files ([`unchanged_chunks`]).
+/// once its last part is. A chunk whose images are all carried and that lost none keeps the
+/// previous version's files ([`unchanged_chunks`]); one that spans parts waits for the part
+/// that ends it ([`DeferredChunk`]).
 pub fn run_streaming(
     spec: &DataflowSpec,
     cluster: &ClusterOptions,

@@ -1199,19 +1199,31 @@ pub fn stamp_planned(plan: InputPlan, state_dir: &Path) -> Result<()> {
         ..
     } = plan;
     let record_path = state_dir.join(INPUTS_FILE);
-    // One thread per unit writes its pieces, a line each, to a file of its own; the record is
-    // put together from them in unit order ([`Record`]'s layout).
-    let part = |unit: &Unit| state_dir.join(format!("{PENDING_INPUTS_FILE}.{}", unit.index));
+    // Each unit's pieces are cut into as many runs of consecutive pieces as the machine has
+    // cores, and a thread per run writes its pieces, a line each, to a file of its own; the
+    // record is put together from them in unit and piece order ([`Record`]'s layout).
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let runs = |unit: &Unit| -> Vec<(PathBuf, std::ops::Range<usize>)> {
+        let pieces = steps[unit.index as usize].len();
+        let per_run = pieces.div_ceil(threads).max(1);
+        (0..pieces.div_ceil(per_run).max(1))
+            .map(|run| {
+                let path = format!("{PENDING_INPUTS_FILE}.{}.{run}", unit.index);
+                let pieces = run * per_run..((run + 1) * per_run).min(pieces);
+                (state_dir.join(path), pieces)
+            })
+            .collect()
+    };
     let written: Vec<Result<()>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = units
-            .iter()
-            .map(|unit| {
-                let path = part(unit);
+        let handles: Vec<_> = (units.iter())
+            .flat_map(|unit| runs(unit).into_iter().map(move |run| (unit, run)))
+            .map(|(unit, (path, pieces))| {
                 let (steps, record_path) = (&steps[unit.index as usize], &record_path);
                 scope.spawn(move || {
                     let mut out = JsonFile::create(&path)?;
                     let mut old: Option<Record> = None;
-                    for (i, step) in steps.iter().enumerate() {
+                    for i in pieces {
+                        let step = &steps[i];
                         let from = match step {
                             Step::Keep(offset) => {
                                 out.raw(
@@ -1257,12 +1269,14 @@ pub fn stamp_planned(plan: InputPlan, state_dir: &Path) -> Result<()> {
         out.line(&RecordHeader::current())?;
         for unit in &units {
             out.line(&UnitLine::of(unit))?;
-            out.copy(&part(unit))?;
+            for (path, _) in runs(unit) {
+                out.copy(&path)?;
+            }
         }
         out.finish()
     });
-    for unit in &units {
-        super::state::remove_if_present(&part(unit))?;
+    for (path, _) in units.iter().flat_map(runs) {
+        super::state::remove_if_present(&path)?;
     }
     assembled
 }
@@ -1729,6 +1743,12 @@ mod tests {
         stamp_inputs(&spec, &whole_state, false).unwrap();
         let record = pending(&state);
         assert_eq!(record, pending(&whole_state));
+        // The pieces are stamped by several threads, each a run of them, and recorded in the
+        // listing's order.
+        let keys: Vec<&str> = (record.units[0].pieces.iter())
+            .map(|p| p.key.as_str())
+            .collect();
+        assert!(keys.len() > 2 && keys.is_sorted(), "{keys:?}");
         let changed = &record.units[0].pieces[4];
         assert_eq!(changed.key, "1000005");
         assert!(changed.counts.rejected > 0, "{changed:?}");

@@ -309,6 +309,21 @@ impl<'b> SliceRuns<'b> {
         Ok(())
     }
 
+    /// Writes `rows`, typed, after the open runs.
+    fn rows(
+        &mut self,
+        sink: &mut DatasetSink,
+        rows: impl ExactSizeIterator<Item = Row>,
+    ) -> Result<()> {
+        if rows.len() > 0 {
+            self.flush(sink)?;
+        }
+        for row in rows {
+            sink.row(row)?;
+        }
+        Ok(())
+    }
+
     /// Writes every open run.
     fn flush(&mut self, sink: &mut DatasetSink) -> Result<()> {
         for run in std::mem::take(&mut self.open) {
@@ -608,10 +623,8 @@ impl BucketExport<'_> {
                         for id in chunk.ids.iter().filter(|_| with_inputs) {
                             match rows.get(id) {
                                 Some(list) => {
-                                    runs.flush(&mut sink)?;
-                                    for keyed in list {
-                                        sink.row(keyed.row.clone())?;
-                                    }
+                                    let list = list.iter().map(|keyed| keyed.row.clone());
+                                    runs.rows(&mut sink, list)?;
                                 }
                                 None => {
                                     let slices =
@@ -645,12 +658,7 @@ impl BucketExport<'_> {
                                 continue;
                             }
                             let samples = samples_of(id, plan, new_samples, &mut back, &mut added);
-                            if !samples.is_empty() {
-                                runs.flush(&mut sink)?;
-                            }
-                            for sample in samples {
-                                sink.row(Row::Sample(sample))?;
-                            }
+                            runs.rows(&mut sink, samples.into_iter().map(Row::Sample))?;
                         }
                         runs.flush(&mut sink)?;
                         back.sample_batches.batches = batches;

@@ -1534,6 +1534,24 @@ struct OpenChunk {
     inputs: BTreeMap<String, Vec<SampleRow>>,
 }
 
+impl OpenChunk {
+    /// Adds `samples`, in image id order, to the chunk's stages' samples, each split's as a
+    /// batch.
+    fn add_samples<'s>(&mut self, samples: impl Iterator<Item = &'s SampleRow>) -> Result<()> {
+        let mut by_split: BTreeMap<&str, Vec<SampleRow>> = BTreeMap::new();
+        for sample in samples {
+            let split = by_split.entry(sample.split.as_str()).or_default();
+            split.push(sample.clone());
+        }
+        for (split, rows) in by_split {
+            let batch = rows_to_batch(&rows)?;
+            let batches = self.samples.entry(split.to_string()).or_default();
+            batches.push(batch);
+        }
+        Ok(())
+    }
+}
+
 /// A chunk that a later part ends, whose rows so far wait instead of being written, because
 /// every one of its images so far was carried forward: when the part that ends it finds it
 /// unchanged, the previous version's files are kept and its rows never written; otherwise they
@@ -1829,11 +1847,6 @@ impl PartWriter {
             };
             if defers && at + 1 == count {
                 // Its rows wait, as they are, for the part that ends it.
-                let tables = tables
-                    .iter()
-                    .map(|&table| Ok((table, rows.slice(table, first, last)?)));
-                let sliced: Vec<(TableKind, Option<RecordBatch>)> =
-                    tables.collect::<Result<_>>()?;
                 let deferred = self.deferred.get_or_insert_with(|| DeferredChunk {
                     bucket,
                     after: open_carried.as_ref().and_then(|open| open.after.clone()),
@@ -1844,10 +1857,11 @@ impl PartWriter {
                 });
                 deferred.through = last.to_string();
                 deferred.parts += 1;
-                let inputs = sliced
-                    .into_iter()
-                    .filter_map(|(t, batch)| Some((t, batch?)));
-                deferred.inputs.extend(inputs);
+                for &table in &tables {
+                    if let Some(batch) = rows.slice(table, first, last)? {
+                        deferred.inputs.push((table, batch));
+                    }
+                }
                 while let Some(keyed) = input_samples.next_if(|k| k.row.image_id() <= *last) {
                     deferred.input_samples.push(keyed.row);
                 }
@@ -1892,21 +1906,14 @@ impl PartWriter {
                     inputs: BTreeMap::new(),
                 },
             };
-            let bucket_of = (bucket, self.buckets);
             // The input tables' rows go to their shards as the Arrow batches they were read
             // back as; only samples are built from typed rows.
             for &table in &tables {
                 if let Some(batch) = rows.slice(table, first, last)? {
-                    self.writer.write_bucket_batch(
-                        table,
-                        table.name(),
-                        bucket_of,
-                        OPEN_CHUNK,
-                        &batch,
-                    )?;
-                    self.written.rows_written += batch.num_rows() as u64;
+                    self.write_open(bucket, table, table.name(), &batch)?;
                 }
             }
+            let bucket_of = (bucket, self.buckets);
             let mut sink = DatasetSink::bucket(&mut self.writer, bucket_of, OPEN_CHUNK);
             while let Some(keyed) = input_samples.next_if(|k| k.row.image_id() <= *last) {
                 match (keyed.row, self.held.is_some()) {
@@ -1924,15 +1931,8 @@ impl PartWriter {
             }
             self.written.rows_written += sink.rows_out();
             sink.finish()?;
-            let mut by_split: BTreeMap<&str, Vec<SampleRow>> = BTreeMap::new();
             for id in piece.ids {
                 let new = samples.get(id).copied().unwrap_or_default();
-                for sample in new {
-                    by_split
-                        .entry(sample.split.as_str())
-                        .or_default()
-                        .push(sample.clone());
-                }
                 if hand {
                     handed.extend_from_slice(new);
                 }
@@ -1940,14 +1940,8 @@ impl PartWriter {
                     added.insert(id.to_string(), new.to_vec());
                 }
             }
-            for (split, rows) in by_split {
-                let batch = rows_to_batch(&rows)?;
-                chunk
-                    .samples
-                    .entry(split.to_string())
-                    .or_default()
-                    .push(batch);
-            }
+            let piece_samples = piece.ids.iter().flat_map(|id| samples.get(id).copied());
+            chunk.add_samples(piece_samples.flatten())?;
             if !piece.key.is_empty() || ends_bucket {
                 self.close_chunk(piece.key, chunk)?;
             } else {
@@ -2028,12 +2022,10 @@ impl PartWriter {
             input_samples,
             ..
         } = deferred;
-        let bucket_of = (bucket, self.buckets);
         for (table, batch) in &inputs {
-            let split = table.name();
-            (self.writer).write_bucket_batch(*table, split, bucket_of, OPEN_CHUNK, batch)?;
-            self.written.rows_written += batch.num_rows() as u64;
+            self.write_open(bucket, *table, table.name(), batch)?;
         }
+        let bucket_of = (bucket, self.buckets);
         let mut sink = DatasetSink::bucket(&mut self.writer, bucket_of, OPEN_CHUNK);
         for row in input_samples {
             sink.row(row)?;
@@ -2042,21 +2034,27 @@ impl PartWriter {
         sink.finish()?;
         let covers = (after.as_deref(), Some(through.as_str()));
         let previous = self.previous_samples(bucket, covers, &KeptChunks::new())?;
-        let mut by_split: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
-        for sample in previous.into_values().flatten() {
-            by_split
-                .entry(sample.split.clone())
-                .or_default()
-                .push(sample);
-        }
-        let samples = (by_split.into_iter())
-            .map(|(split, rows)| Ok((split, vec![rows_to_batch(&rows)?])))
-            .collect::<Result<_>>()?;
-        Ok(OpenChunk {
+        let mut chunk = OpenChunk {
             bucket,
-            samples,
+            samples: BTreeMap::new(),
             inputs: BTreeMap::new(),
-        })
+        };
+        chunk.add_samples(previous.values().flatten())?;
+        Ok(chunk)
+    }
+
+    /// Writes `batch`, rows of `table` for `split`, to the open chunk of `bucket`.
+    fn write_open(
+        &mut self,
+        bucket: usize,
+        table: TableKind,
+        split: &str,
+        batch: &RecordBatch,
+    ) -> Result<()> {
+        let bucket_of = (bucket, self.buckets);
+        (self.writer).write_bucket_batch(table, split, bucket_of, OPEN_CHUNK, batch)?;
+        self.written.rows_written += batch.num_rows() as u64;
+        Ok(())
     }
 
     /// The chunks of `unchanged` whose files the previous version holds as they would be
@@ -2230,17 +2228,9 @@ impl PartWriter {
             self.writer.rekey_chunk(chunk.bucket, OPEN_CHUNK, key);
             return self.writer.finish_chunk(chunk.bucket, key);
         }
-        let bucket_of = (chunk.bucket, self.buckets);
         for (split, batches) in chunk.samples {
             for batch in batches {
-                self.writer.write_bucket_batch(
-                    TableKind::Samples,
-                    &split,
-                    bucket_of,
-                    OPEN_CHUNK,
-                    &batch,
-                )?;
-                self.written.rows_written += batch.num_rows() as u64;
+                self.write_open(chunk.bucket, TableKind::Samples, &split, &batch)?;
             }
         }
         self.writer.rekey_chunk(chunk.bucket, OPEN_CHUNK, key);

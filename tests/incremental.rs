@@ -1507,3 +1507,65 @@ fn a_refit_that_changes_too_much_to_collect_streams_and_equals_a_fresh_run() {
         "the streamed refit differs from a fresh full run"
     );
 }
+
+/// A run on the streaming engine records the input pieces as its workers read them: the
+/// record it leaves in the state is, byte for byte, the one the piece-by-piece reader leaves
+/// reading every input ([`capflow::dataflow::inputs::read_inputs`]), with one worker or two,
+/// rejected records and the PENMAN file's end included. A rerun with the models kept then
+/// reads only the piece that changed.
+#[test]
+fn a_streamed_run_records_the_input_pieces_a_piecewise_read_records() {
+    use capflow::dataflow::inputs::{read_inputs, InputsState};
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("input");
+    sample_data(&input, &|_| true, &[]);
+    // An annotation file that does not parse and a graph that does not: both rejected.
+    std::fs::write(
+        input.join("flickr30k_entities/Annotations/1000005.xml"),
+        "<annotation><object>",
+    )
+    .unwrap();
+    {
+        use std::io::Write;
+        let amr = input.join("amr/captions.amr");
+        let mut file = std::fs::OpenOptions::new().append(true).open(amr).unwrap();
+        writeln!(
+            file,
+            "\n# ::id 1000003.9\n# ::snt a broken graph\n(b / broken :ARG0\n"
+        )
+        .unwrap();
+    }
+    age(&input);
+    let recipe = common::repo_root().join("dataflows/ssa-flickr30k.toml");
+    let spec = capflow::dataflow::DataflowSpec::from_file(&recipe)
+        .unwrap()
+        .with_input_root(&input);
+    let piecewise = tmp.path().join("piecewise");
+    std::fs::create_dir_all(&piecewise).unwrap();
+    let read = read_inputs(&spec, &piecewise, false).unwrap();
+    assert_eq!(read.collected.counts.rejected, 2);
+    InputsState::commit_pending(&piecewise).unwrap();
+    let expected = std::fs::read_to_string(piecewise.join("inputs.json")).unwrap();
+    assert!(expected.contains(r#""key":"1000005""#), "{expected}");
+    assert!(expected.contains(r#""end":{"cursor""#), "{expected}");
+    for workers in ["1", "2"] {
+        let runs = Runs::new(tmp.path(), &format!("streamed-w{workers}"));
+        let log = runs.update_with(&recipe, &input, &["-w", workers]);
+        assert!(log.contains("2 rejected"), "{log}");
+        let recorded = std::fs::read_to_string(runs.state.join("inputs.json")).unwrap();
+        assert!(
+            recorded == expected,
+            "-w {workers}:\n{recorded}\n{expected}"
+        );
+    }
+    // A rerun on the streamed run's state with its models kept reads the one changed piece.
+    add_caption(&input, "1000007");
+    age(&input);
+    let runs = Runs::new(tmp.path(), "streamed-w2");
+    let state = runs.state.to_str().unwrap().to_string();
+    let log = runs.update_with(&recipe, &input, &["--models", &state]);
+    assert!(
+        log.contains("read 1 new or changed of 21 input pieces"),
+        "{log}"
+    );
+}

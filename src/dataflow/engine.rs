@@ -55,12 +55,13 @@ use super::augment::{ImageOutput, StageContexts};
 use super::buckets::{changelog as image_changes, chunks, Chunk};
 use super::budget::PartBudget;
 use super::exchange::{to_owners, InFlight, TableBatch, TableBatcher};
+use super::inputs::{PieceLines, PieceRecording, PieceTally};
 use super::mixing::HeldSamples;
 use super::models::{fit_methods_with, CorpusStats, FittedModels, ModelSource, ModelsFrom};
 use super::record::Staged;
 use super::refit::{BucketRecords, RecordsCursor, RecordsSpill};
 use super::runtime::{
-    input_units, read_units, CollectedRun, KeyedRow, ReadObserver, RowFeed, SharedUnits,
+    input_units, read_units, CollectedRun, KeyedRow, ReadObserver, ReadPiece, RowFeed, SharedUnits,
 };
 use super::sink::{add_metrics, NamedSink, SinkWriters};
 use super::spill::{BucketPart, BucketSpill, ChangesWriter, PartRows};
@@ -123,6 +124,10 @@ pub struct StreamState {
     pub previous: Option<(Manifest, String)>,
     /// Whether this process removes the header before the bucket states change (the first).
     pub first: bool,
+    /// Whether the workers record the input pieces as they read them
+    /// ([`super::inputs::PieceRecording`]), so that a rerun with the models kept reads only
+    /// new and changed pieces (a single process).
+    pub record_pieces: bool,
 }
 
 /// What a run with `--state` decided and did.
@@ -278,7 +283,18 @@ pub fn run_streaming(
     let chunk_images = spec.output.chunk_images;
     let local_workers = cluster.workers.max(1);
     let units = input_units(spec)?;
+    // With a record of the input pieces, its clock starts before the inputs are listed; the
+    // files of an image read alone are stamped just before they are read.
+    let mut recording = match state.as_ref().filter(|s| s.record_pieces) {
+        Some(_) => Some(PieceRecording::start(writer.scratch_dir("pieces")?)),
+        None => None,
+    };
     let shared = SharedUnits::list(&units, cluster)?;
+    if let Some(recording) = recording.as_mut() {
+        let images = shared.images();
+        recording.list(spec, |unit| images.get(unit).copied().flatten())?;
+    }
+    let recording = recording.map(Arc::new);
     let scratch = writer.scratch_dir("spill")?;
     let runs_dir = writer.scratch_dir("changes")?;
     let out = writer.dir().to_path_buf();
@@ -327,6 +343,7 @@ pub fn run_streaming(
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     }
     let sinks = sinks.to_vec();
+    let worker_recording = recording.clone();
     let started = Instant::now();
     // A peer that dies before it connects would leave the others waiting for it forever.
     let connecting = super::cluster::Connecting::start(cluster, "streaming run");
@@ -389,8 +406,20 @@ pub fn run_streaming(
             numbering: CaptionNumbering::default(),
             unreported: 0,
             model_rows: digest_rows.map(|keep| (keep, RowsDigest::default())),
+            pieces: None,
         };
+        match worker_recording
+            .as_ref()
+            .map(|r| r.lines(index))
+            .transpose()
+        {
+            Ok(pieces) => observer.pieces = pieces,
+            Err(err) => fail(err),
+        }
         if let Err(err) = read_units(&units, &shared, worker, input, &mut observer) {
+            fail(err);
+        }
+        if let Some(Err(err)) = observer.pieces.take().map(PieceLines::finish) {
             fail(err);
         }
         observer.report_read();
@@ -685,6 +714,8 @@ pub fn run_streaming(
     // With `[mix]`: every worker's tally, and the samples the plan took in and kept.
     let mut tallies: Vec<WorkerTally> = Vec::new();
     let mut mixed: Option<StageMetrics> = None;
+    // The record of the input pieces, put together while the stages run.
+    let mut assembling = None;
     // Rows while reading; then the parts through the stages, with the images written.
     let mut progress = crate::cli::progress::records("read");
     for message in receiver.iter() {
@@ -703,6 +734,17 @@ pub fn run_streaming(
                 progress.finish_and_clear();
                 progress = crate::cli::progress::items("augment: parts", parts_planned);
                 read_elapsed = started.elapsed();
+                if let (Some(recording), Some(dir), None) =
+                    (&recording, state_dir.clone(), &first_error)
+                {
+                    let (recording, workers) = (
+                        Arc::clone(recording),
+                        first_worker..first_worker + local_workers,
+                    );
+                    assembling = Some(std::thread::spawn(move || {
+                        recording.assemble(workers, dir.dir())
+                    }));
+                }
                 augment_started = Some(Instant::now());
                 let contexts = match first_error {
                     Some(_) => None,
@@ -823,6 +865,14 @@ pub fn run_streaming(
         if let Err(reason) = result {
             first_error.get_or_insert(Error::Config(format!("worker {i} panicked: {reason}")));
         }
+    }
+    let assembled = assembling.map(|handle| {
+        handle
+            .join()
+            .unwrap_or_else(|_| Err(Error::Config("recording the input pieces panicked".into())))
+    });
+    if let Some(Err(error)) = assembled {
+        first_error.get_or_insert(error);
     }
     if let Some(error) = failure.take() {
         first_error.get_or_insert(error);
@@ -1376,6 +1426,8 @@ struct SpillObserver<'a> {
     unreported: u64,
     /// With `--state`: which rows the models learn from, and their digest so far.
     model_rows: Option<(ModelRows, RowsDigest)>,
+    /// The worker's lines of the record of the input pieces, when the run makes one.
+    pieces: Option<PieceLines>,
 }
 
 /// Which rows the corpus-level models learn from ([`super::models::model_rows`]).
@@ -1429,6 +1481,24 @@ impl ReadObserver for SpillObserver<'_> {
             Err(err) => Message::Failed(err),
         };
         let _ = self.messages.send(message);
+    }
+
+    fn records_pieces(&self) -> bool {
+        self.pieces.is_some()
+    }
+
+    fn piece_read(&mut self, unit: u32, piece: ReadPiece<'_>, tally: PieceTally) -> Result<()> {
+        let Some(lines) = self.pieces.as_mut() else {
+            return Ok(());
+        };
+        match piece {
+            ReadPiece::Whole { end } => lines.whole(unit, tally, end),
+            ReadPiece::Image {
+                listing,
+                image,
+                position,
+            } => lines.image(unit, listing, image, position, tally),
+        }
     }
 }
 

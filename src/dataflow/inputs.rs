@@ -38,7 +38,7 @@ use super::spec::DataflowSpec;
 use crate::amr::penman::BlockCursor;
 use crate::error::{Error, Result};
 use crate::export::StageMetrics;
-use crate::ingest::flickr30k::{ImageSlot, ListedImage, Listing};
+use crate::ingest::flickr30k::{ImageSlot, ListedFile, ListedImage, Listing};
 use crate::ingest::{read_input, FileMeta, Format, IngestCounts, RecordSink, Row};
 use crate::schema::{RejectedRow, TableKind};
 
@@ -290,14 +290,6 @@ impl Record {
         })
     }
 
-    /// The record in `slot`, opened at `path` ([`at`](Self::at)) the first time.
-    fn opened<'a>(slot: &'a mut Option<Record>, path: &Path) -> Result<&'a mut Record> {
-        match slot {
-            Some(record) => Ok(record),
-            None => Ok(slot.insert(Record::at(path)?)),
-        }
-    }
-
     /// The next line and its byte offset, without its line feed.
     fn next_line(&mut self) -> Result<Option<(u64, String)>> {
         use std::io::BufRead;
@@ -375,7 +367,7 @@ pub struct InputRead {
 }
 
 /// A piece of an input as listed now.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 struct Listed {
     key: String,
     files: Vec<FileStamp>,
@@ -564,8 +556,6 @@ struct PieceSink<'a> {
     numbering: RecordNumbering<'a>,
     /// Keep only the rows of these images (all when `None`).
     keep: Option<&'a HashSet<String>>,
-    /// Keep no rows at all, only what the piece's state records ([`stamp_inputs`]).
-    stamp_only: bool,
     rows: Vec<KeyedRow>,
     images: BTreeSet<String>,
     rejected: Vec<(u64, RejectedRow)>,
@@ -579,7 +569,6 @@ impl<'a> PieceSink<'a> {
             base: unit.base(piece),
             numbering: RecordNumbering::new(unit.tables.as_deref()),
             keep,
-            stamp_only: false,
             rows: Vec::new(),
             images: BTreeSet::new(),
             rejected: Vec::new(),
@@ -598,9 +587,6 @@ impl RecordSink for PieceSink<'_> {
         }
         if !self.images.contains(row.image_id()) {
             self.images.insert(row.image_id().to_string());
-        }
-        if self.stamp_only {
-            return Ok(());
         }
         self.rows.push(KeyedRow {
             unit: self.unit,
@@ -869,9 +855,9 @@ fn plan_steps(
 }
 
 /// The inputs as listed now, and what a run reads of them piece by piece against the state's
-/// record of the last run's pieces: the plan that [`read_planned`] and [`stamp_planned`] carry
-/// out. Making it lists every input (the files' sizes and modification times) and streams the
-/// old record, holding a few dozen bytes a piece; no input file is read.
+/// record of the last run's pieces: the plan that [`read_planned`] carries out. Making it lists
+/// every input (the files' sizes and modification times) and streams the old record, holding a
+/// few dozen bytes a piece; no input file is read.
 pub struct InputPlan {
     started: Instant,
     /// When the listing started: a file modified after it may change again unseen.
@@ -1173,114 +1159,6 @@ fn planned_unread(unit: &Unit) -> Error {
     ))
 }
 
-/// Writes the inputs' state a piece-by-piece read of every input would leave ([`read_inputs`]
-/// with no previous state) to `STATE/inputs.pending.json`, where it waits for the run's commit
-/// ([`InputsState::commit_pending`]): what a run that read its inputs on the streaming engine
-/// leaves, so that the next run with the same models reads only new and changed pieces. Every
-/// piece is read without keeping any row, and its state goes to the file as it is made, so the
-/// record is never held in memory (it is hundreds of bytes a piece). Called before the run reads
-/// its inputs, so that a file changed while the run reads it has a stamp older than what the
-/// run read and is read again next time.
-///
-/// With `reuse`, when the state's record of the last run's pieces is usable (the run's inputs
-/// are configured as they were then), only new and changed pieces are read: an unchanged
-/// piece's line is copied from the old record.
-pub fn stamp_inputs(spec: &DataflowSpec, state_dir: &Path, reuse: bool) -> Result<()> {
-    stamp_planned(InputPlan::make(spec, state_dir, reuse)?, state_dir)
-}
-
-/// Carries out `plan` as [`stamp_inputs`] does: the new and changed pieces are read without
-/// keeping their rows, the unchanged pieces' lines are copied from the old record.
-pub fn stamp_planned(plan: InputPlan, state_dir: &Path) -> Result<()> {
-    let InputPlan {
-        started_ns,
-        units,
-        steps,
-        ..
-    } = plan;
-    let record_path = state_dir.join(INPUTS_FILE);
-    // Each unit's pieces are cut into as many runs of consecutive pieces as the machine has
-    // cores, and a thread per run writes its pieces, a line each, to a file of its own; the
-    // record is put together from them in unit and piece order ([`Record`]'s layout).
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let runs = |unit: &Unit| -> Vec<(PathBuf, std::ops::Range<usize>)> {
-        let pieces = steps[unit.index as usize].len();
-        let per_run = pieces.div_ceil(threads).max(1);
-        (0..pieces.div_ceil(per_run).max(1))
-            .map(|run| {
-                let path = format!("{PENDING_INPUTS_FILE}.{}.{run}", unit.index);
-                let pieces = run * per_run..((run + 1) * per_run).min(pieces);
-                (state_dir.join(path), pieces)
-            })
-            .collect()
-    };
-    let written: Vec<Result<()>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (units.iter())
-            .flat_map(|unit| runs(unit).into_iter().map(move |run| (unit, run)))
-            .map(|(unit, (path, pieces))| {
-                let (steps, record_path) = (&steps[unit.index as usize], &record_path);
-                scope.spawn(move || {
-                    let mut out = JsonFile::create(&path)?;
-                    let mut old: Option<Record> = None;
-                    for i in pieces {
-                        let step = &steps[i];
-                        let from = match step {
-                            Step::Keep(offset) => {
-                                out.raw(
-                                    Record::opened(&mut old, record_path)?
-                                        .line_at(*offset)?
-                                        .as_bytes(),
-                                )?;
-                                out.raw(b"\n")?;
-                                continue;
-                            }
-                            Step::Restamp(offset) => {
-                                let mut state =
-                                    Record::opened(&mut old, record_path)?.piece_at(*offset)?;
-                                restamp(&mut state, &unit.piece(i), started_ns);
-                                out.line(&state)?;
-                                continue;
-                            }
-                            Step::Read => None,
-                            Step::Append(old, head) => Some((old.as_ref(), head.as_ref())),
-                        };
-                        let piece = unit.piece(i);
-                        let mut sink = PieceSink::new(unit, &piece, None);
-                        sink.stamp_only = true;
-                        let mut state =
-                            read_piece_into(unit, &piece, from, sink, started_ns)?.state;
-                        forget_racy_stamps(&mut state, started_ns);
-                        out.line(&state)?;
-                    }
-                    out.finish()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Config("an input reader panicked".into())))
-            })
-            .collect()
-    });
-    let assembled = written.into_iter().collect::<Result<()>>().and_then(|()| {
-        let mut out = JsonFile::create(&state_dir.join(PENDING_INPUTS_FILE))?;
-        out.line(&RecordHeader::current())?;
-        for unit in &units {
-            out.line(&UnitLine::of(unit))?;
-            for (path, _) in runs(unit) {
-                out.copy(&path)?;
-            }
-        }
-        out.finish()
-    });
-    for (path, _) in units.iter().flat_map(runs) {
-        super::state::remove_if_present(&path)?;
-    }
-    assembled
-}
-
 /// A JSON file written piece by piece through a buffer, and synced.
 struct JsonFile {
     path: PathBuf,
@@ -1308,13 +1186,6 @@ impl JsonFile {
         serde_json::to_writer(&mut self.out, value)
             .map_err(|e| Error::invalid(self.path.display().to_string(), e.to_string()))?;
         self.raw(b"\n")
-    }
-
-    /// Appends the bytes of the file `from`.
-    fn copy(&mut self, from: &Path) -> Result<()> {
-        let mut file = std::fs::File::open(from).map_err(|e| Error::io(from, e))?;
-        std::io::copy(&mut file, &mut self.out).map_err(|e| Error::io(&self.path, e))?;
-        Ok(())
     }
 
     fn finish(self) -> Result<()> {
@@ -1448,43 +1319,39 @@ fn read_piece_into(
     unit.read(piece, old_end, &mut sink)?;
     let end = match sink.end {
         Some(cursor) if keep.is_none() => {
-            let (head, from) = match (old, old_end) {
-                (Some((_, head)), Some(e)) => (head.clone(), e.cursor.byte_offset),
-                _ => (Xxh3::new(), 0),
+            let head = match (old, old_end) {
+                (Some((_, head)), Some(e)) => Some((head, e.cursor.byte_offset)),
+                _ => None,
             };
-            let hasher = hash_range(&unit.path, head, from, cursor.byte_offset)?;
-            Some(PenmanEnd {
+            Some(penman_end(
+                &unit.path,
+                head,
                 cursor,
-                ordinal: sink.numbering.ordinal,
-                xxh3: hasher.map(|h| hex128(&h)).unwrap_or_default(),
-            })
+                sink.numbering.ordinal,
+            )?)
         }
         _ => None,
     };
-    let old = old.map(|(o, _)| o);
-    let mut state = match old {
+    let tally = PieceTally {
+        images: sink.images,
+        counts: sink.numbering.counts,
+        rejected: sink.rejected,
+        stamps: Vec::new(),
+    };
+    let mut state = match old.map(|(o, _)| o) {
         // The appended part adds to what the old end described.
         Some(o) => {
             let mut s = o.clone();
             s.files = piece.files.clone();
             s.context = piece.context.clone();
-            s.counts.add(sink.numbering.counts);
-            s.rejected.extend(sink.rejected);
+            s.counts.add(tally.counts);
+            s.rejected.extend(tally.rejected);
             let mut images: BTreeSet<String> = s.images.into_iter().collect();
-            images.extend(sink.images.iter().cloned());
+            images.extend(tally.images);
             s.images = images.into_iter().collect();
             s
         }
-        None => PieceState {
-            key: piece.key.clone(),
-            files: piece.files.clone(),
-            context: piece.context.clone(),
-            images: sink.images.iter().cloned().collect(),
-            counts: sink.numbering.counts,
-            rejected: sink.rejected,
-            end: None,
-            content: None,
-        },
+        None => tally.into_state(piece),
     };
     state.end = end;
     if keep.is_none() {
@@ -1494,6 +1361,403 @@ fn read_piece_into(
         state,
         rows: sink.rows,
     })
+}
+
+/// Where the read of the PENMAN file at `path` ended (at `cursor`, with `ordinal` the next
+/// record's), with the hash of its bytes before the end: `head`, the hash of the bytes up to an
+/// offset, fed the rest, or the bytes hashed from the start.
+fn penman_end(
+    path: &Path,
+    head: Option<(&Xxh3, u64)>,
+    cursor: BlockCursor,
+    ordinal: u64,
+) -> Result<PenmanEnd> {
+    let (head, from) = head.map_or((Xxh3::new(), 0), |(head, from)| (head.clone(), from));
+    let hasher = hash_range(path, head, from, cursor.byte_offset)?;
+    Ok(PenmanEnd {
+        cursor,
+        ordinal,
+        xxh3: hasher.map(|h| hex128(&h)).unwrap_or_default(),
+    })
+}
+
+/// What a reader saw of one piece: the images it holds rows of, its record counts and its
+/// rejections, numbered from the piece's first record.
+#[derive(Debug, Default)]
+pub struct PieceTally {
+    images: BTreeSet<String>,
+    counts: IngestCounts,
+    rejected: Vec<(u64, RejectedRow)>,
+    /// An image's files' stamps, taken before they were read ([`stamp`](Self::stamp)).
+    stamps: Vec<FileMeta>,
+}
+
+impl PieceTally {
+    /// Takes the stamps of `image`'s files, before they are read: a file that cannot be read as
+    /// one has no modification time (it is read again next time), as a stamped listing gives it.
+    pub fn stamp(&mut self, image: &ListedImage) {
+        let unknown = FileMeta {
+            size: 0,
+            modified_ns: None,
+        };
+        let stamp = |file: &ListedFile| match (file.meta, &file.problem) {
+            (Some(meta), _) => meta,
+            (None, Some(_)) => unknown,
+            (None, None) => FileMeta::read(&file.path).unwrap_or(unknown),
+        };
+        self.stamps = (image.sentence.iter().chain(&image.annotation))
+            .map(stamp)
+            .collect();
+    }
+
+    /// A row of image `image` (of a table the input keeps).
+    pub fn row(&mut self, image: &str) {
+        if !self.images.contains(image) {
+            self.images.insert(image.to_string());
+        }
+    }
+
+    /// An accepted record.
+    pub fn accepted(&mut self) {
+        self.counts.read += 1;
+        self.counts.accepted += 1;
+    }
+
+    /// A rejected record, `ordinal` the piece's.
+    pub fn rejected(&mut self, ordinal: u64, row: RejectedRow) {
+        self.counts.read += 1;
+        self.counts.rejected += 1;
+        self.rejected.push((ordinal, row));
+    }
+
+    /// The record of `piece`, read whole as the tally says (without its end or content hash).
+    fn into_state(self, piece: &Listed) -> PieceState {
+        PieceState {
+            key: piece.key.clone(),
+            files: piece.files.clone(),
+            context: piece.context.clone(),
+            images: self.images.into_iter().collect(),
+            counts: self.counts,
+            rejected: self.rejected,
+            end: None,
+            content: None,
+        }
+    }
+}
+
+/// The record of the input pieces that a run on the streaming engine makes as its workers read
+/// them, so that the next run with the same models reads only new and changed pieces. Each
+/// worker writes a line for every piece it reads, with the piece's position, to a file per input
+/// path ([`PieceLines`]); [`assemble`](Self::assemble) merges them in input and piece order
+/// into `STATE/inputs.pending.json` ([`Record`]'s layout), where the record waits for the run's
+/// commit ([`InputsState::commit_pending`]). A piece's line is the one a piece-by-piece read of
+/// every input leaves ([`read_inputs`] with no previous record): the stamps are taken before the
+/// piece is read, so a file changed while the run reads it is read again next time.
+#[derive(Debug)]
+pub struct PieceRecording {
+    /// Where the workers' files are (a scratch directory of the run).
+    dir: PathBuf,
+    /// When the run started listing its inputs.
+    started_ns: u64,
+    units: Vec<RecordedUnit>,
+}
+
+/// An input path of a [`PieceRecording`].
+#[derive(Debug)]
+struct RecordedUnit {
+    format: Format,
+    path: PathBuf,
+    /// How many pieces it has.
+    pieces: u64,
+    /// The one piece of a path read whole, as listed before the read; `None` for a path read
+    /// image by image.
+    whole: Option<Listed>,
+}
+
+impl PieceRecording {
+    /// Starts a recording whose workers' files go to `dir`: the clock of its stamps starts now,
+    /// before the inputs are listed.
+    pub fn start(dir: PathBuf) -> PieceRecording {
+        PieceRecording {
+            dir,
+            started_ns: now_ns(),
+            units: Vec::new(),
+        }
+    }
+
+    /// Lists `spec`'s input paths: `images(i)` is the number of images of path `i` when its
+    /// workers read it image by image from a listing of its own (made after
+    /// [`start`](Self::start); each image's files are stamped just before they are read,
+    /// [`PieceTally::stamp`]), `None` when one worker reads it whole: its files' stamps are
+    /// taken now.
+    pub fn list(
+        &mut self,
+        spec: &DataflowSpec,
+        images: impl Fn(usize) -> Option<u64>,
+    ) -> Result<()> {
+        let paths = (spec.inputs.iter())
+            .flat_map(|input| input.paths.iter().map(move |path| (input, path)));
+        for (index, (input, path)) in paths.enumerate() {
+            let (pieces, whole) = match images(index) {
+                Some(images) => (images, None),
+                None => {
+                    let unit = Unit::list(index as u32, input.format, path, input.tables.clone())?;
+                    (unit.len() as u64, Some(unit.piece(0).into_owned()))
+                }
+            };
+            self.units.push(RecordedUnit {
+                format: input.format,
+                path: path.clone(),
+                pieces,
+                whole,
+            });
+        }
+        Ok(())
+    }
+
+    fn worker_file(&self, unit: usize, worker: usize) -> PathBuf {
+        self.dir.join(format!("{unit}.w{worker:03}"))
+    }
+
+    /// Merges the lines of `workers` into `STATE/inputs.pending.json`, checking that every
+    /// piece has its line.
+    pub fn assemble(&self, workers: std::ops::Range<usize>, state_dir: &Path) -> Result<()> {
+        use std::io::BufRead;
+        let mut out = JsonFile::create(&state_dir.join(PENDING_INPUTS_FILE))?;
+        out.line(&RecordHeader::current())?;
+        for (index, unit) in self.units.iter().enumerate() {
+            out.line(&UnitLine {
+                unit: UnitHead {
+                    format: unit.format,
+                    path: unit.path.display().to_string(),
+                    pieces: unit.pieces,
+                },
+            })?;
+            // Each worker's lines are in piece order: the next line of each, by position.
+            let mut heads = Vec::new();
+            for worker in workers.clone() {
+                let path = self.worker_file(index, worker);
+                let file = match std::fs::File::open(&path) {
+                    Ok(file) => file,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(Error::io(&path, e)),
+                };
+                let mut lines = std::io::BufReader::new(file).lines();
+                if let Some(head) = next_positioned(&mut lines, &path)? {
+                    heads.push((head, lines, path));
+                }
+            }
+            let mut written = 0u64;
+            while let Some(next) = (0..heads.len()).min_by_key(|&i| heads[i].0 .0) {
+                let ((_, line), lines, path) = &mut heads[next];
+                out.raw(line.as_bytes())?;
+                out.raw(b"\n")?;
+                written += 1;
+                match next_positioned(lines, path)? {
+                    Some(head) => heads[next].0 = head,
+                    None => {
+                        heads.swap_remove(next);
+                    }
+                }
+            }
+            if written != unit.pieces {
+                return Err(Error::Config(format!(
+                    "recording the pieces of {}: {written} of its {} pieces were read",
+                    unit.path.display(),
+                    unit.pieces
+                )));
+            }
+        }
+        out.finish()
+    }
+}
+
+/// The next line of a worker's piece lines, as its position and the piece's record.
+fn next_positioned(
+    lines: &mut std::io::Lines<std::io::BufReader<std::fs::File>>,
+    path: &Path,
+) -> Result<Option<(u64, String)>> {
+    let Some(line) = lines.next() else {
+        return Ok(None);
+    };
+    let line = line.map_err(|e| Error::io(path, e))?;
+    let parsed = line
+        .split_once(' ')
+        .and_then(|(at, record)| Some((at.parse().ok()?, record.to_string())));
+    parsed.map(Some).ok_or_else(|| {
+        Error::Config(format!(
+            "{}: a piece line without its position",
+            path.display()
+        ))
+    })
+}
+
+/// One worker's lines of a [`PieceRecording`]: a file per input path, a line per piece read, in
+/// the order the worker reads them (which is piece order). A thread of the worker's own hashes
+/// each piece's bytes and writes its line while the worker reads on.
+pub struct PieceLines {
+    recording: Arc<PieceRecording>,
+    to_writer: Option<crossbeam_channel::Sender<ReadPieceState>>,
+    writer: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+/// A piece as a worker read it, for the thread that writes its line.
+struct ReadPieceState {
+    unit: u32,
+    position: u64,
+    files: Vec<FileStamp>,
+    state: PieceState,
+    /// Where the read of a PENMAN file ended, and the next record's ordinal.
+    end: Option<(BlockCursor, u64)>,
+}
+
+/// Pieces a worker may have read ahead of its [`PieceLines`] thread.
+const PIECES_AHEAD: usize = 1024;
+
+impl PieceRecording {
+    /// Worker `worker`'s writer of piece lines.
+    pub fn lines(self: &Arc<Self>, worker: usize) -> Result<PieceLines> {
+        let (to_writer, pieces) = crossbeam_channel::bounded(PIECES_AHEAD);
+        let recording = Arc::clone(self);
+        let writer = std::thread::Builder::new()
+            .name(format!("capflow-pieces-{worker}"))
+            .spawn(move || recording.write_lines(worker, pieces))
+            .map_err(|e| Error::io(&self.dir, e))?;
+        Ok(PieceLines {
+            recording: Arc::clone(self),
+            to_writer: Some(to_writer),
+            writer: Some(writer),
+        })
+    }
+
+    /// Writes the line of every piece worker `worker` read, in the order it read them: the
+    /// piece's end and content hash are taken here ([`read_content`]).
+    fn write_lines(
+        &self,
+        worker: usize,
+        pieces: crossbeam_channel::Receiver<ReadPieceState>,
+    ) -> Result<()> {
+        let mut out: HashMap<u32, JsonFile> = HashMap::new();
+        for read in pieces {
+            let ReadPieceState {
+                unit,
+                position,
+                files,
+                mut state,
+                end,
+            } = read;
+            let path = &self.units[unit as usize].path;
+            if let Some((cursor, ordinal)) = end {
+                state.end = Some(penman_end(path, None, cursor, ordinal)?);
+            }
+            state.content = read_content(path, &files, self.started_ns);
+            forget_racy_stamps(&mut state, self.started_ns);
+            let file = match out.entry(unit) {
+                std::collections::hash_map::Entry::Occupied(file) => file.into_mut(),
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(JsonFile::create(&self.worker_file(unit as usize, worker))?)
+                }
+            };
+            file.raw(format!("{position} ").as_bytes())?;
+            file.line(&state)?;
+        }
+        out.into_values().try_for_each(JsonFile::finish)
+    }
+}
+
+impl PieceLines {
+    /// Records the image at `position` of input path `unit`, which a worker read alone from
+    /// `listing` as `tally` says.
+    pub fn image(
+        &mut self,
+        unit: u32,
+        listing: &Listing,
+        image: &ListedImage,
+        position: u64,
+        tally: PieceTally,
+    ) -> Result<()> {
+        let path = &self.unit(unit)?.path;
+        let files = image.sentence.iter().chain(&image.annotation);
+        let piece = Listed {
+            files: (files.zip(&tally.stamps))
+                .map(|(f, meta)| FileStamp::new(path, &f.path, Some(*meta)))
+                .collect(),
+            context: listing.split_of(&image.id).to_string(),
+            key: image.id.clone(),
+            image: Some(position as usize),
+        };
+        let state = tally.into_state(&piece);
+        self.send(ReadPieceState {
+            unit,
+            position,
+            files: piece.files,
+            state,
+            end: None,
+        })
+    }
+
+    /// Records the one piece of input path `unit`, which a worker read whole as `tally` says,
+    /// for a PENMAN file to `end` (its cursor and the next record's ordinal).
+    pub fn whole(
+        &mut self,
+        unit: u32,
+        tally: PieceTally,
+        end: Option<(BlockCursor, u64)>,
+    ) -> Result<()> {
+        let recorded = self.unit(unit)?;
+        let piece = (recorded.whole.clone()).ok_or_else(|| not_recorded(&recorded.path))?;
+        let state = tally.into_state(&piece);
+        self.send(ReadPieceState {
+            unit,
+            position: 0,
+            files: piece.files,
+            state,
+            end,
+        })
+    }
+
+    fn unit(&self, unit: u32) -> Result<&RecordedUnit> {
+        (self.recording.units.get(unit as usize)).ok_or_else(|| {
+            Error::Config(format!(
+                "recording the pieces of input {unit}: no such input"
+            ))
+        })
+    }
+
+    fn send(&mut self, piece: ReadPieceState) -> Result<()> {
+        match &self.to_writer {
+            Some(to_writer) if to_writer.send(piece).is_ok() => Ok(()),
+            // The thread stopped: its error says why.
+            _ => Err(self
+                .stop()
+                .err()
+                .unwrap_or_else(|| Error::Config("the record of the input pieces stopped".into()))),
+        }
+    }
+
+    /// Waits for the thread to write every line, and flush and sync its files.
+    fn stop(&mut self) -> Result<()> {
+        self.to_writer = None;
+        match self.writer.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(written)) => written,
+            Some(Err(_)) => Err(Error::Config(
+                "the record of the input pieces panicked".into(),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Every line written, flushed and synced.
+    pub fn finish(mut self) -> Result<()> {
+        self.stop()
+    }
+}
+
+fn not_recorded(path: &Path) -> Error {
+    Error::Config(format!(
+        "recording the pieces of {}: it was listed to be read image by image",
+        path.display()
+    ))
 }
 
 #[cfg(test)]
@@ -1725,49 +1989,6 @@ mod tests {
         };
         assert_eq!(of_image(&rerun, "1000003"), of_image(&whole, "1000003"));
         assert_eq!(pending(&state), pending(&whole_state));
-    }
-
-    #[test]
-    fn a_stamp_with_the_last_record_reads_only_changed_pieces_and_equals_a_full_one() {
-        let (dir, spec) = flickr_copy();
-        let data = dir.path().join("flickr");
-        let (state, whole_state) = (dir.path().join("state"), dir.path().join("whole"));
-        stamp_inputs(&spec, &state, true).unwrap();
-        InputsState::commit_pending(&state).unwrap();
-        // An annotation file that no longer parses: the new record must say so, which only a
-        // read of the piece can tell.
-        let annotation = data.join("Annotations/1000005.xml");
-        std::fs::write(&annotation, "<annotation><object>").unwrap();
-        set_modified(&annotation, half_a_minute_ago());
-        stamp_inputs(&spec, &state, true).unwrap();
-        stamp_inputs(&spec, &whole_state, false).unwrap();
-        let record = pending(&state);
-        assert_eq!(record, pending(&whole_state));
-        // The pieces are stamped by several threads, each a run of them, and recorded in the
-        // listing's order.
-        let keys: Vec<&str> = (record.units[0].pieces.iter())
-            .map(|p| p.key.as_str())
-            .collect();
-        assert!(keys.len() > 2 && keys.is_sorted(), "{keys:?}");
-        let changed = &record.units[0].pieces[4];
-        assert_eq!(changed.key, "1000005");
-        assert!(changed.counts.rejected > 0, "{changed:?}");
-        // An unchanged piece is not read again: its line is the old record's, even where its
-        // file was rewritten keeping its size and modification time (which a full stamp sees).
-        InputsState::commit_pending(&state).unwrap();
-        let old = std::fs::read_to_string(state.join(INPUTS_FILE)).unwrap();
-        let hidden = data.join("Annotations/1000009.xml");
-        let stamp = std::fs::metadata(&hidden).unwrap().modified().unwrap();
-        let size = std::fs::metadata(&hidden).unwrap().len() as usize;
-        std::fs::write(&hidden, "<".repeat(size)).unwrap();
-        set_modified(&hidden, stamp);
-        stamp_inputs(&spec, &state, true).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(state.join(PENDING_INPUTS_FILE)).unwrap(),
-            old
-        );
-        stamp_inputs(&spec, &whole_state, false).unwrap();
-        assert!(pending(&whole_state).units[0].pieces[8].counts.rejected > 0);
     }
 
     /// A piece whose files were rewritten with the bytes they held (new modification times, as

@@ -308,25 +308,15 @@ fn run_with_sinks(
     // processes.
     let stream_state = state.is_some() && !collects_few;
     if (state.is_none() || stream_state) && streamed_run(cluster, created.as_ref(), spec)? {
+        // The plan's listing and record are not needed to read every input: let them go.
+        drop(plan);
         let state = match state {
             Some(dir) => {
-                // The inputs are read whole; a single process records their pieces first (not
-                // keeping their rows), so that a rerun with the models kept reads only new and
-                // changed pieces. The record of the last run serves for the pieces that did not
-                // change when the inputs are configured as they were (a `--refit`).
+                // The inputs are read whole; a single process's workers record their pieces
+                // as they read them, so that a rerun with the models kept reads only new and
+                // changed pieces.
                 let pieces = cluster.processes == 1;
-                if pieces {
-                    let same_inputs = header_before.as_ref().is_some_and(|h| {
-                        h.engine_version == crate::ENGINE_VERSION
-                            && h.config_hash == spec.config_hash()
-                    });
-                    match plan {
-                        Some(plan) => crate::dataflow::inputs::stamp_planned(plan, dir.dir())?,
-                        None => {
-                            crate::dataflow::inputs::stamp_inputs(spec, dir.dir(), same_inputs)?
-                        }
-                    }
-                } else {
+                if !pieces {
                     InputsState::remove(dir.dir())?;
                 }
                 Some(StreamStateOf {
@@ -868,8 +858,8 @@ struct StreamStateOf {
     dir: StateDir,
     before: Option<state::StateHeader>,
     models: Option<String>,
-    /// Whether a single process's record of its input pieces
-    /// ([`crate::dataflow::inputs::stamp_inputs`]) waits in the state for the commit.
+    /// Whether a single process records its input pieces as it reads them
+    /// ([`crate::dataflow::inputs::PieceRecording`]), to wait in the state for the commit.
     pieces: bool,
 }
 
@@ -910,6 +900,7 @@ fn run_streamed(
             now,
             previous,
             first: process == 0,
+            record_pieces: state.pieces,
         }
     });
     let state_dir = state.as_ref().map(|s| s.dir.clone());

@@ -21,12 +21,14 @@ use timely::dataflow::operators::vec::{Broadcast, Filter, Map};
 use timely::dataflow::operators::{Exchange, Input, Probe};
 use timely::dataflow::InputHandle;
 
+use super::inputs::PieceTally;
 use super::spec::DataflowSpec;
 use super::state::bucket_of;
 use super::ClusterOptions;
+use crate::amr::penman::BlockCursor;
 use crate::error::{Error, Result};
 pub use crate::export::StageMetrics;
-use crate::ingest::flickr30k::Listing;
+use crate::ingest::flickr30k::{ListedImage, Listing};
 use crate::ingest::{read_input, Format, IngestCounts, RecordSink, Row};
 use crate::schema::{RejectedRow, TableKind};
 
@@ -207,6 +209,29 @@ pub(super) trait ReadObserver {
     fn rejected(&mut self, unit: u32, ordinal: u64, row: RejectedRow) -> Result<()>;
     /// A unit read to its end (its counts and the rows it fed in), or the error that stopped it.
     fn unit_read(&mut self, outcome: Result<(IngestCounts, u64)>);
+    /// Whether the observer records what each piece of the inputs held
+    /// ([`piece_read`](Self::piece_read)).
+    fn records_pieces(&self) -> bool {
+        false
+    }
+    /// A piece of unit `unit` read to its end, and what the reader saw of it; only when
+    /// [`records_pieces`](Self::records_pieces).
+    fn piece_read(&mut self, _unit: u32, _piece: ReadPiece<'_>, _tally: PieceTally) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A piece of an input a reader has read ([`ReadObserver::piece_read`], see
+/// [`super::inputs`]).
+pub(super) enum ReadPiece<'a> {
+    /// A unit read whole; for a PENMAN file, where the read ended and the next record's ordinal.
+    Whole { end: Option<(BlockCursor, u64)> },
+    /// The image at `position` of a directory's listing, read alone.
+    Image {
+        listing: &'a Listing,
+        image: &'a ListedImage,
+        position: u64,
+    },
 }
 
 /// An input unit that every worker reads a share of: a Flickr30k Entities directory, listed
@@ -269,17 +294,29 @@ impl SharedUnits {
         }))
     }
 
-    /// The units for a worker that starts reading; every worker of the process takes them
-    /// once, before it finishes, and hands them back when it has read its share.
-    fn start_reading(&self) -> Reading<'_> {
-        let units = self
-            .units
+    /// How many images each unit read together has (`None` for a unit one worker reads whole).
+    pub fn images(&self) -> Vec<Option<u64>> {
+        let units = self.listed();
+        units
+            .iter()
+            .map(|unit| (unit.as_ref()).map(|u| u.listing.slots().count() as u64))
+            .collect()
+    }
+
+    /// The units while their listings are held (none once every worker has read).
+    fn listed(&self) -> Arc<Vec<Option<SharedUnit>>> {
+        self.units
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// The units for a worker that starts reading; every worker of the process takes them
+    /// once, before it finishes, and hands them back when it has read its share.
+    fn start_reading(&self) -> Reading<'_> {
         Reading {
-            units,
+            units: self.listed(),
             shared: self,
         }
     }
@@ -326,19 +363,30 @@ pub(super) fn read_units<F: RowFeed>(
         if shared.get(i).is_some() || i % peers != index {
             continue;
         }
-        let mut read = DataflowSink::new(i, unit);
-        let outcome = read_input(
-            unit.format,
-            &unit.path,
-            &mut read.feeding(&mut input, worker, observer),
-        );
+        let mut read = DataflowSink::new(i, unit, observer.records_pieces());
+        let mut feeding = read.feeding(&mut input, worker, observer);
+        // A PENMAN file's read says where it ended, which a record of its piece keeps.
+        let outcome = match (unit.format, unit.path.is_file()) {
+            (Format::Penman, true) => {
+                crate::ingest::penman::read_from(&unit.path, BlockCursor::default(), &mut feeding)
+                    .map(Some)
+            }
+            _ => read_input(unit.format, &unit.path, &mut feeding).map(|()| None),
+        };
+        let outcome = outcome.and_then(|end| match read.tally.take() {
+            Some(tally) => {
+                let end = end.map(|cursor| (cursor, read.numbering.ordinal));
+                observer.piece_read(i as u32, ReadPiece::Whole { end }, tally)
+            }
+            None => Ok(()),
+        });
         observer.unit_read(outcome.map(|()| (read.numbering.counts, read.rows)));
     }
     for (i, unit) in units.iter().enumerate() {
         let Some(together) = shared.get(i) else {
             continue;
         };
-        let mut read = DataflowSink::new(i, unit);
+        let mut read = DataflowSink::new(i, unit, observer.records_pieces());
         let outcome = read_share(together, &mut read, &mut input, worker, observer);
         observer.unit_read(outcome.map(|()| (read.numbering.counts, read.rows)));
     }
@@ -365,8 +413,19 @@ fn read_share<F: RowFeed>(
         read.base = position << 32;
         read.numbering.ordinal = 0;
         let image = unit.listing.image(slot);
+        if let Some(tally) = read.tally.as_mut() {
+            tally.stamp(&image);
+        }
         unit.listing
             .read_image(&image, &mut read.feeding(input, worker, observer))?;
+        if let Some(tally) = read.tally.replace(PieceTally::default()) {
+            let piece = ReadPiece::Image {
+                listing: &unit.listing,
+                image: &image,
+                position,
+            };
+            observer.piece_read(read.unit, piece, tally)?;
+        }
     }
     Ok(())
 }
@@ -379,16 +438,19 @@ struct DataflowSink<'a> {
     numbering: RecordNumbering<'a>,
     rows: u64,
     stepped: Instant,
+    /// What the piece being read holds, when the pieces are recorded.
+    tally: Option<PieceTally>,
 }
 
 impl<'a> DataflowSink<'a> {
-    fn new(index: usize, unit: &'a InputUnit) -> DataflowSink<'a> {
+    fn new(index: usize, unit: &'a InputUnit, tally: bool) -> DataflowSink<'a> {
         DataflowSink {
             unit: index as u32,
             base: 0,
             numbering: RecordNumbering::new(unit.tables.as_deref()),
             rows: 0,
             stepped: Instant::now(),
+            tally: tally.then(PieceTally::default),
         }
     }
 
@@ -431,6 +493,9 @@ impl<F: RowFeed> RecordSink for Feeding<'_, '_, F> {
             ordinal: read.base + ordinal,
             row,
         };
+        if let Some(tally) = read.tally.as_mut() {
+            tally.row(keyed.row.image_id());
+        }
         self.observer.row(&keyed)?;
         self.input.feed(keyed)?;
         read.rows += 1;
@@ -447,12 +512,19 @@ impl<F: RowFeed> RecordSink for Feeding<'_, '_, F> {
     }
 
     fn reject(&mut self, rejected: RejectedRow) -> Result<()> {
-        let ordinal = self.read.base + self.read.numbering.reject();
-        self.observer.rejected(self.read.unit, ordinal, rejected)
+        let ordinal = self.read.numbering.reject();
+        if let Some(tally) = self.read.tally.as_mut() {
+            tally.rejected(ordinal, rejected.clone());
+        }
+        self.observer
+            .rejected(self.read.unit, self.read.base + ordinal, rejected)
     }
 
     fn accepted(&mut self) -> Result<()> {
         self.read.numbering.accepted();
+        if let Some(tally) = self.read.tally.as_mut() {
+            tally.accepted();
+        }
         Ok(())
     }
 }

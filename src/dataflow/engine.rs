@@ -406,16 +406,10 @@ pub fn run_streaming(
             numbering: CaptionNumbering::default(),
             unreported: 0,
             model_rows: digest_rows.map(|keep| (keep, RowsDigest::default())),
-            pieces: None,
+            pieces: worker_recording
+                .as_ref()
+                .and_then(|recording| recording.lines(index).map_err(&fail).ok()),
         };
-        match worker_recording
-            .as_ref()
-            .map(|r| r.lines(index))
-            .transpose()
-        {
-            Ok(pieces) => observer.pieces = pieces,
-            Err(err) => fail(err),
-        }
         if let Err(err) = read_units(&units, &shared, worker, input, &mut observer) {
             fail(err);
         }
@@ -734,16 +728,9 @@ pub fn run_streaming(
                 progress.finish_and_clear();
                 progress = crate::cli::progress::items("augment: parts", parts_planned);
                 read_elapsed = started.elapsed();
-                if let (Some(recording), Some(dir), None) =
-                    (&recording, state_dir.clone(), &first_error)
-                {
-                    let (recording, workers) = (
-                        Arc::clone(recording),
-                        first_worker..first_worker + local_workers,
-                    );
-                    assembling = Some(std::thread::spawn(move || {
-                        recording.assemble(workers, dir.dir())
-                    }));
+                if let (Some(recording), Some(dir), None) = (&recording, &state_dir, &first_error) {
+                    let workers = first_worker..first_worker + local_workers;
+                    assembling = Some(recording.assemble_aside(workers, dir.dir().to_path_buf()));
                 }
                 augment_started = Some(Instant::now());
                 let contexts = match first_error {

@@ -183,14 +183,18 @@ impl RecordHeader {
 }
 
 impl UnitLine {
-    fn of(unit: &Unit) -> UnitLine {
+    fn new(format: Format, path: &Path, pieces: u64) -> UnitLine {
         UnitLine {
             unit: UnitHead {
-                format: unit.format,
-                path: unit.path.display().to_string(),
-                pieces: unit.len() as u64,
+                format,
+                path: path.display().to_string(),
+                pieces,
             },
         }
+    }
+
+    fn of(unit: &Unit) -> UnitLine {
+        UnitLine::new(unit.format, &unit.path, unit.len() as u64)
     }
 }
 
@@ -557,8 +561,8 @@ struct PieceSink<'a> {
     /// Keep only the rows of these images (all when `None`).
     keep: Option<&'a HashSet<String>>,
     rows: Vec<KeyedRow>,
-    images: BTreeSet<String>,
-    rejected: Vec<(u64, RejectedRow)>,
+    /// The images, counts and rejections of the piece.
+    tally: PieceTally,
     end: Option<BlockCursor>,
 }
 
@@ -570,8 +574,7 @@ impl<'a> PieceSink<'a> {
             numbering: RecordNumbering::new(unit.tables.as_deref()),
             keep,
             rows: Vec::new(),
-            images: BTreeSet::new(),
-            rejected: Vec::new(),
+            tally: PieceTally::default(),
             end: None,
         }
     }
@@ -585,9 +588,7 @@ impl RecordSink for PieceSink<'_> {
         if self.keep.is_some_and(|k| !k.contains(row.image_id())) {
             return Ok(());
         }
-        if !self.images.contains(row.image_id()) {
-            self.images.insert(row.image_id().to_string());
-        }
+        self.tally.row(row.image_id());
         self.rows.push(KeyedRow {
             unit: self.unit,
             ordinal: self.base + ordinal,
@@ -598,12 +599,13 @@ impl RecordSink for PieceSink<'_> {
 
     fn reject(&mut self, rejected: RejectedRow) -> Result<()> {
         let ordinal = self.numbering.reject();
-        self.rejected.push((ordinal, rejected));
+        self.tally.rejected(ordinal, rejected);
         Ok(())
     }
 
     fn accepted(&mut self) -> Result<()> {
         self.numbering.accepted();
+        self.tally.accepted();
         Ok(())
     }
 
@@ -1332,12 +1334,7 @@ fn read_piece_into(
         }
         _ => None,
     };
-    let tally = PieceTally {
-        images: sink.images,
-        counts: sink.numbering.counts,
-        rejected: sink.rejected,
-        stamps: Vec::new(),
-    };
+    let tally = sink.tally;
     let mut state = match old.map(|(o, _)| o) {
         // The appended part adds to what the old end described.
         Some(o) => {
@@ -1519,6 +1516,16 @@ impl PieceRecording {
         self.dir.join(format!("{unit}.w{worker:03}"))
     }
 
+    /// [`assemble`](Self::assemble) on a thread of its own, while the stages run.
+    pub fn assemble_aside(
+        self: &Arc<Self>,
+        workers: std::ops::Range<usize>,
+        state_dir: PathBuf,
+    ) -> std::thread::JoinHandle<Result<()>> {
+        let recording = Arc::clone(self);
+        std::thread::spawn(move || recording.assemble(workers, &state_dir))
+    }
+
     /// Merges the lines of `workers` into `STATE/inputs.pending.json`, checking that every
     /// piece has its line.
     pub fn assemble(&self, workers: std::ops::Range<usize>, state_dir: &Path) -> Result<()> {
@@ -1526,13 +1533,7 @@ impl PieceRecording {
         let mut out = JsonFile::create(&state_dir.join(PENDING_INPUTS_FILE))?;
         out.line(&RecordHeader::current())?;
         for (index, unit) in self.units.iter().enumerate() {
-            out.line(&UnitLine {
-                unit: UnitHead {
-                    format: unit.format,
-                    path: unit.path.display().to_string(),
-                    pieces: unit.pieces,
-                },
-            })?;
+            out.line(&UnitLine::new(unit.format, &unit.path, unit.pieces))?;
             // Each worker's lines are in piece order: the next line of each, by position.
             let mut heads = Vec::new();
             for worker in workers.clone() {

@@ -29,7 +29,7 @@ use crate::amr::penman::BlockCursor;
 use crate::error::{Error, Result};
 pub use crate::export::StageMetrics;
 use crate::ingest::flickr30k::{ListedImage, Listing};
-use crate::ingest::{read_input, Format, IngestCounts, RecordSink, Row};
+use crate::ingest::{read_input_to_end, Format, IngestCounts, RecordSink, Row};
 use crate::schema::{RejectedRow, TableKind};
 
 /// The dataflow's input handle: rows with their read position, timestamped by a round number.
@@ -366,13 +366,7 @@ pub(super) fn read_units<F: RowFeed>(
         let mut read = DataflowSink::new(i, unit, observer.records_pieces());
         let mut feeding = read.feeding(&mut input, worker, observer);
         // A PENMAN file's read says where it ended, which a record of its piece keeps.
-        let outcome = match (unit.format, unit.path.is_file()) {
-            (Format::Penman, true) => {
-                crate::ingest::penman::read_from(&unit.path, BlockCursor::default(), &mut feeding)
-                    .map(Some)
-            }
-            _ => read_input(unit.format, &unit.path, &mut feeding).map(|()| None),
-        };
+        let outcome = read_input_to_end(unit.format, &unit.path, &mut feeding);
         let outcome = outcome.and_then(|end| match read.tally.take() {
             Some(tally) => {
                 let end = end.map(|cursor| (cursor, read.numbering.ordinal));

@@ -293,6 +293,22 @@ impl Format {
     }
 }
 
+/// Reads one input path of `format` into `sink` as [`read_input`] does; for a PENMAN file,
+/// returns where the read ended, from which a later read of what is appended to it starts
+/// ([`penman::read_from`]).
+pub fn read_input_to_end(
+    format: Format,
+    path: &Path,
+    sink: &mut dyn RecordSink,
+) -> Result<Option<crate::amr::penman::BlockCursor>> {
+    match format {
+        Format::Penman if path.is_file() => {
+            penman::read_from(path, Default::default(), sink).map(Some)
+        }
+        _ => read_input(format, path, sink).map(|()| None),
+    }
+}
+
 /// Reads one input path of `format` into `sink`.
 pub fn read_input(format: Format, path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
     match format {

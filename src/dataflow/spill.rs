@@ -12,8 +12,7 @@
 //! A run's changes (samples retracted and added) are spilled the same way, as runs sorted by
 //! image id ([`write_changes`]), and merged into the changelog at the end ([`merge_changes`]).
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
@@ -29,7 +28,9 @@ use super::exchange::{image_ids, partition};
 use super::runtime::KeyedRow;
 use super::state::bucket_of;
 use crate::error::{Error, Result};
-use crate::export::changelog::{changelog_schema, changes_from_batch, changes_to_batch};
+use crate::export::changelog::{
+    changelog_schema, changes_from_batch, changes_to_batch, CHANGELOG_BATCH_ROWS,
+};
 use crate::export::ChangelogWriter;
 use crate::ingest::Row;
 use crate::schema::{batch_to_rows, rows_to_batch, SampleRow, TableKind, TableRow};
@@ -687,106 +688,240 @@ pub fn write_changes(path: &Path, changes: &[(SampleRow, i8)]) -> Result<()> {
 
 /// Every change of a run written by [`write_changes`], in its order.
 pub fn read_changes(path: &Path) -> Result<Vec<(SampleRow, i8)>> {
-    let mut reader = ChangesReader::open(path)?;
+    let what = path.display().to_string();
     let mut changes = Vec::new();
-    while let Some(change) = reader.next_change()? {
-        changes.push(change);
+    for batch in read_batches(path)? {
+        changes.extend(changes_from_batch(&batch?, &what)?);
     }
     Ok(changes)
 }
 
+/// Merged batches of changes in flight between the merge and the changelog's writer.
+const MERGED_IN_FLIGHT: usize = 4;
+
 /// Merges runs of changes, each sorted by image id and holding every change of its images,
-/// into `into` by image id; removes the runs. Beyond [`MERGE_FAN_IN`] runs, groups of runs are
-/// merged into runs of their own first (next to the group's first run).
+/// into `into` by image id; removes the runs. The changes stay Arrow (slices of the runs'
+/// batches, joined into the changelog's batches), and the runs are merged on a thread of their
+/// own while `into` encodes the batches merged so far. Beyond [`MERGE_FAN_IN`] runs, groups of
+/// runs are merged into runs of their own first (next to the group's first run).
 pub fn merge_changes(runs: &[PathBuf], into: &mut ChangelogWriter) -> Result<()> {
-    merge_all(runs, |sample, diff| into.push(sample, diff))
+    let (merged, batches) = crossbeam_channel::bounded::<RecordBatch>(MERGED_IN_FLIGHT);
+    std::thread::scope(|scope| {
+        let merging = std::thread::Builder::new()
+            .name("capflow-merge".into())
+            .spawn_scoped(scope, move || {
+                merge_all(runs, CHANGELOG_BATCH_ROWS, |batch| {
+                    // The writer stopped: its error is the merge's.
+                    merged.send(batch).map_err(|_| {
+                        Error::invalid("the changelog", "its writer stopped before the merge")
+                    })
+                })
+            })
+            .map_err(|e| Error::Config(format!("starting the merge of the changes: {e}")))?;
+        let written = batches.iter().try_for_each(|batch| into.push_batch(&batch));
+        drop(batches);
+        let merged = merging
+            .join()
+            .unwrap_or_else(|_| Err(Error::invalid("the changelog", "its merge panicked")));
+        written.and(merged)
+    })
 }
 
-fn merge_all(runs: &[PathBuf], push: impl FnMut(SampleRow, i8) -> Result<()>) -> Result<()> {
+/// Merges `runs` by image id into batches of `batch_rows` rows (the last one fewer) handed to
+/// `emit`, in rounds of at most [`MERGE_FAN_IN`] runs; removes the runs.
+fn merge_all(
+    runs: &[PathBuf],
+    batch_rows: usize,
+    emit: impl FnMut(RecordBatch) -> Result<()>,
+) -> Result<()> {
     let mut runs = runs.to_vec();
     let mut round = 0;
     while runs.len() > MERGE_FAN_IN {
         let mut merged = Vec::new();
         for (group, paths) in runs.chunks(MERGE_FAN_IN).enumerate() {
             let path = paths[0].with_file_name(format!("merged-{round}-{group:06}.arrows"));
-            let mut run = ChangesWriter::create(&path)?;
-            merge_runs(paths, |sample, diff| run.push(sample, diff))?;
+            let mut run = SpillFile::create(path, &changelog_schema())?;
+            merge_runs(paths, RUN_BATCH_ROWS, |batch| run.write(&batch))?;
             merged.push(run.finish()?);
         }
         runs = merged;
         round += 1;
     }
-    merge_runs(&runs, push)
+    merge_runs(&runs, batch_rows, emit)
 }
 
-/// Merges `runs` by image id into `push`; removes the runs.
-fn merge_runs(runs: &[PathBuf], mut push: impl FnMut(SampleRow, i8) -> Result<()>) -> Result<()> {
-    let mut readers: Vec<ChangesReader> = runs
+/// Merges `runs` by image id into batches of `batch_rows` rows (the last one fewer) handed to
+/// `emit`; removes the runs.
+fn merge_runs(
+    runs: &[PathBuf],
+    batch_rows: usize,
+    mut emit: impl FnMut(RecordBatch) -> Result<()>,
+) -> Result<()> {
+    let mut cursors: Vec<RunCursor> = runs
         .iter()
-        .map(|path| ChangesReader::open(path))
+        .map(|path| RunCursor::open(path))
         .collect::<Result<_>>()?;
-    // Every image's changes are in one run, so ordering heads by (image id, run) keeps each
-    // image's changes together and in their run's order.
-    let mut heads: BinaryHeap<Reverse<(String, usize)>> = BinaryHeap::new();
-    for (i, reader) in readers.iter_mut().enumerate() {
-        if let Some(id) = reader.peek_id()? {
-            heads.push(Reverse((id, i)));
-        }
+    let mut out = BatchJoiner::new(changelog_schema(), batch_rows);
+    // Every image's changes are in one run, so taking rows in (image id, run) order keeps each
+    // image's changes together and in their run's order: the run with the least head gives
+    // every row that comes before the next run's head.
+    while let Some((first, next)) = least_two(&cursors) {
+        let bound = next.map(|next| (cursors[next].head().to_owned(), first < next));
+        let bound = bound.as_ref().map(|(id, first)| (id.as_str(), *first));
+        let slice = cursors[first].take_before(bound)?;
+        out.push(slice, &mut emit)?;
     }
-    while let Some(Reverse((_, i))) = heads.pop() {
-        let reader = &mut readers[i];
-        if let Some((sample, diff)) = reader.next_change()? {
-            push(sample, diff)?;
-        }
-        if let Some(id) = reader.peek_id()? {
-            heads.push(Reverse((id, i)));
-        }
-    }
+    out.finish(&mut emit)?;
     for path in runs {
         std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
     }
     Ok(())
 }
 
-/// A run of changes read back one batch at a time.
-struct ChangesReader {
-    what: String,
-    batches: Box<dyn Iterator<Item = Result<RecordBatch>>>,
-    pending: VecDeque<(SampleRow, i8)>,
+/// The run with the least head, in (image id, run) order, and the run with the next one;
+/// `None` when every run is read.
+fn least_two(cursors: &[RunCursor]) -> Option<(usize, Option<usize>)> {
+    let mut least: Option<(usize, Option<usize>)> = None;
+    for (i, cursor) in cursors.iter().enumerate() {
+        if cursor.is_done() {
+            continue;
+        }
+        let id = cursor.head();
+        least = Some(match least {
+            None => (i, None),
+            Some((first, _)) if id < cursors[first].head() => (i, Some(first)),
+            Some((first, Some(next))) if id >= cursors[next].head() => (first, Some(next)),
+            Some((first, _)) => (first, Some(i)),
+        });
+    }
+    least
 }
 
-impl ChangesReader {
-    fn open(path: &Path) -> Result<ChangesReader> {
-        Ok(ChangesReader {
+/// A run of changes read back a batch at a time, with the image ids of the batch being read.
+struct RunCursor {
+    what: String,
+    batches: Box<dyn Iterator<Item = Result<RecordBatch>>>,
+    /// The batch being read and its image ids; `None` once the run is read.
+    current: Option<(RecordBatch, arrow::array::StringArray)>,
+    /// The next row of the current batch.
+    row: usize,
+}
+
+impl RunCursor {
+    fn open(path: &Path) -> Result<RunCursor> {
+        let mut cursor = RunCursor {
             what: path.display().to_string(),
             batches: Box::new(read_batches(path)?),
-            pending: VecDeque::new(),
-        })
+            current: None,
+            row: 0,
+        };
+        cursor.read_on()?;
+        Ok(cursor)
     }
 
-    /// Whether a change is pending, reading the next batch when none is.
-    fn fill(&mut self) -> Result<bool> {
-        while self.pending.is_empty() {
-            match self.batches.next() {
-                Some(batch) => self
-                    .pending
-                    .extend(changes_from_batch(&batch?, &self.what)?),
-                None => return Ok(false),
+    /// Moves to the run's next batch with rows, or to its end.
+    fn read_on(&mut self) -> Result<()> {
+        let schema = changelog_schema();
+        self.current = None;
+        self.row = 0;
+        for batch in self.batches.by_ref() {
+            let batch = batch?;
+            if batch.schema().fields() != schema.fields() {
+                return Err(Error::invalid(
+                    &self.what,
+                    "not a run of changes: its columns are not the changelog's",
+                ));
+            }
+            if batch.num_rows() > 0 {
+                let ids = image_ids(&batch)?.clone();
+                self.current = Some((batch, ids));
+                break;
             }
         }
-        Ok(true)
+        Ok(())
     }
 
-    fn peek_id(&mut self) -> Result<Option<String>> {
-        Ok(match self.fill()? {
-            true => self.pending.front().map(|(s, _)| s.image_id.clone()),
-            false => None,
-        })
+    fn is_done(&self) -> bool {
+        self.current.is_none()
     }
 
-    fn next_change(&mut self) -> Result<Option<(SampleRow, i8)>> {
-        self.fill()?;
-        Ok(self.pending.pop_front())
+    /// The image id of the next row; the run must not be read to its end.
+    fn head(&self) -> &str {
+        let (_, ids) = self.current.as_ref().expect("a run with rows left");
+        ids.value(self.row)
+    }
+
+    /// The next rows of the current batch whose image ids come before `bound` (an image id,
+    /// and whether that id's own rows come before it too), at least the next row; reads on
+    /// when they end the batch.
+    fn take_before(&mut self, bound: Option<(&str, bool)>) -> Result<RecordBatch> {
+        let (batch, ids) = self.current.as_ref().expect("a run with rows left");
+        let before =
+            |id: &str| bound.is_none_or(|(bound, ties)| id < bound || (ties && id == bound));
+        let end = (self.row + 1..ids.len())
+            .find(|&row| !before(ids.value(row)))
+            .unwrap_or(ids.len());
+        let slice = batch.slice(self.row, end - self.row);
+        if end == ids.len() {
+            self.read_on()?;
+        } else {
+            self.row = end;
+        }
+        Ok(slice)
+    }
+}
+
+/// Slices of batches joined into batches of a fixed number of rows (the last one fewer): the
+/// changelog's Parquet bytes depend on the batches its writer is handed, not only on their rows.
+struct BatchJoiner {
+    schema: SchemaRef,
+    rows: usize,
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+}
+
+impl BatchJoiner {
+    fn new(schema: SchemaRef, rows: usize) -> BatchJoiner {
+        BatchJoiner {
+            schema,
+            rows: rows.max(1),
+            pending: Vec::new(),
+            pending_rows: 0,
+        }
+    }
+
+    fn push(
+        &mut self,
+        slice: RecordBatch,
+        emit: &mut impl FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
+        self.pending_rows += slice.num_rows();
+        self.pending.push(slice);
+        while self.pending_rows >= self.rows {
+            let joined = self.join()?;
+            let rest = joined.slice(self.rows, joined.num_rows() - self.rows);
+            emit(joined.slice(0, self.rows))?;
+            self.pending_rows = rest.num_rows();
+            if rest.num_rows() > 0 {
+                self.pending.push(rest);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, emit: &mut impl FnMut(RecordBatch) -> Result<()>) -> Result<()> {
+        if self.pending_rows > 0 {
+            emit(self.join()?)?;
+        }
+        Ok(())
+    }
+
+    /// Every pending slice as one batch; none is left pending.
+    fn join(&mut self) -> Result<RecordBatch> {
+        let joined = arrow::compute::concat_batches(&self.schema, &self.pending)
+            .map_err(|e| Error::arrow("merging the changes", e));
+        self.pending.clear();
+        joined
     }
 }
 
@@ -847,12 +982,17 @@ mod tests {
             })
             .collect();
         let mut merged = Vec::new();
-        merge_all(&runs, |sample, diff| {
-            merged.push((sample.image_id, sample.text, diff));
+        let mut batches = Vec::new();
+        merge_all(&runs, 1000, |batch| {
+            batches.push(batch.num_rows());
+            for (sample, diff) in changes_from_batch(&batch, "merged").unwrap() {
+                merged.push((sample.image_id, sample.text, diff));
+            }
             Ok(())
         })
         .unwrap();
         assert_eq!(merged.len(), 150 * 20 * 2);
+        assert_eq!(batches, [1000; 6], "batches of the rows asked for");
         for (i, pair) in merged.chunks(2).enumerate() {
             let image = format!("img{i:06}");
             assert_eq!(pair[0], (image.clone(), format!("sample 0 of {image}"), -1));
@@ -863,6 +1003,82 @@ mod tests {
             0,
             "runs left behind"
         );
+    }
+
+    /// Changes of images `images` in run order: image `i` gets `i % 7 + 1` changes, the first
+    /// a retraction.
+    fn changes_of(images: impl Iterator<Item = usize>) -> Vec<(SampleRow, i8)> {
+        images
+            .flat_map(|i| {
+                let image = format!("img{i:06}");
+                (0..i % 7 + 1).map(move |n| (sample(&image, n), if n == 0 { -1 } else { 1 }))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn merged_runs_write_the_changelog_their_changes_write_in_image_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = crate::export::shard::ShardSettings {
+            config_hash: "test".into(),
+            shard_bytes: 1 << 30,
+            max_row_group_rows: 1 << 20,
+            max_row_group_bytes: 1 << 30,
+            zstd_level: 3,
+        };
+        // Runs of uneven sizes: run 0 holds a long stretch of images alone (whole batches of
+        // it come before any other run's), runs 1–3 take turns image by image, and an image's
+        // changes cross the runs' 1024-row batches.
+        let assignment = |i: usize| match i {
+            0..2000 => 0,
+            _ => 1 + i % 3,
+        };
+        let mut runs = Vec::new();
+        for run in 0..4 {
+            let path = dir.path().join(format!("b{run:05}.arrows"));
+            let images = (0..5000).filter(|&i| assignment(i) == run);
+            write_changes(&path, &changes_of(images)).unwrap();
+            runs.push(path);
+        }
+        let staged = |name: &str| {
+            let staging = dir.path().join(name);
+            std::fs::create_dir(&staging).unwrap();
+            staging
+        };
+        let expected = staged("rows");
+        let all = changes_of(0..5000);
+        assert!(all.len() > 2 * CHANGELOG_BATCH_ROWS);
+        crate::export::changelog::stage_changelog(&expected, &settings, &all).unwrap();
+        let merged = staged("merged");
+        let mut writer = ChangelogWriter::create(&merged, &settings).unwrap();
+        merge_changes(&runs, &mut writer).unwrap();
+        let staged = writer.finish().unwrap();
+        assert!(!staged.is_empty());
+        let bytes = |dir: &Path| std::fs::read(dir.join("changelog.parquet")).unwrap();
+        assert!(bytes(&merged) == bytes(&expected), "the changelogs differ");
+        assert!(runs.iter().all(|run| !run.exists()), "runs left behind");
+    }
+
+    #[test]
+    fn a_run_that_is_not_of_changes_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b00000.arrows");
+        let mut file = SpillFile::create(path.clone(), &TableKind::Captions.schema()).unwrap();
+        let captions = rows_to_batch(&[crate::schema::CaptionRow {
+            caption_id: "a#0".into(),
+            image_id: "a".into(),
+            dataset: "test".into(),
+            split: "train".into(),
+            caption_index: 0,
+            text: "a caption".into(),
+        }])
+        .unwrap();
+        file.write(&captions).unwrap();
+        file.finish().unwrap();
+        let error = merge_all(std::slice::from_ref(&path), 10, |_| Ok(())).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("b00000.arrows"), "{message}");
+        assert!(message.contains("not a run of changes"), "{message}");
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub(crate) fn stage_changelog(
 }
 
 /// Rows of a changelog handed to the Parquet writer at a time.
-const CHANGELOG_BATCH_ROWS: usize = 8192;
+pub(crate) const CHANGELOG_BATCH_ROWS: usize = 8192;
 
 /// Writes a changelog as its changes arrive, in that order, holding at most
 /// [`CHANGELOG_BATCH_ROWS`] of them: a run's changelog can be as large as its dataset.
@@ -104,6 +104,25 @@ impl ChangelogWriter {
             self.flush()?;
         }
         Ok(())
+    }
+
+    /// Appends a batch of changes in the changelog's schema (the samples' columns, then
+    /// `diff`), after the changes pushed before it.
+    pub fn push_batch(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.flush()?;
+        let batch = RecordBatch::try_new(changelog_schema(), batch.columns().to_vec())
+            .map_err(|e| Error::arrow("building the changelog", e))?;
+        let diffs = diff_column(&batch, &self.path.display().to_string())?;
+        for diff in diffs.values() {
+            if *diff > 0 {
+                self.added += 1;
+            } else {
+                self.retracted += 1;
+            }
+        }
+        self.writer
+            .write(&batch)
+            .map_err(|e| Error::parquet(format!("writing {}", self.path.display()), e))
     }
 
     fn flush(&mut self) -> Result<()> {
@@ -171,15 +190,7 @@ pub(crate) fn changes_to_batch(changes: &[(SampleRow, i8)]) -> Result<RecordBatc
 
 /// The changes of one batch of the changelog's schema; `what` names its file in errors.
 pub(crate) fn changes_from_batch(batch: &RecordBatch, what: &str) -> Result<Vec<(SampleRow, i8)>> {
-    let Some(diffs) = batch
-        .column_by_name(DIFF_COLUMN)
-        .and_then(|c| c.as_any().downcast_ref::<Int8Array>().cloned())
-    else {
-        return Err(Error::invalid(
-            what,
-            "not a capflow changelog: no Int8 `diff` column",
-        ));
-    };
+    let diffs = diff_column(batch, what)?;
     let samples = TableKind::Samples.schema();
     let columns: Vec<ArrayRef> = (0..samples.fields().len())
         .map(|i| batch.column(i).clone())
@@ -191,6 +202,14 @@ pub(crate) fn changes_from_batch(batch: &RecordBatch, what: &str) -> Result<Vec<
         .into_iter()
         .zip(diffs.values().iter().copied())
         .collect())
+}
+
+/// The `diff` column of a batch of the changelog's schema; `what` names its file in errors.
+fn diff_column<'a>(batch: &'a RecordBatch, what: &str) -> Result<&'a Int8Array> {
+    batch
+        .column_by_name(DIFF_COLUMN)
+        .and_then(|c| c.as_any().downcast_ref::<Int8Array>())
+        .ok_or_else(|| Error::invalid(what, "not a capflow changelog: no Int8 `diff` column"))
 }
 
 /// Reads a changelog file back as (sample, diff) pairs in file order.

@@ -31,7 +31,7 @@ mod manifest;
 mod optimize;
 mod reader;
 pub mod samples;
-mod shard;
+pub(crate) mod shard;
 mod sink;
 pub mod synthetic;
 mod vacuum;

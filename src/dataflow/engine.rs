@@ -61,7 +61,8 @@ use super::models::{fit_methods_with, CorpusStats, FittedModels, ModelSource, Mo
 use super::record::Staged;
 use super::refit::{BucketRecords, RecordsCursor, RecordsSpill};
 use super::runtime::{
-    input_units, read_units, CollectedRun, KeyedRow, ReadObserver, ReadPiece, RowFeed, SharedUnits,
+    input_units, read_units, CollectedRun, InputUnit, KeyedRow, ReadObserver, ReadPiece, RowFeed,
+    SharedUnits,
 };
 use super::sink::{add_metrics, NamedSink, SinkWriters};
 use super::spill::{BucketPart, BucketSpill, ChangesWriter, PartRows};
@@ -269,6 +270,10 @@ pub fn streams(spec: &DataflowSpec, previous: Option<&Manifest>) -> bool {
 /// once its last part is. A chunk whose images are all carried and that lost none keeps the
 /// previous version's files ([`unchanged_chunks`]); one that spans parts waits for the part
 /// that ends it ([`DeferredChunk`]).
+///
+/// The workers run [`run_worker`]; the main thread answers their messages ([`Coordinator`]):
+/// it fits the models once every worker has read, plans a selecting `[mix]` once every worker
+/// has tallied its samples, and gathers what the commit needs.
 pub fn run_streaming(
     spec: &DataflowSpec,
     cluster: &ClusterOptions,
@@ -276,11 +281,9 @@ pub fn run_streaming(
     models: ModelsFrom,
     memory_limit: u64,
     sinks: &[NamedSink],
-    mut state: Option<StreamState>,
+    state: Option<StreamState>,
 ) -> Result<StreamedRun> {
     let config = cluster.timely_config()?;
-    let buckets = spec.output.buckets;
-    let chunk_images = spec.output.chunk_images;
     let local_workers = cluster.workers.max(1);
     let units = input_units(spec)?;
     // With a record of the input pieces, its clock starts before the inputs are listed; the
@@ -289,16 +292,12 @@ pub fn run_streaming(
         Some(_) => Some(PieceRecording::start(writer.scratch_dir("pieces")?)),
         None => None,
     };
-    let shared = SharedUnits::list(&units, cluster)?;
+    let listed = SharedUnits::list(&units, cluster)?;
     if let Some(recording) = recording.as_mut() {
-        let images = shared.images();
+        let images = listed.images();
         recording.list(spec, |unit| images.get(unit).copied().flatten())?;
     }
     let recording = recording.map(Arc::new);
-    let scratch = writer.scratch_dir("spill")?;
-    let runs_dir = writer.scratch_dir("changes")?;
-    let out = writer.dir().to_path_buf();
-    let config_hash = spec.config_hash();
     let budget = PartBudget::divide(memory_limit, local_workers);
     if !budget.fits && cluster.process == 0 {
         crate::cli::out::status!(
@@ -311,632 +310,870 @@ pub fn run_streaming(
             indicatif::HumanBytes(PartBudget::least_limit(local_workers)),
         );
     }
-    let part_bytes = budget.part_bytes;
-    let in_flight_window = budget.in_flight_window();
     // The models are fitted from statistics the workers gather (unless the spec names a fixed
     // corpus): SSA's while reading, the others' from the spilled images once all is read.
     let corpus_stats = match &models {
         ModelsFrom::Inputs => CorpusStats::new(spec),
         ModelsFrom::Corpus(_) | ModelsFrom::Artifact(_) => None,
     };
-    let mut models = Some(models);
     // With a state, the digest of the rows the models learn from, gathered with the statistics.
     let digest_rows = match (&state, &corpus_stats) {
         (Some(_), Some(_)) => super::models::model_rows(spec),
         _ => None,
     };
-    let state_dir = state.as_ref().map(|s| s.dir.clone());
+    let config_hash = spec.config_hash();
     // With a state, each image's SSA record is kept for a refit ([`super::refit`]).
     let keep_records =
         (state.is_some() && super::refit::keeps_records(spec)).then(|| config_hash.clone());
-    let augments = spec.augments() || spec.keeps_originals();
-    let (sender, receiver) = crossbeam_channel::bounded::<Message>(4 * 1024);
+    let (messages, received) = crossbeam_channel::bounded::<Message>(4 * 1024);
     let (models_out, models_in) = crossbeam_channel::unbounded::<Option<FittedStages>>();
-    // `[mix]` other than `all` chooses among all samples once every part is written.
-    let mix_config = (spec.mix != MixConfig::All).then(|| spec.mix.clone());
-    let mix_dir = writer.scratch_dir("mix")?;
     let (mix_out, mix_in) = crossbeam_channel::unbounded::<Option<Arc<MixPlan>>>();
+    let shared = WorkerShared {
+        buckets: spec.output.buckets,
+        chunk_images: spec.output.chunk_images,
+        local_workers,
+        part_bytes: budget.part_bytes,
+        in_flight_window: budget.in_flight_window(),
+        units,
+        listed,
+        scratch: writer.scratch_dir("spill")?,
+        runs_dir: writer.scratch_dir("changes")?,
+        out: writer.dir().to_path_buf(),
+        config_hash,
+        corpus_stats,
+        digest_rows,
+        keep_records,
+        // `[mix]` other than `all` chooses among all samples once every part is written.
+        mix_config: (spec.mix != MixConfig::All).then(|| spec.mix.clone()),
+        mix_dir: writer.scratch_dir("mix")?,
+        mix_in,
+        models_in,
+        sinks: sinks.to_vec(),
+        recording: recording.clone(),
+        messages,
+    };
     // Every worker of this process spills into its own directory.
     let first_worker = cluster.process * local_workers;
     for index in first_worker..first_worker + local_workers {
-        let dir = spill_dir(&scratch, index);
+        let dir = spill_dir(&shared.scratch, index);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     }
-    let sinks = sinks.to_vec();
-    let worker_recording = recording.clone();
-    let started = Instant::now();
+    let mut coordinator = Coordinator::new(spec, cluster, models, state);
+    coordinator.models_out = Some(models_out);
+    coordinator.mix_out = Some(mix_out);
+    coordinator.recording = recording;
     // A peer that dies before it connects would leave the others waiting for it forever.
     let connecting = super::cluster::Connecting::start(cluster, "streaming run");
-    let guards = timely::execute(config, move |worker| {
-        let index = worker.index();
-        let peers = worker.peers();
-        let messages = sender.clone();
-        let fail = |err: Error| {
-            let _ = messages.send(Message::Failed(err));
-        };
-        // Spans per worker and phase: `RUST_LOG=capflow=info` logs each one's time as it closes.
-        let _worker_span = tracing::info_span!("worker", index).entered();
-        let read_span = tracing::info_span!("read").entered();
-        let spill = Rc::new(RefCell::new(BucketSpill::new(
-            spill_dir(&scratch, index),
-            buckets,
-            chunk_images,
-        )));
-        let spill_error: Rc<RefCell<Option<Error>>> = Rc::default();
-        // Read: rows as Arrow batches to the worker owning their bucket, which spills them.
-        let mut input = BatchInput::new();
-        let in_flight = Rc::new(InFlight::default());
-        let probe = ProbeHandle::new();
-        {
-            let spill = Rc::clone(&spill);
-            let spill_error = Rc::clone(&spill_error);
-            worker.dataflow(|scope| {
-                let batches = scope.input_from(&mut input).container::<Vec<TableBatch>>();
-                to_owners(batches, Rc::clone(&in_flight), move |piece: TableBatch| {
-                    if let Err(err) = spill.borrow_mut().push_batch(piece.table, &piece.batch) {
-                        spill_error.borrow_mut().get_or_insert(err);
-                    }
-                })
-                .probe_with(&probe);
-            });
-        }
-        let input = BatchFeed {
-            input,
-            batcher: TableBatcher::new(index, buckets, peers),
-            in_flight,
-            window: in_flight_window,
-        };
-        // What the models learn from: to the first worker of every process, which hands it to
-        // its main thread, so that every process fits the same models.
-        let (mut to_models, models_probe) = to_main_threads(worker, &messages, Message::Stats);
-        // With `[mix]` other than `all`: each worker's tally of its samples, likewise, for the
-        // plan.
-        let mix_exchange = mix_config.as_ref().map(|_| {
-            let (input, probe) = to_main_threads(worker, &messages, Message::Tally);
-            MixExchange {
-                input,
-                probe,
-                plans: mix_in.clone(),
-                first_workers: first_workers(peers, local_workers),
-            }
-        });
-        let mut observer = SpillObserver {
-            messages: &messages,
-            stats: corpus_stats.clone(),
-            numbering: CaptionNumbering::default(),
-            unreported: 0,
-            model_rows: digest_rows.map(|keep| (keep, RowsDigest::default())),
-            pieces: worker_recording
-                .as_ref()
-                .and_then(|recording| recording.lines(index).map_err(&fail).ok()),
-        };
-        if let Err(err) = read_units(&units, &shared, worker, input, &mut observer) {
-            fail(err);
-        }
-        if let Some(Err(err)) = observer.pieces.take().map(PieceLines::finish) {
-            fail(err);
-        }
-        observer.report_read();
-        while !probe.done() {
-            worker.step();
-        }
-        if let Some(err) = spill_error.borrow_mut().take() {
-            fail(err);
-        }
-        if let Err(err) = spill.borrow_mut().finish() {
-            fail(err);
-        }
-        // The worker's buckets, cut into the parts the stages will take one at a time.
-        let mut planned: Vec<BucketPart> = Vec::new();
-        for bucket in (0..buckets).filter(|b| b % peers == index) {
-            match spill.borrow_mut().parts(bucket, part_bytes) {
-                Ok(parts) => {
-                    tracing::debug!(
-                        "worker {index}: bucket {bucket} in {} parts of at most {part_bytes} bytes",
-                        parts.len()
-                    );
-                    planned.extend(parts);
+    let guards = timely::execute(config, move |worker| run_worker(worker, &shared))
+        .map_err(|e| Error::Config(format!("starting workers: {e}")))?;
+    drop(connecting);
+    for message in received.iter() {
+        coordinator.handle(message);
+    }
+    coordinator.finish(guards.join())
+}
+
+/// What every worker of a run shares: the run's settings, its inputs, and the channels to and
+/// from the main thread.
+struct WorkerShared {
+    buckets: usize,
+    chunk_images: usize,
+    local_workers: usize,
+    /// The most bytes of a part, and of the rows in flight to other workers.
+    part_bytes: u64,
+    in_flight_window: u64,
+    units: Vec<InputUnit>,
+    listed: Arc<SharedUnits>,
+    /// The scratch directories of the spilled rows and of the runs of changes.
+    scratch: PathBuf,
+    runs_dir: PathBuf,
+    /// The dataset directory.
+    out: PathBuf,
+    config_hash: String,
+    /// What the models learn from, as each worker starts gathering it.
+    corpus_stats: Option<CorpusStats>,
+    /// With `--state`: which rows the models learn from, for their digest.
+    digest_rows: Option<ModelRows>,
+    /// With `--state` and SSA: each image's SSA record is kept, under this configuration.
+    keep_records: Option<String>,
+    /// A `[mix]` that selects, its scratch directory and the plans from the main thread.
+    mix_config: Option<MixConfig>,
+    mix_dir: PathBuf,
+    mix_in: crossbeam_channel::Receiver<Option<Arc<MixPlan>>>,
+    /// The models from the main thread; `None` when the run failed before they were fitted.
+    models_in: crossbeam_channel::Receiver<Option<FittedStages>>,
+    sinks: Vec<NamedSink>,
+    recording: Option<Arc<PieceRecording>>,
+    messages: crossbeam_channel::Sender<Message>,
+}
+
+impl WorkerShared {
+    /// Hands a worker's failure to the main thread, whose first error is the run's.
+    fn fail(&self, err: Error) {
+        let _ = self.messages.send(Message::Failed(err));
+    }
+}
+
+/// One worker of the run: its read phase, then, with the models the main thread fitted, its
+/// parts through the stages. A worker that fails tells the main thread and goes on as far as
+/// the other workers need it to: every worker takes part in every exchange.
+fn run_worker(worker: &mut timely::worker::Worker, shared: &WorkerShared) {
+    let index = worker.index();
+    // Spans per worker and phase: `RUST_LOG=capflow=info` logs each one's time as it closes.
+    let _worker_span = tracing::info_span!("worker", index).entered();
+    let (planned, mix_exchange) = read_phase(worker, shared);
+    // The models, fitted by the main thread once every worker has read its inputs.
+    let fitting = tracing::info_span!("await-models").entered();
+    let Ok(Some(fitted)) = shared.models_in.recv() else {
+        return;
+    };
+    drop(fitting);
+    let _stages_span = tracing::info_span!("stages").entered();
+    stages_phase(worker, shared, fitted, planned, mix_exchange);
+}
+
+/// A worker's read phase: it reads its share of the inputs, sending the rows as Arrow batches
+/// to the worker owning their bucket, which spills them; cuts its own buckets into the parts
+/// the stages will take; and sends what the models learn from to the main threads. Returns
+/// the parts, and the worker's part in planning a selecting `[mix]`.
+fn read_phase(
+    worker: &mut timely::worker::Worker,
+    shared: &WorkerShared,
+) -> (Vec<BucketPart>, Option<MixExchange>) {
+    let (index, peers) = (worker.index(), worker.peers());
+    let _read_span = tracing::info_span!("read").entered();
+    let spill = Rc::new(RefCell::new(BucketSpill::new(
+        spill_dir(&shared.scratch, index),
+        shared.buckets,
+        shared.chunk_images,
+    )));
+    let spill_error: Rc<RefCell<Option<Error>>> = Rc::default();
+    let mut input = BatchInput::new();
+    let in_flight = Rc::new(InFlight::default());
+    let probe = ProbeHandle::new();
+    {
+        let spill = Rc::clone(&spill);
+        let spill_error = Rc::clone(&spill_error);
+        worker.dataflow(|scope| {
+            let batches = scope.input_from(&mut input).container::<Vec<TableBatch>>();
+            to_owners(batches, Rc::clone(&in_flight), move |piece: TableBatch| {
+                if let Err(err) = spill.borrow_mut().push_batch(piece.table, &piece.batch) {
+                    spill_error.borrow_mut().get_or_insert(err);
                 }
-                Err(err) => fail(err),
-            }
-        }
-        let _ = messages.send(Message::Planned(planned.len() as u64));
-        if let Some(mut stats) = observer.stats.take() {
-            if stats.by_image() {
-                if let Err(err) = add_images(&planned, &mut stats) {
-                    fail(err);
-                }
-            }
-            let stats = WorkerStats {
-                from: index,
-                stats: Box::new(stats),
-                rows: observer.model_rows.take().map(|(_, rows)| rows),
-            };
-            // A copy for every process but the last, which takes the statistics themselves:
-            // they can be as large as the held-out captions of the whole share.
-            let mut first_workers = first_workers(peers, local_workers).into_iter();
-            let last = first_workers.next_back();
-            for to in first_workers {
-                to_models.send((to, stats.clone()));
-            }
-            if let Some(to) = last {
-                to_models.send((to, stats));
-            }
-        }
-        to_models.close();
-        while !models_probe.done() {
-            worker.step();
-        }
-        let _ = messages.send(Message::ReadDone);
-        drop(read_span);
-        // The models, fitted by the main thread once every worker has read its inputs.
-        let fitting = tracing::info_span!("await-models").entered();
-        let FittedStages {
-            contexts,
-            names,
-            state,
-        } = match models_in.recv() {
-            Ok(Some(fitted)) => fitted,
-            _ => return,
-        };
-        drop(fitting);
-        let _stages_span = tracing::info_span!("stages").entered();
-        // Stages: one dataflow for the run, a timestamp per part; parts never leave the worker.
-        let stage_meters: Vec<StageMeter> =
-            names.iter().map(|name| StageMeter::new(name)).collect();
-        let wired = stage_meters.clone();
-        let outputs: Rc<RefCell<Vec<ImageOutput>>> = Rc::default();
-        let sink_outputs = Rc::clone(&outputs);
-        let (mut images_in, stage_probe) = worker.dataflow::<u64, _, _>(move |scope| {
-            // `gather` is done by the part reader; the meters start after it.
-            let mut meters = wired.into_iter().skip(1);
-            let mut next = || meters.next().unwrap_or_else(|| StageMeter::new("unnamed"));
-            let (input, images) = scope.new_collection::<Staged<SsaImage>, isize>();
-            let images = contexts.wire(images, &mut next);
-            let probe = images
-                .inner
-                .flat_map(ImageOutput::of_update)
-                .flat_map(move |output: ImageOutput| {
-                    sink_outputs.borrow_mut().push(output);
-                    None::<()>
-                })
-                .probe()
-                .0;
-            (input, probe)
-        });
-        let gather_meter = stage_meters.first().cloned();
-        // This worker's parts go to shards of its own, which the commit adopts, written by a
-        // thread of the worker's own while the worker runs the next part's stages.
-        let (writer_mix, worker_mix) = match (&mix_exchange, &mix_config) {
-            (Some(_), Some(mix_config)) => {
-                let (tally_out, tally_in) = crossbeam_channel::bounded(1);
-                let (plan_out, plan_in) = crossbeam_channel::bounded(1);
-                let held = HeldSamples::new(mix_dir.join(format!("w{index:03}")), mix_config);
-                let mix = WriterMix {
-                    tally: tally_out,
-                    plan: plan_in,
-                };
-                (Some((held, mix)), Some((tally_in, plan_out)))
-            }
-            _ => (None, None),
-        };
-        let (held, writer_mix) = writer_mix.unzip();
-        let writing = DatasetWriter::part(&out, &config_hash, index).and_then(|writer| {
-            let part_writer = PartWriter::new(
-                writer,
-                (buckets, move |bucket: usize| bucket % peers == index),
-                chunk_images,
-                runs_dir.join(format!("w{index:03}")),
-                state.as_ref().map(|s| s.dir.clone()),
-                held,
-            )
-            .keeping_records(keep_records.clone());
-            spawn_writer(
-                index,
-                part_writer,
-                sinks.clone(),
-                messages.clone(),
-                writer_mix,
-            )
-        });
-        let (to_writer, writing) = match writing {
-            Ok(writer) => writer,
-            Err(err) => {
-                fail(err);
-                if let Some(exchange) = mix_exchange {
-                    exchange.share(worker, index, None);
-                }
-                return;
-            }
-        };
-        let mut round = 0u64;
-        // With a state: the previous states of the bucket being run, less the images seen.
-        let mut unseen: Option<(usize, BucketState)> = None;
-        // With a state: the chunk the last part left open, when it may still be unchanged.
-        let mut carried_open: Option<(usize, CarriedOpen)> = None;
-        let mut run_part = |part: BucketPart| -> Result<PartOutput> {
-            let (bucket, after, through) = (part.bucket, part.after.clone(), part.through.clone());
-            let ends_bucket = part.index + 1 == part.count;
-            let (part_index, part_count, part_rows) = (part.index, part.count, part.rows);
-            let _part_span =
-                tracing::debug_span!("part", bucket, part = part_index + 1, of = part_count)
-                    .entered();
-            let rows = part.read()?;
-            let ranges = rows.image_ranges(part_bytes)?;
-            tracing::debug!(
-                "worker {index}: bucket {bucket} part {} of {}: {} rows, {} bytes, {} ranges",
-                part_index + 1,
-                part_count,
-                part_rows,
-                rows.bytes(),
-                ranges.len()
-            );
-            if let Some(state) = &state {
-                if unseen.as_ref().is_none_or(|(b, _)| *b != bucket) {
-                    let previous = match state.full {
-                        true => BucketState::new(),
-                        false => state.dir.read_bucket(bucket)?,
-                    };
-                    unseen = Some((bucket, previous));
-                }
-            }
-            // The part's images go through the stages a range at a time.
-            let mut input_samples = Vec::new();
-            let mut part_outputs = Vec::new();
-            let mut images = Vec::new();
-            for (first, last) in &ranges {
-                let mut typed = rows.typed_range(first, last)?;
-                if let (Some(state), Some((_, previous))) = (&state, unseen.as_mut()) {
-                    plan_range(&mut typed, state.full, previous, &mut images)?;
-                }
-                let (staged, samples) = gather_part(typed, gather_meter.as_ref());
-                input_samples.extend(samples);
-                let expected = staged.len();
-                for image in staged {
-                    images_in.insert(image);
-                }
-                round += 1;
-                images_in.advance_to(round);
-                images_in.flush();
-                while outputs.borrow().len() < expected {
-                    worker.step();
-                }
-                part_outputs.append(&mut outputs.borrow_mut());
-            }
-            part_outputs.sort_by(|a, b| a.image_id.cmp(&b.image_id));
-            let (unchanged, open_carried) = match (&state, &unseen) {
-                (Some(state), Some((_, left))) if !state.full => {
-                    let open = carried_open.take().filter(|(b, _)| *b == bucket);
-                    let begins = (after.as_deref(), open.as_ref().map(|(_, open)| open));
-                    unchanged_chunks(begins, &images, left, chunk_images, ends_bucket)
-                }
-                _ => (Vec::new(), None),
-            };
-            carried_open = open_carried.clone().map(|open| (bucket, open));
-            // The images of the bucket's state that no part held are retracted.
-            let removed = match ends_bucket {
-                true => unseen.take().map_or(0, |(_, left)| left.len() as u64),
-                false => 0,
-            };
-            Ok(PartOutput {
-                bucket,
-                after,
-                through,
-                ends_bucket,
-                rows,
-                input_samples,
-                outputs: part_outputs,
-                images,
-                removed,
-                unchanged,
-                open_carried,
             })
+            .probe_with(&probe);
+        });
+    }
+    let input = BatchFeed {
+        input,
+        batcher: TableBatcher::new(index, shared.buckets, peers),
+        in_flight,
+        window: shared.in_flight_window,
+    };
+    // What the models learn from: to the first worker of every process, which hands it to
+    // its main thread, so that every process fits the same models.
+    let (mut to_models, models_probe) = to_main_threads(worker, &shared.messages, Message::Stats);
+    // With `[mix]` other than `all`: each worker's tally of its samples, likewise, for the
+    // plan.
+    let mix_exchange = shared.mix_config.as_ref().map(|_| {
+        let (input, probe) = to_main_threads(worker, &shared.messages, Message::Tally);
+        MixExchange {
+            input,
+            probe,
+            plans: shared.mix_in.clone(),
+            first_workers: first_workers(peers, shared.local_workers),
+        }
+    });
+    let mut observer = SpillObserver {
+        messages: &shared.messages,
+        stats: shared.corpus_stats.clone(),
+        numbering: CaptionNumbering::default(),
+        unreported: 0,
+        model_rows: shared.digest_rows.map(|keep| (keep, RowsDigest::default())),
+        pieces: (shared.recording.as_ref())
+            .and_then(|recording| recording.lines(index).map_err(|e| shared.fail(e)).ok()),
+    };
+    if let Err(err) = read_units(&shared.units, &shared.listed, worker, input, &mut observer) {
+        shared.fail(err);
+    }
+    if let Some(Err(err)) = observer.pieces.take().map(PieceLines::finish) {
+        shared.fail(err);
+    }
+    observer.report_read();
+    while !probe.done() {
+        worker.step();
+    }
+    if let Some(err) = spill_error.borrow_mut().take() {
+        shared.fail(err);
+    }
+    let mut spill = spill.borrow_mut();
+    if let Err(err) = spill.finish() {
+        shared.fail(err);
+    }
+    let planned = plan_parts(&mut spill, shared, index, peers);
+    let _ = shared.messages.send(Message::Planned(planned.len() as u64));
+    if let Some(mut stats) = observer.stats.take() {
+        if stats.by_image() {
+            if let Err(err) = add_images(&planned, &mut stats) {
+                shared.fail(err);
+            }
+        }
+        let stats = WorkerStats {
+            from: index,
+            stats: Box::new(stats),
+            rows: observer.model_rows.take().map(|(_, rows)| rows),
         };
-        let mut failed = false;
-        for part in planned {
-            match run_part(part) {
-                Ok(output) => {
-                    if to_writer.send(output).is_err() {
-                        break; // the writer failed: its error comes from the join below
-                    }
-                }
-                Err(err) => {
-                    fail(err);
-                    failed = true;
-                    break;
-                }
-            }
+        // A copy for every process but the last, which takes the statistics themselves:
+        // they can be as large as the held-out captions of the whole share.
+        let mut first_workers = first_workers(peers, shared.local_workers).into_iter();
+        let last = first_workers.next_back();
+        for to in first_workers {
+            to_models.send((to, stats.clone()));
         }
-        drop(to_writer);
-        if let (Some(exchange), Some((tally_in, plan_out))) = (mix_exchange, worker_mix) {
-            // The writer's tally once it has written every part (none if it failed).
-            let tally = tally_in.recv().ok().filter(|_| !failed);
-            if let Some(plan) = exchange.share(worker, index, tally) {
-                let _ = plan_out.send(plan);
-            }
+        if let Some(to) = last {
+            to_models.send((to, stats));
         }
-        match writing.join() {
-            Ok(Ok(written)) => {
-                let _ = messages.send(Message::Written(Box::new(written)));
+    }
+    to_models.close();
+    while !models_probe.done() {
+        worker.step();
+    }
+    let _ = shared.messages.send(Message::ReadDone);
+    (planned, mix_exchange)
+}
+
+/// The worker's buckets, cut into the parts the stages will take one at a time.
+fn plan_parts(
+    spill: &mut BucketSpill,
+    shared: &WorkerShared,
+    index: usize,
+    peers: usize,
+) -> Vec<BucketPart> {
+    let part_bytes = shared.part_bytes;
+    let mut planned = Vec::new();
+    for bucket in (0..shared.buckets).filter(|b| b % peers == index) {
+        match spill.parts(bucket, part_bytes) {
+            Ok(parts) => {
+                tracing::debug!(
+                    "worker {index}: bucket {bucket} in {} parts of at most {part_bytes} bytes",
+                    parts.len()
+                );
+                planned.extend(parts);
             }
-            Ok(Err(err)) => return fail(err),
-            Err(_) => {
-                return fail(Error::Config(format!(
-                    "the writer of worker {index} panicked"
-                )))
-            }
+            Err(err) => shared.fail(err),
         }
-        if failed {
+    }
+    planned
+}
+
+/// A worker's stages: one dataflow for the run, a timestamp per part (parts never leave the
+/// worker), and a writer thread of the worker's own that writes each part's chunks while the
+/// worker runs the next part's stages.
+fn stages_phase(
+    worker: &mut timely::worker::Worker,
+    shared: &WorkerShared,
+    fitted: FittedStages,
+    planned: Vec<BucketPart>,
+    mix_exchange: Option<MixExchange>,
+) {
+    let index = worker.index();
+    let FittedStages {
+        contexts,
+        names,
+        state,
+    } = fitted;
+    let stage_meters: Vec<StageMeter> = names.iter().map(|name| StageMeter::new(name)).collect();
+    let wired = stage_meters.clone();
+    let outputs: Rc<RefCell<Vec<ImageOutput>>> = Rc::default();
+    let sink_outputs = Rc::clone(&outputs);
+    let (images_in, stage_probe) = worker.dataflow::<u64, _, _>(move |scope| {
+        // `gather` is done by the part reader; the meters start after it.
+        let mut meters = wired.into_iter().skip(1);
+        let mut next = || meters.next().unwrap_or_else(|| StageMeter::new("unnamed"));
+        let (input, images) = scope.new_collection::<Staged<SsaImage>, isize>();
+        let images = contexts.wire(images, &mut next);
+        let probe = images
+            .inner
+            .flat_map(ImageOutput::of_update)
+            .flat_map(move |output: ImageOutput| {
+                sink_outputs.borrow_mut().push(output);
+                None::<()>
+            })
+            .probe()
+            .0;
+        (input, probe)
+    });
+    let (writer_mix, worker_mix) = match (&mix_exchange, &shared.mix_config) {
+        (Some(_), Some(mix_config)) => {
+            let (tally_out, tally_in) = crossbeam_channel::bounded(1);
+            let (plan_out, plan_in) = crossbeam_channel::bounded(1);
+            let held = HeldSamples::new(shared.mix_dir.join(format!("w{index:03}")), mix_config);
+            let mix = WriterMix {
+                tally: tally_out,
+                plan: plan_in,
+            };
+            (Some((held, mix)), Some((tally_in, plan_out)))
+        }
+        _ => (None, None),
+    };
+    let writing = start_writer(worker, shared, state.as_deref(), writer_mix);
+    let (to_writer, writing) = match writing {
+        Ok(writer) => writer,
+        Err(err) => {
+            shared.fail(err);
+            if let Some(exchange) = mix_exchange {
+                exchange.share(worker, index, None);
+            }
             return;
         }
-        drop(images_in);
-        while !stage_probe.done() {
-            worker.step();
+    };
+    let mut parts = PartRunner {
+        index,
+        part_bytes: shared.part_bytes,
+        chunk_images: shared.chunk_images,
+        state,
+        gather_meter: stage_meters.first().cloned(),
+        images_in,
+        outputs,
+        round: 0,
+        unseen: None,
+        carried_open: None,
+    };
+    let mut failed = false;
+    for part in planned {
+        match parts.run(worker, part) {
+            Ok(output) => {
+                if to_writer.send(output).is_err() {
+                    break; // the writer failed: its error comes from the join below
+                }
+            }
+            Err(err) => {
+                shared.fail(err);
+                failed = true;
+                break;
+            }
         }
-        let meters: Vec<StageMetrics> = stage_meters.iter().map(StageMeter::snapshot).collect();
-        for stage in &meters {
-            tracing::info!(
-                stage = stage.name,
-                rows_in = stage.rows_in,
-                rows_out = stage.rows_out,
-                rejected = stage.rejected,
-                busy_ms = stage.elapsed_ms,
-                "stage totals"
-            );
+    }
+    drop(to_writer);
+    if let (Some(exchange), Some((tally_in, plan_out))) = (mix_exchange, worker_mix) {
+        // The writer's tally once it has written every part (none if it failed).
+        let tally = tally_in.recv().ok().filter(|_| !failed);
+        if let Some(plan) = exchange.share(worker, index, tally) {
+            let _ = plan_out.send(plan);
         }
-        let _ = messages.send(Message::Meters(meters));
-    })
-    .map_err(|e| Error::Config(format!("starting workers: {e}")))?;
-    drop(connecting);
+    }
+    match writing.join() {
+        Ok(Ok(written)) => {
+            let _ = shared.messages.send(Message::Written(Box::new(written)));
+        }
+        Ok(Err(err)) => return shared.fail(err),
+        Err(_) => {
+            let panicked = format!("the writer of worker {index} panicked");
+            return shared.fail(Error::Config(panicked));
+        }
+    }
+    if failed {
+        return;
+    }
+    // No part comes after the last: the stages' input closes.
+    drop(parts);
+    while !stage_probe.done() {
+        worker.step();
+    }
+    let meters: Vec<StageMetrics> = stage_meters.iter().map(StageMeter::snapshot).collect();
+    for stage in &meters {
+        tracing::info!(
+            stage = stage.name,
+            rows_in = stage.rows_in,
+            rows_out = stage.rows_out,
+            rejected = stage.rejected,
+            busy_ms = stage.elapsed_ms,
+            "stage totals"
+        );
+    }
+    let _ = shared.messages.send(Message::Meters(meters));
+}
 
-    let mut run = StreamedRun::default();
-    let failure = Failure::default();
-    let mut first_error: Option<Error> = None;
-    let mut gathered: Vec<WorkerStats> = Vec::new();
-    let mut reads_done = 0;
-    let mut rows_read = 0u64;
-    let mut stage_totals: Vec<StageMetrics> = Vec::new();
-    let mut models_metrics = None;
-    let mut augment_started = None;
-    let mut read_elapsed = Duration::ZERO;
-    let mut written = WrittenParts::default();
-    let mut images_done = 0u64;
-    let mut parts_planned = 0u64;
-    let mut state_planned: Option<StatePlanned> = None;
-    // With a state, the external parser's answers, saved once the run ends.
-    let mut parse_cache = None;
-    // With `[mix]`: every worker's tally, and the samples the plan took in and kept.
-    let mut tallies: Vec<WorkerTally> = Vec::new();
-    let mut mixed: Option<StageMetrics> = None;
-    // The record of the input pieces, put together while the stages run.
-    let mut assembling = None;
-    // Rows while reading; then the parts through the stages, with the images written.
-    let mut progress = crate::cli::progress::records("read");
-    for message in receiver.iter() {
-        match message {
-            Message::Rejected(unit, ordinal, row) => run.read_rejected.push((unit, ordinal, row)),
-            Message::UnitDone { counts, rows } => {
-                run.counts.add(counts);
-                rows_read += rows;
-            }
-            Message::Stats(stats) => gathered.push(stats),
-            Message::ReadDone => {
-                reads_done += 1;
-                if reads_done < local_workers {
-                    continue;
-                }
-                progress.finish_and_clear();
-                progress = crate::cli::progress::items("augment: parts", parts_planned);
-                read_elapsed = started.elapsed();
-                if let (Some(recording), Some(dir), None) = (&recording, &state_dir, &first_error) {
-                    let workers = first_worker..first_worker + local_workers;
-                    assembling = Some(recording.assemble_aside(workers, dir.dir().to_path_buf()));
-                }
-                augment_started = Some(Instant::now());
-                let contexts = match first_error {
-                    Some(_) => None,
-                    None => {
-                        let _fit = tracing::info_span!("fit").entered();
-                        let rows = gathered.iter().fold(None, |total, worker| {
-                            let mut total: RowsDigest = total.unwrap_or_default();
-                            total.merge(worker.rows.as_ref()?);
-                            Some(total)
-                        });
-                        let (fit, source) = match models.take() {
-                            Some(ModelsFrom::Corpus(rows)) => (rows, Ok(ModelSource::Rows)),
-                            Some(ModelsFrom::Artifact(fitted)) => {
-                                (CollectedRun::default(), Ok(ModelSource::Fitted(fitted)))
-                            }
-                            Some(ModelsFrom::Inputs) | None => {
-                                let stats = merged_stats(std::mem::take(&mut gathered));
-                                let source = stats.map(|stats| {
-                                    stats.map_or(ModelSource::Rows, |stats| {
-                                        ModelSource::Stats(Box::new(stats))
-                                    })
-                                });
-                                (CollectedRun::default(), source)
-                            }
-                        };
-                        // With a state, models fitted on the inputs are kept there.
-                        let keep = state.is_some() && matches!(source, Ok(ModelSource::Stats(_)));
-                        let planned = state
-                            .as_mut()
-                            .map(|state| plan_state(state, rows.as_ref(), &spec.mix))
-                            .transpose();
-                        match planned.and_then(|planned| {
-                            let (fitted, metrics, cache, kept) = fitted_contexts(
-                                spec,
-                                &fit,
-                                (source?, keep),
-                                augments,
-                                &failure,
-                                state_dir.as_ref(),
-                            )?;
-                            run.fitted = kept;
-                            Ok((fitted, metrics, planned, cache))
-                        }) {
-                            Ok((mut fitted, metrics, planned, cache)) => {
-                                models_metrics = metrics;
-                                parse_cache = cache;
-                                if let Some((full, header)) = planned {
-                                    fitted.state = Some(Arc::new(WorkerState {
-                                        dir: state_dir.clone().expect("a state"),
-                                        full: full.is_some(),
-                                    }));
-                                    state_planned = Some(StatePlanned {
-                                        full,
-                                        header,
-                                        computed: 0,
-                                        carried: 0,
-                                        removed: 0,
-                                        chunks_written: 0,
-                                        chunks_kept: 0,
-                                    });
-                                }
-                                Some(fitted)
-                            }
-                            Err(err) => {
-                                first_error.get_or_insert(err);
-                                None
-                            }
-                        }
-                    }
+/// Starts the writer thread of a worker: its parts go to shards of its own, which the commit
+/// adopts.
+fn start_writer(
+    worker: &timely::worker::Worker,
+    shared: &WorkerShared,
+    state: Option<&WorkerState>,
+    mix: Option<(HeldSamples, WriterMix)>,
+) -> Result<(
+    crossbeam_channel::Sender<PartOutput>,
+    std::thread::JoinHandle<Result<WrittenParts>>,
+)> {
+    let (index, peers) = (worker.index(), worker.peers());
+    let (held, mix) = mix.unzip();
+    let writer = DatasetWriter::part(&shared.out, &shared.config_hash, index)?;
+    let part_writer = PartWriter::new(
+        writer,
+        (shared.buckets, move |bucket: usize| bucket % peers == index),
+        shared.chunk_images,
+        shared.runs_dir.join(format!("w{index:03}")),
+        state.map(|s| s.dir.clone()),
+        held,
+    )
+    .keeping_records(shared.keep_records.clone());
+    let messages = shared.messages.clone();
+    spawn_writer(index, part_writer, shared.sinks.clone(), messages, mix)
+}
+
+/// The stages' input session of a worker: each image of a part, at the part's round.
+type ImagesIn = differential_dataflow::input::InputSession<u64, Staged<SsaImage>, isize>;
+
+/// A worker's parts through the stages, one at a time: each part's images go in a range at a
+/// time, each range at a round of its own, and come out as the images' outputs.
+struct PartRunner {
+    index: usize,
+    part_bytes: u64,
+    chunk_images: usize,
+    /// With `--state`.
+    state: Option<Arc<WorkerState>>,
+    /// The `gather` stage's meter: the part reader gathers each image's rows.
+    gather_meter: Option<StageMeter>,
+    images_in: ImagesIn,
+    /// The stages' outputs of the range in the stages.
+    outputs: Rc<RefCell<Vec<ImageOutput>>>,
+    round: u64,
+    /// With a state: the previous states of the bucket being run, less the images seen.
+    unseen: Option<(usize, BucketState)>,
+    /// With a state: the chunk the last part left open, when it may still be unchanged.
+    carried_open: Option<(usize, CarriedOpen)>,
+}
+
+impl PartRunner {
+    /// Takes `part` through the stages; returns what its writer needs.
+    fn run(&mut self, worker: &mut timely::worker::Worker, part: BucketPart) -> Result<PartOutput> {
+        let (bucket, after, through) = (part.bucket, part.after.clone(), part.through.clone());
+        let ends_bucket = part.index + 1 == part.count;
+        let (part_index, part_count, part_rows) = (part.index, part.count, part.rows);
+        let _part_span =
+            tracing::debug_span!("part", bucket, part = part_index + 1, of = part_count).entered();
+        let rows = part.read()?;
+        let ranges = rows.image_ranges(self.part_bytes)?;
+        tracing::debug!(
+            "worker {}: bucket {bucket} part {} of {}: {} rows, {} bytes, {} ranges",
+            self.index,
+            part_index + 1,
+            part_count,
+            part_rows,
+            rows.bytes(),
+            ranges.len()
+        );
+        if let Some(state) = &self.state {
+            if self.unseen.as_ref().is_none_or(|(b, _)| *b != bucket) {
+                let previous = match state.full {
+                    true => BucketState::new(),
+                    false => state.dir.read_bucket(bucket)?,
                 };
-                for _ in 0..local_workers {
-                    let _ = models_out.send(contexts.clone());
+                self.unseen = Some((bucket, previous));
+            }
+        }
+        // The part's images go through the stages a range at a time.
+        let mut input_samples = Vec::new();
+        let mut part_outputs = Vec::new();
+        let mut images = Vec::new();
+        for (first, last) in &ranges {
+            let mut typed = rows.typed_range(first, last)?;
+            if let (Some(state), Some((_, previous))) = (&self.state, self.unseen.as_mut()) {
+                plan_range(&mut typed, state.full, previous, &mut images)?;
+            }
+            let (staged, samples) = gather_part(typed, self.gather_meter.as_ref());
+            input_samples.extend(samples);
+            let expected = staged.len();
+            for image in staged {
+                self.images_in.insert(image);
+            }
+            self.round += 1;
+            self.images_in.advance_to(self.round);
+            self.images_in.flush();
+            while self.outputs.borrow().len() < expected {
+                worker.step();
+            }
+            part_outputs.append(&mut self.outputs.borrow_mut());
+        }
+        part_outputs.sort_by(|a, b| a.image_id.cmp(&b.image_id));
+        let (unchanged, open_carried) = match (&self.state, &self.unseen) {
+            (Some(state), Some((_, left))) if !state.full => {
+                let open = self.carried_open.take().filter(|(b, _)| *b == bucket);
+                let begins = (after.as_deref(), open.as_ref().map(|(_, open)| open));
+                unchanged_chunks(begins, &images, left, self.chunk_images, ends_bucket)
+            }
+            _ => (Vec::new(), None),
+        };
+        self.carried_open = open_carried.clone().map(|open| (bucket, open));
+        // The images of the bucket's state that no part held are retracted.
+        let removed = match ends_bucket {
+            true => self.unseen.take().map_or(0, |(_, left)| left.len() as u64),
+            false => 0,
+        };
+        Ok(PartOutput {
+            bucket,
+            after,
+            through,
+            ends_bucket,
+            rows,
+            input_samples,
+            outputs: part_outputs,
+            images,
+            removed,
+            unchanged,
+            open_carried,
+        })
+    }
+}
+
+/// The main thread of a streaming run: it answers the workers' messages while they work, and
+/// gathers what the commit needs.
+struct Coordinator<'a> {
+    spec: &'a DataflowSpec,
+    cluster: &'a ClusterOptions,
+    local_workers: usize,
+    augments: bool,
+    /// What the models are fitted from, until they are.
+    models: Option<ModelsFrom>,
+    state: Option<StreamState>,
+    state_dir: Option<StateDir>,
+    /// Where the fitted models go to this process's workers, and a selecting `[mix]`'s plan.
+    models_out: Option<crossbeam_channel::Sender<Option<FittedStages>>>,
+    mix_out: Option<crossbeam_channel::Sender<Option<Arc<MixPlan>>>>,
+    /// The record of the input pieces, when the workers make one, and its assembly, started
+    /// once every worker has read.
+    recording: Option<Arc<PieceRecording>>,
+    assembling: Option<std::thread::JoinHandle<Result<()>>>,
+    /// The stages' failures, which the workers' contexts share.
+    failure: Failure,
+    first_error: Option<Error>,
+    run: StreamedRun,
+    started: Instant,
+    read_elapsed: Duration,
+    augment_started: Option<Instant>,
+    /// What the workers gathered for the models, and how many have read.
+    gathered: Vec<WorkerStats>,
+    reads_done: usize,
+    rows_read: u64,
+    models_metrics: Option<StageMetrics>,
+    /// With a state, the external parser's answers, saved once the run ends.
+    parse_cache: Option<Arc<ParseCache>>,
+    state_planned: Option<StatePlanned>,
+    /// With `[mix]`: every worker's tally, and the samples the plan took in and kept.
+    tallies: Vec<WorkerTally>,
+    mixed: Option<StageMetrics>,
+    stage_totals: Vec<StageMetrics>,
+    written: WrittenParts,
+    parts_planned: u64,
+    images_done: u64,
+    /// Rows while reading; then the parts through the stages, with the images written.
+    progress: indicatif::ProgressBar,
+}
+
+impl<'a> Coordinator<'a> {
+    fn new(
+        spec: &'a DataflowSpec,
+        cluster: &'a ClusterOptions,
+        models: ModelsFrom,
+        state: Option<StreamState>,
+    ) -> Coordinator<'a> {
+        Coordinator {
+            spec,
+            cluster,
+            local_workers: cluster.workers.max(1),
+            augments: spec.augments() || spec.keeps_originals(),
+            models: Some(models),
+            state_dir: state.as_ref().map(|s| s.dir.clone()),
+            state,
+            models_out: None,
+            mix_out: None,
+            recording: None,
+            assembling: None,
+            failure: Failure::default(),
+            first_error: None,
+            run: StreamedRun::default(),
+            started: Instant::now(),
+            read_elapsed: Duration::ZERO,
+            augment_started: None,
+            gathered: Vec::new(),
+            reads_done: 0,
+            rows_read: 0,
+            models_metrics: None,
+            parse_cache: None,
+            state_planned: None,
+            tallies: Vec::new(),
+            mixed: None,
+            stage_totals: Vec::new(),
+            written: WrittenParts::default(),
+            parts_planned: 0,
+            images_done: 0,
+            progress: crate::cli::progress::records("read"),
+        }
+    }
+
+    fn handle(&mut self, message: Message) {
+        match message {
+            Message::Rejected(unit, ordinal, row) => {
+                self.run.read_rejected.push((unit, ordinal, row));
+            }
+            Message::UnitDone { counts, rows } => {
+                self.run.counts.add(counts);
+                self.rows_read += rows;
+            }
+            Message::Stats(stats) => self.gathered.push(stats),
+            Message::ReadDone => {
+                self.reads_done += 1;
+                if self.reads_done == self.local_workers {
+                    self.all_read();
                 }
             }
-            Message::Read(rows) => progress.inc(rows),
-            Message::Planned(parts) => parts_planned += parts,
+            Message::Read(rows) => self.progress.inc(rows),
+            Message::Planned(parts) => self.parts_planned += parts,
             Message::Progress(images) => {
-                images_done += images;
-                progress.inc(1);
-                progress.set_message(format!(
+                self.images_done += images;
+                self.progress.inc(1);
+                self.progress.set_message(format!(
                     "augment: {} images written; parts",
-                    indicatif::HumanCount(images_done)
+                    indicatif::HumanCount(self.images_done)
                 ));
             }
-            Message::Written(part) => written.add(*part),
+            Message::Written(part) => self.written.add(*part),
             Message::Tally(tally) => {
-                tallies.push(tally);
-                if tallies.len() == cluster.processes.max(1) * local_workers {
-                    let planned = match (&first_error, &spec.mix) {
-                        (None, config) => plan_mix(std::mem::take(&mut tallies), config, cluster),
-                        (Some(_), _) => Ok(None),
-                    };
-                    let plan = match planned {
-                        Ok(Some((plan, metrics))) => {
-                            mixed = Some(metrics);
-                            Some(Arc::new(plan))
-                        }
-                        Ok(None) => None,
-                        Err(err) => {
-                            first_error.get_or_insert(err);
-                            None
-                        }
-                    };
-                    for _ in 0..local_workers {
-                        let _ = mix_out.send(plan.clone());
-                    }
+                self.tallies.push(tally);
+                if self.tallies.len() == self.cluster.processes.max(1) * self.local_workers {
+                    self.all_tallied();
                 }
             }
-            Message::Meters(meters) => add_metrics(&mut stage_totals, meters),
-            Message::Failed(err) => {
-                first_error.get_or_insert(err);
+            Message::Meters(meters) => add_metrics(&mut self.stage_totals, meters),
+            Message::Failed(err) => self.failed(err),
+        }
+    }
+
+    fn failed(&mut self, err: Error) {
+        self.first_error.get_or_insert(err);
+    }
+
+    /// Every worker of this process has read: the record of the input pieces is assembled
+    /// aside, and the models are fitted and handed to the workers (none after a failure).
+    fn all_read(&mut self) {
+        self.progress.finish_and_clear();
+        self.progress = crate::cli::progress::items("augment: parts", self.parts_planned);
+        self.read_elapsed = self.started.elapsed();
+        if let (Some(recording), Some(dir), None) =
+            (&self.recording, &self.state_dir, &self.first_error)
+        {
+            let first_worker = self.cluster.process * self.local_workers;
+            let workers = first_worker..first_worker + self.local_workers;
+            let dir = dir.dir().to_path_buf();
+            self.assembling = Some(recording.assemble_aside(workers, dir));
+        }
+        self.augment_started = Some(Instant::now());
+        let fitted = match self.first_error {
+            Some(_) => None,
+            None => {
+                let _fit = tracing::info_span!("fit").entered();
+                self.fit().map_err(|err| self.failed(err)).ok()
+            }
+        };
+        if let Some(models_out) = &self.models_out {
+            for _ in 0..self.local_workers {
+                let _ = models_out.send(fitted.clone());
             }
         }
     }
-    progress.finish_and_clear();
-    drop(models_out);
-    for (i, result) in guards.join().into_iter().enumerate() {
-        if let Err(reason) = result {
-            first_error.get_or_insert(Error::Config(format!("worker {i} panicked: {reason}")));
-        }
-    }
-    let assembled = assembling.map(|handle| {
-        handle
-            .join()
-            .unwrap_or_else(|_| Err(Error::Config("recording the input pieces panicked".into())))
-    });
-    if let Some(Err(error)) = assembled {
-        first_error.get_or_insert(error);
-    }
-    if let Some(error) = failure.take() {
-        first_error.get_or_insert(error);
-    }
-    // The answers got before a failure are kept too.
-    if let Err(error) = super::models::save_parses(parse_cache) {
-        first_error.get_or_insert(error);
-    }
-    if let Some(err) = first_error {
-        return Err(err);
-    }
-    run.wall = augment_started.map_or(Duration::ZERO, |s| s.elapsed());
-    run.files = std::mem::take(&mut written.files);
-    run.runs = std::mem::take(&mut written.runs);
-    run.images = written.stage_images;
-    run.samples = std::mem::take(&mut written.samples);
-    run.dropped = std::mem::take(&mut written.dropped);
-    run.image_rejected = std::mem::take(&mut written.image_rejected);
-    run.read_rejected.sort_by_key(|r| (r.0, r.1));
-    run.image_rejected.sort_by(|a, b| a.0.cmp(&b.0));
-    run.state = state_planned.map(|planned| StatePlanned {
-        computed: written.stage_images,
-        carried: written.carried,
-        removed: written.removed,
-        chunks_written: written.chunks_written,
-        chunks_kept: written.chunks_kept,
-        ..planned
-    });
-    let read_ms = read_elapsed.as_millis() as u64;
-    run.stages.push(StageMetrics {
-        name: "read".into(),
-        rows_in: run.counts.read,
-        rows_out: rows_read,
-        rejected: run.counts.rejected,
-        elapsed_ms: read_ms,
-    });
-    run.stages.push(StageMetrics {
-        name: "plan".into(),
-        rows_in: written.images,
-        rows_out: written.images,
-        rejected: 0,
-        elapsed_ms: 0,
-    });
-    if augments {
-        // Every process fits the same models; the first one reports the fit.
-        if cluster.process == 0 {
-            run.stages.extend(models_metrics);
-        }
-        run.stages.extend(stage_totals);
-        let samples: u64 = run.samples.values().sum();
-        let all = StageMetrics {
-            name: "mix".into(),
-            rows_in: samples,
-            rows_out: samples,
-            rejected: 0,
-            elapsed_ms: 0,
-        };
-        // A selecting mix's plan counts the samples of every process; the first one reports it.
-        run.stages.push(match mixed {
-            Some(plan) if cluster.process == 0 => plan,
-            Some(_) => StageMetrics {
-                rows_in: 0,
-                rows_out: 0,
-                ..all
-            },
-            None => all,
+
+    /// The models the workers' stages use: fitted on every worker's statistics (or on a
+    /// corpus, or an earlier run's); with a state, the plan of what the run computes.
+    fn fit(&mut self) -> Result<FittedStages> {
+        let spec = self.spec;
+        let rows = self.gathered.iter().fold(None, |total, worker| {
+            let mut total: RowsDigest = total.unwrap_or_default();
+            total.merge(worker.rows.as_ref()?);
+            Some(total)
         });
+        let (fit, source) = match self.models.take() {
+            Some(ModelsFrom::Corpus(rows)) => (rows, ModelSource::Rows),
+            Some(ModelsFrom::Artifact(fitted)) => {
+                (CollectedRun::default(), ModelSource::Fitted(fitted))
+            }
+            Some(ModelsFrom::Inputs) | None => {
+                let stats = merged_stats(std::mem::take(&mut self.gathered))?;
+                let source = stats.map_or(ModelSource::Rows, |stats| {
+                    ModelSource::Stats(Box::new(stats))
+                });
+                (CollectedRun::default(), source)
+            }
+        };
+        // With a state, models fitted on the inputs are kept there.
+        let keep = self.state.is_some() && matches!(source, ModelSource::Stats(_));
+        let planned = (self.state.as_mut())
+            .map(|state| plan_state(state, rows.as_ref(), &spec.mix))
+            .transpose()?;
+        let (mut fitted, metrics, cache, kept) = fitted_contexts(
+            spec,
+            &fit,
+            (source, keep),
+            self.augments,
+            &self.failure,
+            self.state_dir.as_ref(),
+        )?;
+        self.run.fitted = kept;
+        self.models_metrics = metrics;
+        self.parse_cache = cache;
+        if let (Some((full, header)), Some(dir)) = (planned, &self.state_dir) {
+            fitted.state = Some(Arc::new(WorkerState {
+                dir: dir.clone(),
+                full: full.is_some(),
+            }));
+            self.state_planned = Some(StatePlanned {
+                full,
+                header,
+                computed: 0,
+                carried: 0,
+                removed: 0,
+                chunks_written: 0,
+                chunks_kept: 0,
+            });
+        }
+        Ok(fitted)
     }
-    run.stages.push(StageMetrics {
-        name: "export".into(),
-        rows_in: written.rows_written,
-        rows_out: written.rows_written,
-        rejected: 0,
-        elapsed_ms: written.elapsed.as_millis() as u64,
-    });
-    run.stages.append(&mut written.sinks);
-    Ok(run)
+
+    /// Every worker of the run has tallied its samples: the plan of the selecting `[mix]`
+    /// goes to this process's workers (none after a failure).
+    fn all_tallied(&mut self) {
+        let planned = match &self.first_error {
+            None => plan_mix(
+                std::mem::take(&mut self.tallies),
+                &self.spec.mix,
+                self.cluster,
+            ),
+            Some(_) => Ok(None),
+        };
+        let plan = match planned {
+            Ok(Some((plan, metrics))) => {
+                self.mixed = Some(metrics);
+                Some(Arc::new(plan))
+            }
+            Ok(None) => None,
+            Err(err) => {
+                self.failed(err);
+                None
+            }
+        };
+        if let Some(mix_out) = &self.mix_out {
+            for _ in 0..self.local_workers {
+                let _ = mix_out.send(plan.clone());
+            }
+        }
+    }
+
+    /// Once every worker has ended (`joined`, each worker's end): the run's first error, or
+    /// what it did.
+    fn finish(mut self, joined: Vec<std::result::Result<(), String>>) -> Result<StreamedRun> {
+        self.progress.finish_and_clear();
+        drop(self.models_out.take());
+        for (i, result) in joined.into_iter().enumerate() {
+            if let Err(reason) = result {
+                self.failed(Error::Config(format!("worker {i} panicked: {reason}")));
+            }
+        }
+        let assembled = self.assembling.take().map(|handle| {
+            handle.join().unwrap_or_else(|_| {
+                Err(Error::Config("recording the input pieces panicked".into()))
+            })
+        });
+        if let Some(Err(error)) = assembled {
+            self.failed(error);
+        }
+        if let Some(error) = self.failure.take() {
+            self.failed(error);
+        }
+        // The answers got before a failure are kept too.
+        if let Err(error) = super::models::save_parses(self.parse_cache.take()) {
+            self.failed(error);
+        }
+        if let Some(err) = self.first_error.take() {
+            return Err(err);
+        }
+        let mut run = std::mem::take(&mut self.run);
+        let written = &mut self.written;
+        run.wall = self.augment_started.map_or(Duration::ZERO, |s| s.elapsed());
+        run.files = std::mem::take(&mut written.files);
+        run.runs = std::mem::take(&mut written.runs);
+        run.images = written.stage_images;
+        run.samples = std::mem::take(&mut written.samples);
+        run.dropped = std::mem::take(&mut written.dropped);
+        run.image_rejected = std::mem::take(&mut written.image_rejected);
+        run.read_rejected.sort_by_key(|r| (r.0, r.1));
+        run.image_rejected.sort_by(|a, b| a.0.cmp(&b.0));
+        run.state = self.state_planned.take().map(|planned| StatePlanned {
+            computed: written.stage_images,
+            carried: written.carried,
+            removed: written.removed,
+            chunks_written: written.chunks_written,
+            chunks_kept: written.chunks_kept,
+            ..planned
+        });
+        run.stages = self.stage_metrics(&run);
+        Ok(run)
+    }
+
+    /// The run's stages in order, each with its metrics: `read`, `plan`, the method stages'
+    /// (with the `models` fit and the `mix`), `export`, and the sinks'.
+    fn stage_metrics(&mut self, run: &StreamedRun) -> Vec<StageMetrics> {
+        let written = &mut self.written;
+        let mut stages = vec![
+            StageMetrics {
+                name: "read".into(),
+                rows_in: run.counts.read,
+                rows_out: self.rows_read,
+                rejected: run.counts.rejected,
+                elapsed_ms: self.read_elapsed.as_millis() as u64,
+            },
+            StageMetrics {
+                name: "plan".into(),
+                rows_in: written.images,
+                rows_out: written.images,
+                rejected: 0,
+                elapsed_ms: 0,
+            },
+        ];
+        if self.augments {
+            // Every process fits the same models; the first one reports the fit.
+            if self.cluster.process == 0 {
+                stages.extend(self.models_metrics.take());
+            }
+            stages.append(&mut self.stage_totals);
+            let samples: u64 = run.samples.values().sum();
+            let all = StageMetrics {
+                name: "mix".into(),
+                rows_in: samples,
+                rows_out: samples,
+                rejected: 0,
+                elapsed_ms: 0,
+            };
+            // A selecting mix's plan counts the samples of every process; the first one
+            // reports it.
+            stages.push(match self.mixed.take() {
+                Some(plan) if self.cluster.process == 0 => plan,
+                Some(_) => StageMetrics {
+                    rows_in: 0,
+                    rows_out: 0,
+                    ..all
+                },
+                None => all,
+            });
+        }
+        stages.push(StageMetrics {
+            name: "export".into(),
+            rows_in: written.rows_written,
+            rows_out: written.rows_written,
+            rejected: 0,
+            elapsed_ms: written.elapsed.as_millis() as u64,
+        });
+        stages.append(&mut written.sinks);
+        stages
+    }
 }
 
 /// The plan of `[mix]` from every worker's tally, merged in worker order, with the `mix`

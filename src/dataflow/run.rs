@@ -138,7 +138,6 @@ fn run_with_sinks(
     options: &RunOptions,
     sinks: &[NamedSink],
 ) -> Result<RunOutcome> {
-    let skip_unchanged = options.skip_unchanged;
     let cluster = &options.cluster;
     cluster.timely_config()?;
     let process = cluster.process;
@@ -172,7 +171,7 @@ fn run_with_sinks(
     // the state describes the dataset in the output directory and nothing else changed (the
     // configuration, the engine, the models' corpus): see docs/incremental.md.
     let piecewise = state.is_some() && cluster.processes == 1;
-    let mut corpus = match spec.corpus_spec() {
+    let corpus = match spec.corpus_spec() {
         Some(corpus) => Some(run_collect(&corpus, &ClusterOptions::default())?),
         None => None,
     };
@@ -340,6 +339,72 @@ fn run_with_sinks(
         };
         return run_streamed(spec, cluster, created, streamed, &out, sinks);
     }
+    let collecting = Collecting {
+        out,
+        state,
+        header_before,
+        created,
+        piecewise,
+        reusable,
+        plan,
+        corpus,
+        artifact,
+        pinned_models,
+        replaying,
+    };
+    run_collected(spec, options, sinks, collecting)
+}
+
+/// What a run that collects its rows decided before it reads its inputs.
+struct Collecting {
+    out: PathBuf,
+    state: Option<StateDir>,
+    /// The state's header as every process read it before the read phase.
+    header_before: Option<state::StateHeader>,
+    /// Process 0's writer, which locked the output directory before the read phase.
+    created: Option<DatasetWriter>,
+    /// A single process with a state reads its inputs piece by piece.
+    piecewise: bool,
+    /// Whether the state's record of the input pieces describes the dataset in the output
+    /// directory, and the inputs listed against it when it does.
+    reusable: bool,
+    plan: Option<InputPlan>,
+    /// The rows of the models' fixed corpus, and the models an earlier run fitted.
+    corpus: Option<CollectedRun>,
+    artifact: Option<ModelArtifact>,
+    /// The models' digest, when it is known before the inputs are read.
+    pinned_models: Option<Option<String>>,
+    /// A `--refit` that replays SSA's quality filter from the state's records.
+    replaying: Option<refit::Replaying>,
+}
+
+/// A run that collects its rows (a rerun with a state that reads few pieces, a replaying
+/// refit, or a dataset the streaming engine cannot extend): reads them, plans what to compute
+/// against the state, runs the stages, writes the buckets, the states and the changelog, and
+/// commits.
+fn run_collected(
+    spec: &DataflowSpec,
+    options: &RunOptions,
+    sinks: &[NamedSink],
+    collecting: Collecting,
+) -> Result<RunOutcome> {
+    let Collecting {
+        out,
+        state,
+        header_before,
+        created,
+        piecewise,
+        reusable,
+        plan,
+        mut corpus,
+        artifact,
+        pinned_models,
+        replaying,
+    } = collecting;
+    let skip_unchanged = options.skip_unchanged;
+    let cluster = &options.cluster;
+    let process = cluster.process;
+    let first = process == 0;
     let mut read_inputs = None;
     let mut collected = match (&state, &created) {
         (Some(state_dir), Some(_)) if piecewise => {
@@ -598,43 +663,14 @@ fn run_with_sinks(
         }
         stages.push(replaying.metrics());
     }
-    // The per-image states of this process's buckets, a bucket at a time: the previous ones
-    // (read again from the state), less the removed images, with this run's digests; the method
-    // stages' rejections are this run's for computed images and the state's for carried ones.
-    let mut digests_of: BTreeMap<usize, Vec<(&String, &String)>> = BTreeMap::new();
-    for (id, digest) in &digests {
-        digests_of
-            .entry(bucket_of(id, buckets))
-            .or_default()
-            .push((id, digest));
-    }
-    let mut image_rejected: Vec<(String, Vec<RejectedRow>)> = Vec::new();
-    let with_states: BTreeSet<usize> = owned.iter().chain(digests_of.keys()).copied().collect();
-    for bucket in with_states {
-        let previous = match (&state, &plan.full) {
-            (Some(dir), None) if owned.contains(&bucket) => dir.read_bucket(bucket)?,
-            _ => BucketState::new(),
-        };
-        let read = digests_of.get(&bucket).map_or(&[][..], Vec::as_slice);
-        let states = plan.next_states(previous, read, &mut new_rejected);
-        image_rejected.extend(
-            (states.iter())
-                .filter(|(_, s)| !s.rejected.is_empty())
-                .map(|(id, s)| (id.clone(), s.rejected.clone())),
-        );
-        let Some(state) = &state else { continue };
-        if owned.contains(&bucket) && plan.touches(bucket, buckets) {
-            state.write_bucket(bucket, &states)?;
-            if refit::keeps_records(spec) {
-                let records = computed_records(&states, &plan.compute, &mut new_records);
-                match plan.full {
-                    Some(_) => refit::write(state, bucket, &spec.config_hash(), records)?,
-                    None => refit::append(state, bucket, &spec.config_hash(), records, &states)?,
-                }
-            }
-        }
-    }
-    image_rejected.sort_by(|a, b| a.0.cmp(&b.0));
+    let image_rejected = write_bucket_states(
+        spec,
+        state.as_ref(),
+        &plan,
+        &digests,
+        &owned,
+        (&mut new_rejected, &mut new_records),
+    )?;
     if let Some(state) = &state {
         if pieces_pending {
             InputsState::commit_pending(state.dir())?;
@@ -688,6 +724,62 @@ fn run_with_sinks(
     });
     confirm_commit(cluster, &committed)?;
     committed
+}
+
+/// The per-image states of this process's buckets, a bucket at a time: the previous ones
+/// (read again from the state), less the removed images, with this run's digests; the method
+/// stages' rejections are this run's (taken from `new`'s first) for computed images and the
+/// state's for carried ones. With a state, each bucket the plan touches gets its states, and
+/// its computed images' SSA records (taken from `new`'s second), written there. Returns every
+/// image's rejections, by image id, for the ledger.
+fn write_bucket_states(
+    spec: &DataflowSpec,
+    state: Option<&StateDir>,
+    plan: &Plan,
+    digests: &BTreeMap<String, String>,
+    owned: &[usize],
+    new: (
+        &mut BTreeMap<String, Vec<RejectedRow>>,
+        &mut BTreeMap<String, SsaKept>,
+    ),
+) -> Result<Vec<(String, Vec<RejectedRow>)>> {
+    let (new_rejected, new_records) = new;
+    let buckets = spec.output.buckets;
+    let mut digests_of: BTreeMap<usize, Vec<(&String, &String)>> = BTreeMap::new();
+    for (id, digest) in digests {
+        digests_of
+            .entry(bucket_of(id, buckets))
+            .or_default()
+            .push((id, digest));
+    }
+    let mut image_rejected: Vec<(String, Vec<RejectedRow>)> = Vec::new();
+    let with_states: BTreeSet<usize> = owned.iter().chain(digests_of.keys()).copied().collect();
+    for bucket in with_states {
+        let previous = match (state, &plan.full) {
+            (Some(dir), None) if owned.contains(&bucket) => dir.read_bucket(bucket)?,
+            _ => BucketState::new(),
+        };
+        let read = digests_of.get(&bucket).map_or(&[][..], Vec::as_slice);
+        let states = plan.next_states(previous, read, new_rejected);
+        image_rejected.extend(
+            (states.iter())
+                .filter(|(_, s)| !s.rejected.is_empty())
+                .map(|(id, s)| (id.clone(), s.rejected.clone())),
+        );
+        let Some(state) = state else { continue };
+        if owned.contains(&bucket) && plan.touches(bucket, buckets) {
+            state.write_bucket(bucket, &states)?;
+            if refit::keeps_records(spec) {
+                let records = computed_records(&states, &plan.compute, new_records);
+                match plan.full {
+                    Some(_) => refit::write(state, bucket, &spec.config_hash(), records)?,
+                    None => refit::append(state, bucket, &spec.config_hash(), records, &states)?,
+                }
+            }
+        }
+    }
+    image_rejected.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(image_rejected)
 }
 
 /// The SSA records of the images of a bucket (whose new states are `states`) that the run

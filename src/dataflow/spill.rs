@@ -711,7 +711,7 @@ pub fn merge_changes(runs: &[PathBuf], into: &mut ChangelogWriter) -> Result<()>
             .name("capflow-merge".into())
             .spawn_scoped(scope, move || {
                 merge_all(runs, CHANGELOG_BATCH_ROWS, |batch| {
-                    // The writer stopped: its error is the merge's.
+                    // Only when the writer stopped: its own error is the one returned.
                     merged.send(batch).map_err(|_| {
                         Error::invalid("the changelog", "its writer stopped before the merge")
                     })

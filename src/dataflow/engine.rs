@@ -38,7 +38,7 @@
 //! from what they hold.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -1780,12 +1780,10 @@ struct PartWriter {
     buckets: usize,
     chunk_images: usize,
     runs_dir: PathBuf,
-    /// The previous version's sample files, by bucket, in chunk order: each with the image ids
-    /// it covers, `(after, through]`.
-    previous: BTreeMap<usize, Vec<PreviousChunk>>,
-    /// With `--state`: the previous version's files of each chunk, by bucket and chunk key, for
-    /// the chunks a rerun keeps as they were.
-    previous_files: BTreeMap<usize, HashMap<String, PreviousFiles>>,
+    /// The previous version's chunks of the buckets written: their samples, read back for
+    /// the changes and for images carried forward, and their files, for chunks kept as they
+    /// were.
+    previous: PreviousChunks,
     /// The run of the bucket being written.
     run: Option<(usize, ChangesWriter)>,
     /// The chunk that the last part began or went on with and a later part ends, being
@@ -1864,72 +1862,123 @@ struct DeferredChunk {
     parts: usize,
 }
 
+/// A part being written, what its pieces are written from: its rows, its input tables but
+/// the samples table (whose rows come typed), its images' samples
+/// ([`PartWriter::part_samples`]), whether they go to sinks, and whether it ends its bucket.
+struct PartSource<'p> {
+    bucket: usize,
+    rows: &'p PartRows,
+    tables: Vec<TableKind>,
+    samples: BTreeMap<&'p str, &'p [SampleRow]>,
+    hand: bool,
+    ends_bucket: bool,
+}
+
+/// The samples of the pieces of a part written so far: the images' samples added, by image,
+/// for the changes, and the samples handed to the sinks.
+#[derive(Default)]
+struct PartSamples {
+    added: BTreeMap<String, Vec<SampleRow>>,
+    handed: Vec<SampleRow>,
+}
+
 /// The most parts a [`DeferredChunk`] takes rows from: it holds their Arrow batches (a part's
 /// encoded bytes each, beside the dozen times that which a part takes through the stages), and
 /// a chunk larger than that is written as it comes.
 const DEFERRED_PARTS: usize = 2;
 
-/// A sample file of the previous version, the rows of its chunk in it (all of a chunk shard's,
-/// a span of a compacted file's) and the image ids of its chunk.
-struct PreviousChunk {
-    file: Arc<FileEntry>,
-    offset: u64,
-    rows: u64,
-    after: Option<String>,
-    through: Option<String>,
-}
+/// The previous version's chunks of the buckets a [`PartWriter`] writes, by bucket, each
+/// bucket's in chunk order: closed chunks by their last image id, then the bucket's open last
+/// chunk (key "", [`OPEN_CHUNK`]).
+struct PreviousChunks(BTreeMap<usize, Vec<PreviousChunk>>);
 
-/// The previous version's files of one of its chunks: the key of the chunk before it in its
-/// bucket (`None` for the bucket's first), and its files, every table's, unless one of them
-/// also holds other chunks (a file `capflow optimize` compacted): such a chunk is written again.
-struct PreviousFiles {
+/// One chunk of the previous version.
+struct PreviousChunk {
+    /// Its last image id ("" for the bucket's open last chunk), and the key of the chunk before
+    /// it (`None` for the bucket's first): it covers the image ids `(after, key]`.
+    key: String,
     after: Option<String>,
+    /// Its rows in each samples file: all of a chunk shard's, a span of a compacted file's.
+    samples: Vec<FileSpan>,
+    /// Its files, every table's, unless one of them also holds other chunks (a file `capflow
+    /// optimize` compacted): such a chunk is written again rather than kept.
     files: Option<Vec<Arc<FileEntry>>>,
 }
 
-impl PreviousFiles {
-    /// The files of every chunk of `manifest` in the buckets (of `buckets`) that `owns` takes.
-    fn of(
-        manifest: &Manifest,
-        buckets: usize,
-        owns: &impl Fn(usize) -> bool,
-    ) -> BTreeMap<usize, HashMap<String, PreviousFiles>> {
-        type Files = Option<Vec<Arc<FileEntry>>>;
-        let mut by_bucket: BTreeMap<usize, BTreeMap<String, Files>> = BTreeMap::new();
-        for file in &manifest.files {
+/// The rows `offset..offset + rows` of a file of the dataset.
+struct FileSpan {
+    file: Arc<FileEntry>,
+    offset: u64,
+    rows: u64,
+}
+
+impl PreviousChunk {
+    /// Its last image id, unless it is the bucket's open last chunk.
+    fn through(&self) -> Option<&str> {
+        (self.key != OPEN_CHUNK).then_some(self.key.as_str())
+    }
+}
+
+impl PreviousChunks {
+    /// The chunks of `manifest` (of `buckets` buckets) in the buckets that `owns` takes.
+    fn of(manifest: Option<&Manifest>, buckets: usize, owns: &impl Fn(usize) -> bool) -> Self {
+        let mut by_bucket: BTreeMap<usize, BTreeMap<(bool, String), PreviousChunk>> =
+            BTreeMap::new();
+        for file in manifest.iter().flat_map(|m| m.files.iter()) {
             let pieces = file.chunk_pieces();
             let shared = Arc::new(file.clone());
-            for piece in pieces
-                .iter()
-                .filter(|p| p.buckets == buckets && owns(p.bucket))
-            {
-                let chunk = by_bucket.entry(piece.bucket).or_default();
-                let files = chunk
-                    .entry(piece.chunk.to_string())
-                    .or_insert(Some(Vec::new()));
-                match (files, pieces.len()) {
-                    (Some(files), 1) => files.push(Arc::clone(&shared)),
+            let whole = pieces.len() == 1;
+            for piece in (pieces.iter()).filter(|p| p.buckets == buckets && owns(p.bucket)) {
+                let key = piece.chunk.to_string();
+                let chunks = by_bucket.entry(piece.bucket).or_default();
+                let chunk = chunks
+                    .entry((key == OPEN_CHUNK, key.clone()))
+                    .or_insert_with(|| PreviousChunk {
+                        key,
+                        after: None,
+                        samples: Vec::new(),
+                        files: Some(Vec::new()),
+                    });
+                if file.table == TableKind::Samples {
+                    chunk.samples.push(FileSpan {
+                        file: Arc::clone(&shared),
+                        offset: piece.offset,
+                        rows: piece.rows,
+                    });
+                }
+                match (&mut chunk.files, whole) {
+                    (Some(files), true) => files.push(Arc::clone(&shared)),
                     (files, _) => *files = None,
                 }
             }
         }
-        let bucket_chunks = |chunks: BTreeMap<String, Files>| {
-            // Closed chunks by their last id, then the open last chunk (key "").
-            let mut chunks: Vec<(String, Files)> = chunks.into_iter().collect();
-            chunks.sort_by(|a, b| (a.0.is_empty(), &a.0).cmp(&(b.0.is_empty(), &b.0)));
+        let in_order = |chunks: BTreeMap<(bool, String), PreviousChunk>| {
             let mut after: Option<String> = None;
-            let mut out = HashMap::with_capacity(chunks.len());
-            for (key, files) in chunks {
-                let next = Some(key.clone());
-                out.insert(key, PreviousFiles { after, files });
-                after = next;
+            let mut out = Vec::with_capacity(chunks.len());
+            for mut chunk in chunks.into_values() {
+                chunk.after = after.replace(chunk.key.clone());
+                out.push(chunk);
             }
             out
         };
-        by_bucket
-            .into_iter()
-            .map(|(bucket, chunks)| (bucket, bucket_chunks(chunks)))
-            .collect()
+        let by_bucket = by_bucket.into_iter();
+        PreviousChunks(by_bucket.map(|(b, chunks)| (b, in_order(chunks))).collect())
+    }
+
+    /// The chunks of `bucket`, in chunk order.
+    fn bucket(&self, bucket: usize) -> &[PreviousChunk] {
+        self.0.get(&bucket).map_or(&[], Vec::as_slice)
+    }
+
+    /// The chunk of `bucket` whose key is `key`.
+    fn chunk(&self, bucket: usize, key: &str) -> Option<&PreviousChunk> {
+        let chunks = self.bucket(bucket);
+        fn order(key: &str) -> (bool, &str) {
+            (key == OPEN_CHUNK, key)
+        }
+        (chunks.binary_search_by(|chunk| order(&chunk.key).cmp(&order(key))))
+            .ok()
+            .map(|at| &chunks[at])
     }
 }
 
@@ -1950,57 +1999,13 @@ impl PartWriter {
         state: Option<StateDir>,
         held: Option<HeldSamples>,
     ) -> Self {
-        type Piece = (Arc<FileEntry>, u64, u64);
-        let mut previous: BTreeMap<usize, Vec<(String, Piece)>> = BTreeMap::new();
-        if let Some((manifest, _)) = writer.previous() {
-            for file in manifest.table_files(TableKind::Samples) {
-                let shared = Arc::new(file.clone());
-                for piece in file.chunk_pieces().iter().filter(|p| owns(p.bucket)) {
-                    previous.entry(piece.bucket).or_default().push((
-                        piece.chunk.to_string(),
-                        (Arc::clone(&shared), piece.offset, piece.rows),
-                    ));
-                }
-            }
-        }
-        let previous = previous
-            .into_iter()
-            .map(|(bucket, mut files)| {
-                // Closed chunks by their last id, the open last chunk (key "") after them. A
-                // chunk has a file per split, and each covers the ids after the previous
-                // chunk's last one.
-                files.sort_by(|a, b| (a.0.is_empty(), &a.0).cmp(&(b.0.is_empty(), &b.0)));
-                let mut before: Option<String> = None;
-                let mut listing: Option<String> = None;
-                let mut chunks = Vec::new();
-                for (key, (file, offset, rows)) in files {
-                    if listing.as_ref() != Some(&key) {
-                        if let Some(previous) = listing.replace(key.clone()) {
-                            before = (!previous.is_empty()).then_some(previous).or(before);
-                        }
-                    }
-                    chunks.push(PreviousChunk {
-                        file,
-                        offset,
-                        rows,
-                        after: before.clone(),
-                        through: (!key.is_empty()).then(|| key.clone()),
-                    });
-                }
-                (bucket, chunks)
-            })
-            .collect();
-        let previous_files = match (writer.previous(), &state) {
-            (Some((manifest, _)), Some(_)) => PreviousFiles::of(manifest, buckets, &owns),
-            _ => BTreeMap::new(),
-        };
+        let previous = PreviousChunks::of(writer.previous().map(|(m, _)| m), buckets, &owns);
         PartWriter {
             writer,
             buckets,
             chunk_images,
             runs_dir,
             previous,
-            previous_files,
             run: None,
             open: None,
             deferred: None,
@@ -2035,17 +2040,17 @@ impl PartWriter {
     ) -> Result<BTreeMap<String, Vec<SampleRow>>> {
         let mut samples: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
         let in_range = |id: &str| after.is_none_or(|a| id > a) && through.is_none_or(|t| id <= t);
-        for chunk in self.previous.get(&bucket).into_iter().flatten() {
+        for chunk in self.previous.bucket(bucket) {
             let below = through.is_some_and(|t| chunk.after.as_deref().is_some_and(|a| a >= t));
-            let above = after.is_some_and(|a| chunk.through.as_deref().is_some_and(|t| t <= a));
-            if below || above || kept.contains_key(chunk.through.as_deref().unwrap_or(OPEN_CHUNK)) {
+            let above = after.is_some_and(|a| chunk.through().is_some_and(|t| t <= a));
+            if below || above || kept.contains_key(&chunk.key) {
                 continue;
             }
-            let dir = self.writer.dir();
-            for sample in
-                read_file_rows_range::<SampleRow>(dir, &chunk.file, chunk.offset, chunk.rows)?
-            {
-                if in_range(&sample.image_id) {
+            for span in &chunk.samples {
+                let dir = self.writer.dir();
+                let read =
+                    read_file_rows_range::<SampleRow>(dir, &span.file, span.offset, span.rows);
+                for sample in read?.into_iter().filter(|s| in_range(&s.image_id)) {
                     samples
                         .entry(sample.image_id.clone())
                         .or_default()
@@ -2102,19 +2107,65 @@ impl PartWriter {
         };
         self.record_states(&images, &outputs, removed);
         self.keep_records(bucket, &images, &outputs)?;
+        self.written.images += ids.len() as u64;
+        let source = PartSource {
+            bucket,
+            rows: &rows,
+            tables: rows.tables().filter(|t| *t != TableKind::Samples).collect(),
+            samples: self.part_samples(&images, &outputs, &retracted)?,
+            hand,
+            ends_bucket,
+        };
+        let mut input_samples = input_samples.into_iter().peekable();
+        let mut written = PartSamples::default();
+        let count = pieces.len();
+        for (at, piece) in pieces.iter().enumerate() {
+            let Some(last) = piece.ids.last() else {
+                continue;
+            };
+            let next = || input_samples.next_if(|k| k.row.image_id() <= *last);
+            let inputs: Vec<Row> = std::iter::from_fn(next).map(|k| k.row).collect();
+            if defers && at + 1 == count {
+                // Its rows wait, as they are, for the part that ends it.
+                let after = open_carried.as_ref().and_then(|open| open.after.clone());
+                self.defer_piece(&source, piece, after, inputs)?;
+            } else if let Some(files) = kept.get(piece.key) {
+                self.keep_piece(bucket, at == 0, piece.key, files)?;
+            } else {
+                self.write_piece(&source, piece, inputs, &mut written)?;
+            }
+        }
+        if ends_bucket {
+            self.end_bucket(bucket)?;
+        }
+        if self.held.is_none() {
+            self.push_changes(bucket, image_changes(retracted, written.added))?;
+        }
+        self.written.elapsed += started.elapsed();
+        sinks.write(&written.handed)
+    }
+
+    /// The samples of a part's images as the dataset is to hold them: an image carried forward
+    /// keeps those the previous version holds of it (`retracted`), a computed image gets its
+    /// outputs'. Counts the outputs' samples (once the plan has chosen, with `[mix]`), drops
+    /// and rejections.
+    fn part_samples<'p>(
+        &mut self,
+        images: &'p [ImageRecord],
+        outputs: &'p [ImageOutput],
+        retracted: &'p BTreeMap<String, Vec<SampleRow>>,
+    ) -> Result<BTreeMap<&'p str, &'p [SampleRow]>> {
         let written = &mut self.written;
         let mut samples: BTreeMap<&str, &[SampleRow]> = BTreeMap::new();
-        // An image carried forward keeps the samples the previous version holds of it.
         for image in images.iter().filter(|image| image.carried.is_some()) {
             if let Some(previous) = retracted.get(&image.image_id) {
                 samples.insert(&image.image_id, previous);
             }
         }
-        for output in &outputs {
+        for output in outputs {
             samples.insert(&output.image_id, &output.samples);
             for sample in &output.samples {
                 match &mut self.held {
-                    // Counted once the plan has chosen.
                     Some(held) => held.tally(sample)?,
                     None => *written.samples.entry(sample.method.clone()).or_insert(0) += 1,
                 }
@@ -2129,148 +2180,169 @@ impl PartWriter {
             }
         }
         written.stage_images += outputs.len() as u64;
-        written.images += ids.len() as u64;
-        let tables: Vec<TableKind> = rows.tables().filter(|t| *t != TableKind::Samples).collect();
-        let mut input_samples = input_samples.into_iter().peekable();
-        let mut added: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
-        let mut handed: Vec<SampleRow> = Vec::new();
-        let count = pieces.len();
-        for (at, piece) in pieces.into_iter().enumerate() {
-            let (Some(first), Some(last)) = (piece.ids.first(), piece.ids.last()) else {
-                continue;
-            };
-            if defers && at + 1 == count {
-                // Its rows wait, as they are, for the part that ends it.
-                let deferred = self.deferred.get_or_insert_with(|| DeferredChunk {
-                    bucket,
-                    after: open_carried.as_ref().and_then(|open| open.after.clone()),
-                    through: String::new(),
-                    inputs: Vec::new(),
-                    input_samples: Vec::new(),
-                    parts: 0,
-                });
-                deferred.through = last.to_string();
-                deferred.parts += 1;
-                for &table in &tables {
-                    if let Some(batch) = rows.slice(table, first, last)? {
-                        deferred.inputs.push((table, batch));
-                    }
-                }
-                while let Some(keyed) = input_samples.next_if(|k| k.row.image_id() <= *last) {
-                    deferred.input_samples.push(keyed.row);
-                }
-                continue;
-            }
-            if let Some(files) = kept.get(piece.key) {
-                // The chunk's files hold exactly its rows and samples: they are carried forward,
-                // its rows of the samples table among the inputs with them, and so are the rows
-                // of it that earlier parts deferred.
-                if at == 0 {
-                    self.deferred = None;
-                }
-                if self.open.is_some() || self.deferred.is_some() {
-                    return Err(Error::Usage(format!(
-                        "bucket {bucket}: chunk {:?} was to be kept as it was, but a chunk \
-                         before it was left open",
-                        piece.key
-                    )));
-                }
-                for file in files.iter() {
-                    self.writer.carry(file)?;
-                    self.written.rows_written += file.rows;
-                }
-                self.written.chunks_kept += 1;
-                while input_samples
-                    .next_if(|k| k.row.image_id() <= *last)
-                    .is_some()
-                {}
-                continue;
-            }
-            if let Some(deferred) = self.deferred.take() {
-                // The chunk the earlier parts deferred changed: it is written after all.
-                let open = self.undefer(deferred)?;
-                self.open = Some(open);
-            }
-            let mut chunk = match self.open.take() {
-                Some(open) if open.bucket == bucket => open,
-                Some(open) => return Err(left_open(open.bucket)),
-                None => OpenChunk {
-                    bucket,
-                    samples: BTreeMap::new(),
-                    inputs: BTreeMap::new(),
-                },
-            };
-            // The input tables' rows go to their shards as the Arrow batches they were read
-            // back as; only samples are built from typed rows.
-            for &table in &tables {
-                if let Some(batch) = rows.slice(table, first, last)? {
-                    self.write_open(bucket, table, table.name(), &batch)?;
-                }
-            }
-            let bucket_of = (bucket, self.buckets);
-            let mut sink = DatasetSink::bucket(&mut self.writer, bucket_of, OPEN_CHUNK);
-            while let Some(keyed) = input_samples.next_if(|k| k.row.image_id() <= *last) {
-                match (keyed.row, self.held.is_some()) {
-                    (Row::Sample(sample), true) => {
-                        let split = chunk.inputs.entry(sample.split.clone()).or_default();
-                        split.push(sample);
-                    }
-                    (row, _) => {
-                        if let (true, Row::Sample(sample)) = (hand, &row) {
-                            handed.push(sample.clone());
-                        }
-                        sink.row(row)?;
-                    }
-                }
-            }
-            self.written.rows_written += sink.rows_out();
-            sink.finish()?;
-            for id in piece.ids {
-                let new = samples.get(id).copied().unwrap_or_default();
-                if hand {
-                    handed.extend_from_slice(new);
-                }
-                if !new.is_empty() {
-                    added.insert(id.to_string(), new.to_vec());
-                }
-            }
-            let piece_samples = piece.ids.iter().flat_map(|id| samples.get(id).copied());
-            chunk.add_samples(piece_samples.flatten())?;
-            if !piece.key.is_empty() || ends_bucket {
-                self.close_chunk(piece.key, chunk)?;
-            } else {
-                self.open = Some(chunk);
+        Ok(samples)
+    }
+
+    /// Holds the rows of `piece`, the last of its part and a chunk a later part ends, as they
+    /// are, with `inputs`, its rows of the samples table among the inputs ([`DeferredChunk`]).
+    /// `after` is the key of the chunk before it.
+    fn defer_piece(
+        &mut self,
+        source: &PartSource,
+        piece: &Chunk,
+        after: Option<String>,
+        inputs: Vec<Row>,
+    ) -> Result<()> {
+        let (Some(first), Some(last)) = (piece.ids.first(), piece.ids.last()) else {
+            return Ok(());
+        };
+        let deferred = self.deferred.get_or_insert_with(|| DeferredChunk {
+            bucket: source.bucket,
+            after,
+            through: String::new(),
+            inputs: Vec::new(),
+            input_samples: Vec::new(),
+            parts: 0,
+        });
+        deferred.through = last.to_string();
+        deferred.parts += 1;
+        for &table in &source.tables {
+            if let Some(batch) = source.rows.slice(table, first, last)? {
+                deferred.inputs.push((table, batch));
             }
         }
-        if ends_bucket {
-            // A last part with no images of its own ends the chunk the previous part left open.
-            if let Some(deferred) = self.deferred.take() {
-                let chunk = self.undefer(deferred)?;
-                self.close_chunk(OPEN_CHUNK, chunk)?;
+        deferred.input_samples.extend(inputs);
+        Ok(())
+    }
+
+    /// Carries forward `files`, those of the chunk `key` of `bucket`, which hold exactly its
+    /// rows and samples; and so, when it is its part's `first` piece, the rows of it that
+    /// earlier parts deferred.
+    fn keep_piece(
+        &mut self,
+        bucket: usize,
+        first: bool,
+        key: &str,
+        files: &[Arc<FileEntry>],
+    ) -> Result<()> {
+        if first {
+            self.deferred = None;
+        }
+        if self.open.is_some() || self.deferred.is_some() {
+            return Err(Error::Usage(format!(
+                "bucket {bucket}: chunk {key:?} was to be kept as it was, but a chunk before it \
+                 was left open"
+            )));
+        }
+        for file in files {
+            self.writer.carry(file)?;
+            self.written.rows_written += file.rows;
+        }
+        self.written.chunks_kept += 1;
+        Ok(())
+    }
+
+    /// Writes `piece` of a part to its chunk's shards: the input tables' rows as the Arrow
+    /// batches they were read back as, `inputs` (its rows of the samples table among the
+    /// inputs), and its images' samples, which wait for the chunk's end. Closes the chunk when
+    /// the piece ends it, else leaves it open for the next part.
+    fn write_piece(
+        &mut self,
+        source: &PartSource,
+        piece: &Chunk,
+        inputs: Vec<Row>,
+        written: &mut PartSamples,
+    ) -> Result<()> {
+        let bucket = source.bucket;
+        let (Some(first), Some(last)) = (piece.ids.first(), piece.ids.last()) else {
+            return Ok(());
+        };
+        if let Some(deferred) = self.deferred.take() {
+            // The chunk the earlier parts deferred changed: it is written after all.
+            let open = self.undefer(deferred)?;
+            self.open = Some(open);
+        }
+        let mut chunk = match self.open.take() {
+            Some(open) if open.bucket == bucket => open,
+            Some(open) => return Err(left_open(open.bucket)),
+            None => OpenChunk {
+                bucket,
+                samples: BTreeMap::new(),
+                inputs: BTreeMap::new(),
+            },
+        };
+        for &table in &source.tables {
+            if let Some(batch) = source.rows.slice(table, first, last)? {
+                self.write_open(bucket, table, table.name(), &batch)?;
             }
-            if let Some(chunk) = self.open.take() {
-                self.close_chunk(OPEN_CHUNK, chunk)?;
-            }
-            if let Some(held) = &mut self.held {
-                held.end_bucket(bucket);
-            }
-            if let Some(state) = &self.state {
-                state.write_bucket(bucket, &std::mem::take(&mut self.bucket_state))?;
-                if let Some(records) = &mut self.records {
-                    let hash = &records.config_hash;
-                    match records.bucket.take() {
-                        Some((b, spill)) if b == bucket => spill.finish(state, bucket, hash)?,
-                        // No image of the bucket kept a record.
-                        _ => super::refit::write(state, bucket, hash, BucketRecords::new())?,
+        }
+        let bucket_of = (bucket, self.buckets);
+        let mut sink = DatasetSink::bucket(&mut self.writer, bucket_of, OPEN_CHUNK);
+        for row in inputs {
+            match (row, self.held.is_some()) {
+                (Row::Sample(sample), true) => {
+                    let split = chunk.inputs.entry(sample.split.clone()).or_default();
+                    split.push(sample);
+                }
+                (row, _) => {
+                    if let (true, Row::Sample(sample)) = (source.hand, &row) {
+                        written.handed.push(sample.clone());
                     }
+                    sink.row(row)?;
                 }
             }
         }
-        if self.held.is_none() {
-            self.push_changes(bucket, image_changes(retracted, added))?;
+        self.written.rows_written += sink.rows_out();
+        sink.finish()?;
+        for id in piece.ids {
+            let new = source.samples.get(id).copied().unwrap_or_default();
+            if source.hand {
+                written.handed.extend_from_slice(new);
+            }
+            if !new.is_empty() {
+                written.added.insert(id.to_string(), new.to_vec());
+            }
         }
-        self.written.elapsed += started.elapsed();
-        sinks.write(&handed)
+        let piece_samples = piece
+            .ids
+            .iter()
+            .flat_map(|id| source.samples.get(id).copied());
+        chunk.add_samples(piece_samples.flatten())?;
+        if !piece.key.is_empty() || source.ends_bucket {
+            self.close_chunk(piece.key, chunk)
+        } else {
+            self.open = Some(chunk);
+            Ok(())
+        }
+    }
+
+    /// Ends `bucket` after its last part: closes its last chunk, and with a state writes the
+    /// bucket's states and SSA records.
+    fn end_bucket(&mut self, bucket: usize) -> Result<()> {
+        // A last part with no images of its own ends the chunk the previous part left open.
+        if let Some(deferred) = self.deferred.take() {
+            let chunk = self.undefer(deferred)?;
+            self.close_chunk(OPEN_CHUNK, chunk)?;
+        }
+        if let Some(chunk) = self.open.take() {
+            self.close_chunk(OPEN_CHUNK, chunk)?;
+        }
+        if let Some(held) = &mut self.held {
+            held.end_bucket(bucket);
+        }
+        let Some(state) = &self.state else {
+            return Ok(());
+        };
+        state.write_bucket(bucket, &std::mem::take(&mut self.bucket_state))?;
+        if let Some(records) = &mut self.records {
+            let hash = &records.config_hash;
+            match records.bucket.take() {
+                Some((b, spill)) if b == bucket => spill.finish(state, bucket, hash)?,
+                // No image of the bucket kept a record.
+                _ => super::refit::write(state, bucket, hash, BucketRecords::new())?,
+            }
+        }
+        Ok(())
     }
 
     /// Whether the last of a part's `pieces`, a chunk that a later part ends, waits for it
@@ -2293,7 +2365,7 @@ impl PartWriter {
         if !trailing || ends_bucket || hand || self.held.is_some() {
             return false;
         }
-        if !self.previous_files.contains_key(&bucket) {
+        if self.previous.bucket(bucket).is_empty() {
             return false;
         }
         match (&self.deferred, pieces.len()) {
@@ -2356,19 +2428,13 @@ impl PartWriter {
     /// it holds other chunks), by key. None when the samples go to sinks or wait for `[mix]`:
     /// those need the samples themselves.
     fn kept_chunks(&self, bucket: usize, unchanged: &[UnchangedChunk], hand: bool) -> KeptChunks {
-        let Some(previous) = self.previous_files.get(&bucket) else {
-            return BTreeMap::new();
-        };
         if hand || self.held.is_some() {
             return BTreeMap::new();
         }
         (unchanged.iter())
             .filter_map(|chunk| {
-                let files = previous.get(&chunk.key)?;
-                let files = files
-                    .files
-                    .as_ref()
-                    .filter(|_| files.after == chunk.after)?;
+                let previous = self.previous.chunk(bucket, &chunk.key)?;
+                let files = (previous.files.as_ref()).filter(|_| previous.after == chunk.after)?;
                 Some((chunk.key.clone(), files.clone()))
             })
             .collect()

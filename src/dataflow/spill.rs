@@ -29,7 +29,7 @@ use super::runtime::KeyedRow;
 use super::state::bucket_of;
 use crate::error::{Error, Result};
 use crate::export::changelog::{
-    changelog_schema, changes_from_batch, changes_to_batch, CHANGELOG_BATCH_ROWS,
+    changelog_schema, changes_from_batch, changes_to_batch, BatchJoiner,
 };
 use crate::export::ChangelogWriter;
 use crate::ingest::Row;
@@ -701,8 +701,10 @@ const MERGED_IN_FLIGHT: usize = 4;
 
 /// Merges runs of changes, each sorted by image id and holding every change of its images,
 /// into `into` by image id; removes the runs. The changes stay Arrow (slices of the runs'
-/// batches, joined into the changelog's batches), and the runs are merged on a thread of their
-/// own while `into` encodes the batches merged so far. Beyond [`MERGE_FAN_IN`] runs, groups of
+/// batches, joined into batches of a run's size), and the runs are merged on a thread of their
+/// own while `into` encodes the batches merged so far and joins them into the changelog's.
+/// The batches that cross between the threads are small: memory one thread allocates and the
+/// other frees waits for its owner before it is reused. Beyond [`MERGE_FAN_IN`] runs, groups of
 /// runs are merged into runs of their own first (next to the group's first run).
 pub fn merge_changes(runs: &[PathBuf], into: &mut ChangelogWriter) -> Result<()> {
     let (merged, batches) = crossbeam_channel::bounded::<RecordBatch>(MERGED_IN_FLIGHT);
@@ -710,7 +712,7 @@ pub fn merge_changes(runs: &[PathBuf], into: &mut ChangelogWriter) -> Result<()>
         let merging = std::thread::Builder::new()
             .name("capflow-merge".into())
             .spawn_scoped(scope, move || {
-                merge_all(runs, CHANGELOG_BATCH_ROWS, |batch| {
+                merge_all(runs, RUN_BATCH_ROWS, |batch| {
                     // Only when the writer stopped: its own error is the one returned.
                     merged.send(batch).map_err(|_| {
                         Error::invalid("the changelog", "its writer stopped before the merge")
@@ -871,60 +873,6 @@ impl RunCursor {
     }
 }
 
-/// Slices of batches joined into batches of a fixed number of rows (the last one fewer): the
-/// changelog's Parquet bytes depend on the batches its writer is handed, not only on their rows.
-struct BatchJoiner {
-    schema: SchemaRef,
-    rows: usize,
-    pending: Vec<RecordBatch>,
-    pending_rows: usize,
-}
-
-impl BatchJoiner {
-    fn new(schema: SchemaRef, rows: usize) -> BatchJoiner {
-        BatchJoiner {
-            schema,
-            rows: rows.max(1),
-            pending: Vec::new(),
-            pending_rows: 0,
-        }
-    }
-
-    fn push(
-        &mut self,
-        slice: RecordBatch,
-        emit: &mut impl FnMut(RecordBatch) -> Result<()>,
-    ) -> Result<()> {
-        self.pending_rows += slice.num_rows();
-        self.pending.push(slice);
-        while self.pending_rows >= self.rows {
-            let joined = self.join()?;
-            let rest = joined.slice(self.rows, joined.num_rows() - self.rows);
-            emit(joined.slice(0, self.rows))?;
-            self.pending_rows = rest.num_rows();
-            if rest.num_rows() > 0 {
-                self.pending.push(rest);
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(mut self, emit: &mut impl FnMut(RecordBatch) -> Result<()>) -> Result<()> {
-        if self.pending_rows > 0 {
-            emit(self.join()?)?;
-        }
-        Ok(())
-    }
-
-    /// Every pending slice as one batch; none is left pending.
-    fn join(&mut self) -> Result<RecordBatch> {
-        let joined = arrow::compute::concat_batches(&self.schema, &self.pending)
-            .map_err(|e| Error::arrow("merging the changes", e));
-        self.pending.clear();
-        joined
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1047,7 +995,7 @@ mod tests {
         };
         let expected = staged("rows");
         let all = changes_of(0..5000);
-        assert!(all.len() > 2 * CHANGELOG_BATCH_ROWS);
+        assert!(all.len() > 2 * crate::export::changelog::CHANGELOG_BATCH_ROWS);
         crate::export::changelog::stage_changelog(&expected, &settings, &all).unwrap();
         let merged = staged("merged");
         let mut writer = ChangelogWriter::create(&merged, &settings).unwrap();

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Int8Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 
@@ -71,7 +71,11 @@ pub(crate) const CHANGELOG_BATCH_ROWS: usize = 8192;
 pub struct ChangelogWriter {
     path: PathBuf,
     writer: ArrowWriter<File>,
+    /// Changes pushed one at a time, not yet in a batch.
     pending: Vec<(SampleRow, i8)>,
+    /// Every change, in batches of [`CHANGELOG_BATCH_ROWS`] for the writer: the file's bytes
+    /// depend on the changes, not on how they were handed in.
+    joined: BatchJoiner,
     added: u64,
     retracted: u64,
 }
@@ -87,6 +91,7 @@ impl ChangelogWriter {
             path,
             writer,
             pending: Vec::new(),
+            joined: BatchJoiner::new(changelog_schema(), CHANGELOG_BATCH_ROWS),
             added: 0,
             retracted: 0,
         })
@@ -101,15 +106,15 @@ impl ChangelogWriter {
         }
         self.pending.push((sample, diff));
         if self.pending.len() >= CHANGELOG_BATCH_ROWS {
-            self.flush()?;
+            self.flush_pending()?;
         }
         Ok(())
     }
 
     /// Appends a batch of changes in the changelog's schema (the samples' columns, then
-    /// `diff`), after the changes pushed before it.
+    /// `diff`), of any number of rows, after the changes pushed before it.
     pub fn push_batch(&mut self, batch: &RecordBatch) -> Result<()> {
-        self.flush()?;
+        self.flush_pending()?;
         let batch = RecordBatch::try_new(changelog_schema(), batch.columns().to_vec())
             .map_err(|e| Error::arrow("building the changelog", e))?;
         let diffs = diff_column(&batch, &self.path.display().to_string())?;
@@ -120,24 +125,30 @@ impl ChangelogWriter {
                 self.retracted += 1;
             }
         }
-        self.writer
-            .write(&batch)
-            .map_err(|e| Error::parquet(format!("writing {}", self.path.display()), e))
+        self.write_joined(batch)
     }
 
-    fn flush(&mut self) -> Result<()> {
+    /// The changes pushed one at a time so far, as a batch to write.
+    fn flush_pending(&mut self) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
         let batch = changes_to_batch(&std::mem::take(&mut self.pending))?;
-        self.writer
-            .write(&batch)
-            .map_err(|e| Error::parquet(format!("writing {}", self.path.display()), e))
+        self.write_joined(batch)
+    }
+
+    fn write_joined(&mut self, batch: RecordBatch) -> Result<()> {
+        let (writer, path) = (&mut self.writer, &self.path);
+        self.joined
+            .push(batch, &mut |joined| write_batch(writer, path, &joined))
     }
 
     /// Writes what is pending and the file's footer, and syncs it.
     pub(crate) fn finish(mut self) -> Result<StagedChangelog> {
-        self.flush()?;
+        self.flush_pending()?;
+        let (writer, path) = (&mut self.writer, &self.path);
+        self.joined
+            .finish(&mut |joined| write_batch(writer, path, &joined))?;
         // `finish` (not `into_inner`, which reports a failed flush as text) keeps a failed
         // write the I/O error it is.
         self.writer
@@ -152,6 +163,78 @@ impl ChangelogWriter {
             added: self.added,
             retracted: self.retracted,
         })
+    }
+}
+
+fn write_batch(writer: &mut ArrowWriter<File>, path: &Path, batch: &RecordBatch) -> Result<()> {
+    (writer.write(batch)).map_err(|e| Error::parquet(format!("writing {}", path.display()), e))
+}
+
+/// Batches joined into batches of a fixed number of rows (the last one fewer): a Parquet
+/// file's bytes depend on the batches its writer is handed, not only on their rows.
+pub(crate) struct BatchJoiner {
+    schema: SchemaRef,
+    rows: usize,
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+}
+
+impl BatchJoiner {
+    pub(crate) fn new(schema: SchemaRef, rows: usize) -> BatchJoiner {
+        BatchJoiner {
+            schema,
+            rows: rows.max(1),
+            pending: Vec::new(),
+            pending_rows: 0,
+        }
+    }
+
+    /// Adds `batch`'s rows; hands every batch of the fixed size they complete to `emit`.
+    pub(crate) fn push(
+        &mut self,
+        mut batch: RecordBatch,
+        emit: &mut impl FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
+        // Batches of the size, or larger, that nothing waits before pass on without a copy.
+        while self.pending.is_empty() && batch.num_rows() >= self.rows {
+            emit(batch.slice(0, self.rows))?;
+            batch = batch.slice(self.rows, batch.num_rows() - self.rows);
+        }
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.pending_rows += batch.num_rows();
+        self.pending.push(batch);
+        while self.pending_rows >= self.rows {
+            let joined = self.join()?;
+            let rest = joined.slice(self.rows, joined.num_rows() - self.rows);
+            emit(joined.slice(0, self.rows))?;
+            self.pending_rows = rest.num_rows();
+            if rest.num_rows() > 0 {
+                self.pending.push(rest);
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands the rows left, fewer than the fixed size, to `emit` as one batch.
+    pub(crate) fn finish(
+        &mut self,
+        emit: &mut impl FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
+        if self.pending_rows > 0 {
+            self.pending_rows = 0;
+            emit(self.join()?)?;
+        }
+        Ok(())
+    }
+
+    /// Every pending slice as one batch; none is left pending.
+    fn join(&mut self) -> Result<RecordBatch> {
+        let joined = arrow::compute::concat_batches(&self.schema, &self.pending)
+            .map_err(|e| Error::arrow("joining batches", e));
+        self.pending.clear();
+        joined
     }
 }
 
@@ -225,4 +308,74 @@ pub fn read_changelog(path: &Path) -> Result<Vec<(SampleRow, i8)>> {
         out.extend(changes_from_batch(&batch, &what)?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(i: usize) -> (SampleRow, i8) {
+        let image = format!("img{:06}", i / 3);
+        let sample = SampleRow {
+            image: None,
+            sample_id: format!("{image}-{i}"),
+            image_id: image.clone(),
+            split: "train".into(),
+            method: "ssa".into(),
+            text: format!("sample {i} of {image}"),
+            control_boxes: Vec::new(),
+            control_labels: Vec::new(),
+            coverage: 0.0,
+            length_level: 1,
+            word_count: 4,
+            verbs: Vec::new(),
+            quality: Vec::new(),
+            provenance: Default::default(),
+        };
+        (sample, if i.is_multiple_of(4) { -1 } else { 1 })
+    }
+
+    #[test]
+    fn a_changelog_handed_batches_of_any_size_has_the_bytes_of_one_written_change_by_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = ShardSettings {
+            config_hash: "test".into(),
+            shard_bytes: 1 << 30,
+            max_row_group_rows: 1 << 20,
+            max_row_group_bytes: 1 << 30,
+            zstd_level: 3,
+        };
+        let changes: Vec<(SampleRow, i8)> = (0..40_000).map(change).collect();
+        let staging = |name: &str| {
+            let path = dir.path().join(name);
+            fs::create_dir(&path).unwrap();
+            path
+        };
+        let by_change = staging("by-change");
+        stage_changelog(&by_change, &settings, &changes).unwrap();
+        // Batches smaller than, as large as and larger than the writer's, and changes pushed one
+        // at a time between them.
+        let by_batch = staging("by-batch");
+        let mut writer = ChangelogWriter::create(&by_batch, &settings).unwrap();
+        let mut at = 0;
+        for size in [1, 8191, 3, 8192, 20_000, 5] {
+            let batch = changes_to_batch(&changes[at..at + size]).unwrap();
+            writer.push_batch(&batch).unwrap();
+            at += size;
+        }
+        for (sample, diff) in &changes[at..at + 100] {
+            writer.push(sample.clone(), *diff).unwrap();
+        }
+        at += 100;
+        writer
+            .push_batch(&changes_to_batch(&changes[at..]).unwrap())
+            .unwrap();
+        let staged = writer.finish().unwrap();
+        assert_eq!((staged.added, staged.retracted), (30_000, 10_000));
+        let bytes = |dir: &Path| fs::read(dir.join("changelog.parquet")).unwrap();
+        assert!(
+            bytes(&by_batch) == bytes(&by_change),
+            "the changelogs differ"
+        );
+    }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use super::artifact::{ModelArtifact, MODELS_FILE};
 use super::augment::{run_augment, AugmentRun};
-use super::buckets::BucketExport;
+use super::buckets::{BucketExport, Exported};
 use super::engine::{run_streaming, streams, StreamState};
 use super::inputs::{InputPlan, InputsState};
 use super::models::{
@@ -20,7 +20,9 @@ use super::state::{self, bucket_of, image_digests, BucketState, Plan, StateDir};
 use super::{run_collect, run_collect_sharing, ClusterOptions, CollectedRun, DataflowSpec};
 use crate::augment::ssa::SsaKept;
 use crate::error::{Error, Result};
-use crate::export::{Committed, DatasetWriter, FileEntry, ModelsSource, ModelsUsed, StageMetrics};
+use crate::export::{
+    Committed, DatasetWriter, FileEntry, Manifest, ModelsSource, ModelsUsed, StageMetrics,
+};
 use crate::schema::{RejectedRow, SampleRow};
 use crate::select::mix::{mix, MixConfig};
 
@@ -386,295 +388,85 @@ fn run_collected(
     spec: &DataflowSpec,
     options: &RunOptions,
     sinks: &[NamedSink],
-    collecting: Collecting,
+    mut collecting: Collecting,
 ) -> Result<RunOutcome> {
-    let Collecting {
-        out,
-        state,
-        header_before,
-        created,
-        piecewise,
-        reusable,
-        plan,
-        mut corpus,
-        artifact,
-        pinned_models,
-        replaying,
-    } = collecting;
-    let skip_unchanged = options.skip_unchanged;
     let cluster = &options.cluster;
-    let process = cluster.process;
-    let first = process == 0;
-    let mut read_inputs = None;
-    let mut collected = match (&state, &created) {
-        (Some(state_dir), Some(_)) if piecewise => {
-            let also = replaying.as_ref().map(|r| r.recompute.clone());
-            let read = tracing::info_span!("read").in_scope(|| {
-                let plan = match plan {
-                    Some(plan) => plan,
-                    None => InputPlan::make(spec, state_dir.dir(), reusable)?,
-                };
-                crate::dataflow::inputs::read_planned(
-                    plan,
-                    state_dir.dir(),
-                    &also.unwrap_or_default(),
-                )
-            })?;
-            crate::cli::out::status!("capflow run {}: {}", spec.name, read.summary);
-            let collected = read.collected;
-            read_inputs = Some(read.touched);
-            collected
-        }
-        _ => {
-            if let Some(state_dir) = &state {
-                // A cluster run reads whole inputs and leaves no piece state behind.
-                InputsState::remove(state_dir.dir())?;
-            }
-            // Without a fixed model corpus or fitted models, every process fits the models on
-            // every process's rows.
-            let share = match (spec.corpus_spec(), &artifact) {
-                (None, None) => model_rows(spec),
-                _ => None,
-            };
-            run_collect_sharing(spec, cluster, share)?
-        }
-    };
+    let first = cluster.process == 0;
+    let (mut collected, read_inputs) = collecting.read(spec, cluster)?;
     if first {
-        if let Some(state) = &state {
+        if let Some(state) = &collecting.state {
             state.invalidate()?;
         }
     }
-    if corpus.is_none() && cluster.processes > 1 && !collected.shared.is_empty() {
-        corpus = Some(CollectedRun {
+    if collecting.corpus.is_none() && cluster.processes > 1 && !collected.shared.is_empty() {
+        collecting.corpus = Some(CollectedRun {
             rows: std::mem::take(&mut collected.shared),
             ..CollectedRun::default()
         });
     }
     // A piecewise read left its record of the input pieces pending in the state.
     let pieces_pending = read_inputs.is_some();
-    let touched = read_inputs.flatten();
-    let fit = corpus.as_ref().unwrap_or(&collected);
-    let buckets = spec.output.buckets;
     // The other processes write their buckets through a part of the dataset, staged only now.
-    let mut writer = match created {
+    let mut writer = match collecting.created.take() {
         Some(writer) => writer,
-        None => DatasetWriter::part(&out, &spec.config_hash(), process)?,
+        None => DatasetWriter::part(&collecting.out, &spec.config_hash(), cluster.process)?,
     };
     let previous = writer
         .previous()
         .map(|(m, sha)| (m.clone(), sha.to_string()));
-    let previous_ref = previous.as_ref().map(|(m, sha)| (m, sha.as_str()));
-
-    let planned = std::time::Instant::now();
-    let digests = image_digests(&collected.rows)?;
-    let fits_on_inputs = pinned_models.is_none();
-    let models_digest = match pinned_models {
-        Some(digest) => digest,
-        None => models_digest(spec, fit)?,
+    let previous = previous.as_ref().map(|(m, sha)| (m, sha.as_str()));
+    let read = (&collected, read_inputs.flatten());
+    let Some(planned) = collecting.plan(spec, options, read, previous, pieces_pending)? else {
+        return Ok(RunOutcome::Unchanged);
     };
-    let header_now = state::header(spec.config_hash(), models_digest, buckets, previous_ref);
-    let owned = cluster.owned_buckets(buckets);
-    // A replaying refit compares the images with the state as if the models were the same,
-    // and computes the images whose records do not hold as well as the changed ones.
-    let compared = match (&replaying, header_before.clone()) {
-        (Some(_), Some(before)) => Some(state::StateHeader {
-            models_digest: header_now.models_digest.clone(),
-            ..before
-        }),
-        (_, before) => before,
-    };
-    let mut plan = match &state {
-        Some(state) => state::plan(
-            state,
-            compared,
-            &header_now,
-            previous_ref,
-            &digests,
-            touched.as_ref(),
-            &owned,
-        )?,
-        None => Plan::full(&digests, "no --state"),
-    };
-    // The images computed again whose input rows did not change: their chunks keep their
-    // input tables' files.
-    let mut recomputed = BTreeSet::new();
-    if let Some(replaying) = &replaying {
-        recomputed = (replaying.recompute.iter())
-            .filter(|id| digests.contains_key(*id) && !plan.compute.contains(*id))
-            .cloned()
-            .collect();
-        plan.unchanged -= recomputed.len().min(plan.unchanged);
-        plan.compute.extend(recomputed.iter().cloned());
-    }
-    if plan.full.is_none() && spec.mix != MixConfig::All {
-        plan = Plan::full(
-            &digests,
-            "[mix] selects over all samples, so a changed image can change any bucket",
-        );
-    }
-    if plan.full.is_some() && touched.is_some() {
-        return Err(Error::Config(format!(
-            "the inputs were read in part, but every image must be computed ({}); rerun without \
-             --state",
-            plan.describe()
-        )));
-    }
-    if let Some(state) = &state {
-        let nothing = plan.full.is_none() && plan.compute.is_empty() && plan.removed.is_empty();
-        if skip_unchanged && nothing && cluster.processes == 1 && replaying.is_none() {
-            // The header was set aside after the read phase; it is still true.
-            if pieces_pending {
-                InputsState::commit_pending(state.dir())?;
-            }
-            if let Some(header) = &header_before {
-                state.write_header(header)?;
-            }
-            return Ok(RunOutcome::Unchanged);
-        }
-        crate::cli::out::status!("capflow run {}: {}", spec.name, plan.describe());
-    }
-    let plan_ms = planned.elapsed().as_millis() as u64;
-
-    // The models: the artifact's, else fitted on `fit`'s rows (and, with a state and models
-    // that learn from the inputs, kept in the state).
-    let source = match (artifact, &replaying) {
-        (Some(artifact), _) => ModelSource::Fitted(Box::new(artifact.models)),
-        (None, Some(replaying)) => ModelSource::Fitted(Box::new(replaying.fitted.clone())),
-        (None, None) => ModelSource::Rows,
-    };
-    let keep = fits_on_inputs && state.is_some();
-    let mut fitted = None;
-    let augmented = if spec.augments() || spec.keeps_originals() {
-        let (mut run, kept) = run_augment_phase(
-            spec,
-            (&collected, fit, source, keep),
-            cluster,
-            &plan.compute,
-            state.as_ref(),
-        )?;
-        fitted = kept
-            .zip(header_now.models_digest.clone())
-            .map(|(models, id)| ModelArtifact::new(spec, id, models));
-        if let Some(replaying) = &replaying {
-            fitted = Some(ModelArtifact::new(
-                spec,
-                replaying.models_digest.clone(),
-                replaying.fitted.clone(),
-            ));
-            run.stages[0] = replaying.models_metrics.clone();
-        }
-        Some(run)
-    } else {
-        None
-    };
+    let mut computed = collecting.compute(spec, cluster, &collected, &planned)?;
     let export_started = std::time::Instant::now();
-    let mut stages: Vec<StageMetrics> = collected.stages.clone();
-    stages.push(StageMetrics {
-        name: "plan".into(),
-        rows_in: digests.len() as u64 + plan.removed.len() as u64,
-        rows_out: plan.compute.len() as u64,
-        rejected: 0,
-        elapsed_ms: plan_ms,
-    });
-    let mut new_samples: BTreeMap<String, Vec<SampleRow>> = BTreeMap::new();
-    let mut new_rejected: BTreeMap<String, Vec<RejectedRow>> = BTreeMap::new();
-    let mut dropped = BTreeMap::new();
-    let mut new_records: BTreeMap<String, SsaKept> = BTreeMap::new();
-    if let Some(mut run) = augmented {
-        new_records.extend(std::mem::take(&mut run.records));
-        print_augment_summary(spec, &run);
-        warn_idle_methods(spec, &run.stages);
-        dropped = drop_reasons(&run.dropped);
-        stages.extend(run.stages.iter().cloned());
-        for sample in run.samples {
-            new_samples
-                .entry(sample.image_id.clone())
-                .or_default()
-                .push(sample);
-        }
-        for (image_id, rejected) in run.rejected {
-            new_rejected.entry(image_id).or_default().push(rejected);
-        }
-    }
-
     // Each process hands on the samples of the buckets it writes.
+    let buckets = spec.output.buckets;
     let sink_stages = sink::feed_collected(
         sinks,
-        new_samples
-            .iter()
-            .filter(|(id, _)| owned.contains(&bucket_of(id, buckets)))
+        (computed.samples.iter())
+            .filter(|(id, _)| planned.owned.contains(&bucket_of(id, buckets)))
             .map(|(_, samples)| samples.as_slice()),
         SINK_BATCH_IMAGES,
     )?;
-    let layout = BucketExport {
-        buckets,
-        chunk_images: spec.output.chunk_images,
-        plan: &plan,
-        previous: previous_ref,
-        dir: &out,
-        replay: None,
-        recomputed: None,
-        runs: None,
-    };
-    // A replay compares each image's record with the state of its bucket, read for it.
-    let replay_bucket = |bucket: usize| match (&replaying, &state) {
-        (Some(replaying), Some(dir)) => {
-            let states = dir.read_bucket(bucket)?;
-            replaying.replay_bucket(bucket, |id, digest| {
-                states.get(id).is_some_and(|s| s.digest == digest)
-                    && !plan.compute.contains(id)
-                    && !plan.removed.contains(id)
-            })
-        }
-        _ => Ok(BTreeMap::new()),
-    };
-    // On one process each bucket's changes go to a run on disk as the bucket is written, and
-    // the runs are merged into the changelog: a rerun that changes every image's samples (a
-    // refit) does not hold its changelog.
-    let runs_dir = match cluster.processes {
-        1 => Some(writer.scratch_dir("changes")?),
-        _ => None,
-    };
-    let layout = BucketExport {
-        replay: replaying.as_ref().map(|_| &replay_bucket as _),
-        recomputed: replaying.as_ref().map(|_| &recomputed),
-        runs: runs_dir.as_deref(),
-        ..layout
-    };
-    let exported = tracing::info_span!("export")
-        .in_scope(|| layout.write(&mut writer, &collected, &owned, &mut new_samples))?;
+    let exported = collecting.export(
+        (spec, cluster),
+        &mut writer,
+        &collected,
+        &planned,
+        &mut computed,
+        previous,
+    )?;
     // The rows read and the samples computed are written: what follows holds the buckets'
     // states a bucket at a time, not them.
     drop(std::mem::take(&mut collected.rows));
-    drop(new_samples);
-    if !exported.runs.is_empty() {
-        if !exported.changes.is_empty() {
-            return Err(Error::Usage(
-                "an export left changes both in runs and in memory".into(),
-            ));
-        }
-        let mut changelog = writer.changelog_writer()?;
-        super::spill::merge_changes(&exported.runs, &mut changelog)?;
-        writer.stage_changelog(changelog)?;
-    }
-    if let Some(replaying) = &replaying {
+    drop(std::mem::take(&mut computed.samples));
+    let Computed {
+        mut stages,
+        mut rejected,
+        mut records,
+        mut dropped,
+        fitted,
+        ..
+    } = computed;
+    if let Some(replaying) = &collecting.replaying {
         for (reason, n) in drop_reasons(&replaying.dropped()) {
             *dropped.entry(reason).or_insert(0) += n;
         }
         stages.push(replaying.metrics());
     }
+    let state = collecting.state.as_ref();
     let image_rejected = write_bucket_states(
         spec,
-        state.as_ref(),
-        &plan,
-        &digests,
-        &owned,
-        (&mut new_rejected, &mut new_records),
+        state,
+        &planned.plan,
+        &planned.digests,
+        &planned.owned,
+        (&mut rejected, &mut records),
     )?;
-    if let Some(state) = &state {
-        if pieces_pending {
-            InputsState::commit_pending(state.dir())?;
-        }
+    if let (Some(state), true) = (state, pieces_pending) {
+        InputsState::commit_pending(state.dir())?;
     }
     stages.push(StageMetrics {
         name: "export".into(),
@@ -684,8 +476,8 @@ fn run_collected(
         elapsed_ms: export_started.elapsed().as_millis() as u64,
     });
     stages.extend(sink_stages);
-    let mut part_of_this = Part {
-        process,
+    let part = Part {
+        process: cluster.process,
         files: Vec::new(),
         runs: Vec::new(),
         read_rejected: collected.rejected,
@@ -695,33 +487,332 @@ fn run_collected(
         stages,
         dropped,
     };
-    if !first {
-        // Hand this part to process 0 and wait for its commit: this process succeeds only if
-        // the dataset was committed.
-        part_of_this.files = writer.finish_part()?;
-        return hand_over(cluster, &spec.name, &part_of_this);
-    }
-    // With several processes, every part goes to the first process, which commits them all.
-    let parts = if cluster.processes > 1 {
-        gather_parts(cluster, &part_of_this)?
-    } else {
-        vec![part_of_this]
-    };
-    let committed = tracing::info_span!("commit").in_scope(|| {
-        commit(
-            writer,
-            parts,
-            cluster.processes,
-            state.as_ref().map(|dir| StateCommit {
-                dir,
-                header: header_now,
-                artifact: fitted,
-                pieces: false,
-            }),
-            &out,
-            &spec.name,
-        )
+    let state = state.map(|dir| StateCommit {
+        dir,
+        header: planned.header,
+        artifact: fitted,
+        pieces: false,
     });
+    commit_collected(spec, cluster, writer, part, state, &collecting.out)
+}
+
+/// What a collecting run plans against the state ([`Collecting::plan`]).
+struct CollectedPlan {
+    plan: Plan,
+    /// Every image read, with its digest.
+    digests: BTreeMap<String, String>,
+    /// The state's header after this run.
+    header: state::StateHeader,
+    /// The buckets this process writes.
+    owned: Vec<usize>,
+    /// The images a replaying refit computes again whose input rows did not change: their
+    /// chunks keep their input tables' files.
+    recomputed: BTreeSet<String>,
+    /// Whether the models are fitted on this run's inputs (and not pinned beforehand).
+    fits_on_inputs: bool,
+    metrics: StageMetrics,
+}
+
+/// What a collecting run's stages computed ([`Collecting::compute`]), by image id.
+struct Computed {
+    /// The metrics of the read, the plan and the stages.
+    stages: Vec<StageMetrics>,
+    samples: BTreeMap<String, Vec<SampleRow>>,
+    rejected: BTreeMap<String, Vec<RejectedRow>>,
+    /// SSA's records of the computed images, for the state.
+    records: BTreeMap<String, SsaKept>,
+    /// SSA's sentences dropped, by reason.
+    dropped: BTreeMap<String, u64>,
+    /// The models to keep in the state.
+    fitted: Option<ModelArtifact>,
+}
+
+impl Collecting {
+    /// Reads the rows: piece by piece against the state's record of the input pieces (a single
+    /// process with a state), else every input whole. Returns them, and, for a piecewise read,
+    /// the images of the pieces it read (`None` when it read every piece).
+    fn read(
+        &mut self,
+        spec: &DataflowSpec,
+        cluster: &ClusterOptions,
+    ) -> Result<(CollectedRun, Option<Option<BTreeSet<String>>>)> {
+        match (&self.state, &self.created) {
+            (Some(state_dir), Some(_)) if self.piecewise => {
+                let also = self.replaying.as_ref().map(|r| r.recompute.clone());
+                let read = tracing::info_span!("read").in_scope(|| {
+                    let plan = match self.plan.take() {
+                        Some(plan) => plan,
+                        None => InputPlan::make(spec, state_dir.dir(), self.reusable)?,
+                    };
+                    crate::dataflow::inputs::read_planned(
+                        plan,
+                        state_dir.dir(),
+                        &also.unwrap_or_default(),
+                    )
+                })?;
+                crate::cli::out::status!("capflow run {}: {}", spec.name, read.summary);
+                Ok((read.collected, Some(read.touched)))
+            }
+            _ => {
+                if let Some(state_dir) = &self.state {
+                    // A cluster run reads whole inputs and leaves no piece state behind.
+                    InputsState::remove(state_dir.dir())?;
+                }
+                // Without a fixed model corpus or fitted models, every process fits the models
+                // on every process's rows.
+                let share = match (spec.corpus_spec(), &self.artifact) {
+                    (None, None) => model_rows(spec),
+                    _ => None,
+                };
+                Ok((run_collect_sharing(spec, cluster, share)?, None))
+            }
+        }
+    }
+
+    /// Plans which images to compute: every one without a state, else those whose digests
+    /// differ from the state's (and, for a replaying refit, those whose records do not hold).
+    /// `read` is the rows and, for a piecewise read, the images of the pieces read. `None`
+    /// when nothing changed and `--skip-unchanged` commits nothing: the state is then as it was.
+    fn plan(
+        &self,
+        spec: &DataflowSpec,
+        options: &RunOptions,
+        (collected, touched): (&CollectedRun, Option<BTreeSet<String>>),
+        previous: Option<(&Manifest, &str)>,
+        pieces_pending: bool,
+    ) -> Result<Option<CollectedPlan>> {
+        let cluster = &options.cluster;
+        let started = std::time::Instant::now();
+        let digests = image_digests(&collected.rows)?;
+        let fits_on_inputs = self.pinned_models.is_none();
+        let models_digest = match &self.pinned_models {
+            Some(digest) => digest.clone(),
+            None => models_digest(spec, self.corpus.as_ref().unwrap_or(collected))?,
+        };
+        let buckets = spec.output.buckets;
+        let header = state::header(spec.config_hash(), models_digest, buckets, previous);
+        let owned = cluster.owned_buckets(buckets);
+        // A replaying refit compares the images with the state as if the models were the same,
+        // and computes the images whose records do not hold as well as the changed ones.
+        let compared = match (&self.replaying, self.header_before.clone()) {
+            (Some(_), Some(before)) => Some(state::StateHeader {
+                models_digest: header.models_digest.clone(),
+                ..before
+            }),
+            (_, before) => before,
+        };
+        let mut plan = match &self.state {
+            Some(state) => state::plan(
+                state,
+                compared,
+                &header,
+                previous,
+                &digests,
+                touched.as_ref(),
+                &owned,
+            )?,
+            None => Plan::full(&digests, "no --state"),
+        };
+        let mut recomputed = BTreeSet::new();
+        if let Some(replaying) = &self.replaying {
+            recomputed = (replaying.recompute.iter())
+                .filter(|id| digests.contains_key(*id) && !plan.compute.contains(*id))
+                .cloned()
+                .collect();
+            plan.unchanged -= recomputed.len().min(plan.unchanged);
+            plan.compute.extend(recomputed.iter().cloned());
+        }
+        if plan.full.is_none() && spec.mix != MixConfig::All {
+            plan = Plan::full(
+                &digests,
+                "[mix] selects over all samples, so a changed image can change any bucket",
+            );
+        }
+        if plan.full.is_some() && touched.is_some() {
+            return Err(Error::Config(format!(
+                "the inputs were read in part, but every image must be computed ({}); rerun \
+                 without --state",
+                plan.describe()
+            )));
+        }
+        if let Some(state) = &self.state {
+            let nothing = plan.full.is_none() && plan.compute.is_empty() && plan.removed.is_empty();
+            let single = cluster.processes == 1 && self.replaying.is_none();
+            if options.skip_unchanged && nothing && single {
+                // The header was set aside after the read phase; it is still true.
+                if pieces_pending {
+                    InputsState::commit_pending(state.dir())?;
+                }
+                if let Some(header) = &self.header_before {
+                    state.write_header(header)?;
+                }
+                return Ok(None);
+            }
+            crate::cli::out::status!("capflow run {}: {}", spec.name, plan.describe());
+        }
+        let metrics = StageMetrics {
+            name: "plan".into(),
+            rows_in: digests.len() as u64 + plan.removed.len() as u64,
+            rows_out: plan.compute.len() as u64,
+            rejected: 0,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        };
+        Ok(Some(CollectedPlan {
+            plan,
+            digests,
+            header,
+            owned,
+            recomputed,
+            fits_on_inputs,
+            metrics,
+        }))
+    }
+
+    /// Runs the stages on the images `planned` computes, with the models of the artifact,
+    /// else the replaying refit's, else fitted on the models' corpus or the rows read (and,
+    /// with a state and models that learn from the inputs, kept in the state).
+    fn compute(
+        &mut self,
+        spec: &DataflowSpec,
+        cluster: &ClusterOptions,
+        collected: &CollectedRun,
+        planned: &CollectedPlan,
+    ) -> Result<Computed> {
+        let mut computed = Computed {
+            stages: collected.stages.clone(),
+            samples: BTreeMap::new(),
+            rejected: BTreeMap::new(),
+            records: BTreeMap::new(),
+            dropped: BTreeMap::new(),
+            fitted: None,
+        };
+        computed.stages.push(planned.metrics.clone());
+        if !spec.augments() && !spec.keeps_originals() {
+            return Ok(computed);
+        }
+        let source = match (self.artifact.take(), &self.replaying) {
+            (Some(artifact), _) => ModelSource::Fitted(Box::new(artifact.models)),
+            (None, Some(replaying)) => ModelSource::Fitted(Box::new(replaying.fitted.clone())),
+            (None, None) => ModelSource::Rows,
+        };
+        let keep = planned.fits_on_inputs && self.state.is_some();
+        let fit = self.corpus.as_ref().unwrap_or(collected);
+        let (mut run, kept) = run_augment_phase(
+            spec,
+            (collected, fit, source, keep),
+            cluster,
+            &planned.plan.compute,
+            self.state.as_ref(),
+        )?;
+        let models_id = planned.header.models_digest.clone();
+        computed.fitted =
+            (kept.zip(models_id)).map(|(models, id)| ModelArtifact::new(spec, id, models));
+        if let Some(replaying) = &self.replaying {
+            computed.fitted = Some(ModelArtifact::new(
+                spec,
+                replaying.models_digest.clone(),
+                replaying.fitted.clone(),
+            ));
+            run.stages[0] = replaying.models_metrics.clone();
+        }
+        computed.records.extend(std::mem::take(&mut run.records));
+        print_augment_summary(spec, &run);
+        warn_idle_methods(spec, &run.stages);
+        computed.dropped = drop_reasons(&run.dropped);
+        computed.stages.extend(run.stages.iter().cloned());
+        for sample in run.samples {
+            let image = computed.samples.entry(sample.image_id.clone()).or_default();
+            image.push(sample);
+        }
+        for (image_id, rejected) in run.rejected {
+            computed
+                .rejected
+                .entry(image_id)
+                .or_default()
+                .push(rejected);
+        }
+        Ok(computed)
+    }
+
+    /// Writes this process's buckets, with `computed`'s samples, and the changelog: on one
+    /// process each bucket's changes go to a run on disk as the bucket is written, and the runs
+    /// are merged into the changelog, so a rerun that changes every image's samples (a refit)
+    /// does not hold its changelog; with several processes the changes come back for the
+    /// commit.
+    fn export(
+        &self,
+        (spec, cluster): (&DataflowSpec, &ClusterOptions),
+        writer: &mut DatasetWriter,
+        collected: &CollectedRun,
+        planned: &CollectedPlan,
+        computed: &mut Computed,
+        previous: Option<(&Manifest, &str)>,
+    ) -> Result<Exported> {
+        let plan = &planned.plan;
+        // A replay compares each image's record with the state of its bucket, read for it.
+        let (replaying, state) = (&self.replaying, &self.state);
+        let replay_bucket = |bucket: usize| match (replaying, state) {
+            (Some(replaying), Some(dir)) => {
+                let states = dir.read_bucket(bucket)?;
+                replaying.replay_bucket(bucket, |id, digest| {
+                    states.get(id).is_some_and(|s| s.digest == digest)
+                        && !plan.compute.contains(id)
+                        && !plan.removed.contains(id)
+                })
+            }
+            _ => Ok(BTreeMap::new()),
+        };
+        let runs_dir = match cluster.processes {
+            1 => Some(writer.scratch_dir("changes")?),
+            _ => None,
+        };
+        let layout = BucketExport {
+            buckets: spec.output.buckets,
+            chunk_images: spec.output.chunk_images,
+            plan,
+            previous,
+            dir: &self.out,
+            replay: self.replaying.as_ref().map(|_| &replay_bucket as _),
+            recomputed: self.replaying.as_ref().map(|_| &planned.recomputed),
+            runs: runs_dir.as_deref(),
+        };
+        let exported = tracing::info_span!("export")
+            .in_scope(|| layout.write(writer, collected, &planned.owned, &mut computed.samples))?;
+        if !exported.runs.is_empty() {
+            if !exported.changes.is_empty() {
+                return Err(Error::Usage(
+                    "an export left changes both in runs and in memory".into(),
+                ));
+            }
+            let mut changelog = writer.changelog_writer()?;
+            super::spill::merge_changes(&exported.runs, &mut changelog)?;
+            writer.stage_changelog(changelog)?;
+        }
+        Ok(exported)
+    }
+}
+
+/// The end of a collecting run: process 0 gathers every process's part and commits them;
+/// another process hands its part (and its shards) to process 0 and waits for its commit,
+/// succeeding only if the dataset was committed.
+fn commit_collected(
+    spec: &DataflowSpec,
+    cluster: &ClusterOptions,
+    writer: DatasetWriter,
+    mut part: Part,
+    state: Option<StateCommit<'_>>,
+    out: &std::path::Path,
+) -> Result<RunOutcome> {
+    if cluster.process != 0 {
+        part.files = writer.finish_part()?;
+        return hand_over(cluster, &spec.name, &part);
+    }
+    let parts = match cluster.processes {
+        1 => vec![part],
+        _ => gather_parts(cluster, &part)?,
+    };
+    let committed = tracing::info_span!("commit")
+        .in_scope(|| commit(writer, parts, cluster.processes, state, out, &spec.name));
     confirm_commit(cluster, &committed)?;
     committed
 }

@@ -703,8 +703,8 @@ const MERGED_IN_FLIGHT: usize = 4;
 /// into `into` by image id; removes the runs. The changes stay Arrow (slices of the runs'
 /// batches, joined into batches of a run's size), and the runs are merged on a thread of their
 /// own while `into` encodes the batches merged so far and joins them into the changelog's.
-/// The batches that cross between the threads are small: memory one thread allocates and the
-/// other frees waits for its owner before it is reused. Beyond [`MERGE_FAN_IN`] runs, groups of
+/// The batches that cross between the threads are small, which keeps the commit's peak below
+/// the stages' (`docs/decisions/0003-typed-rows.md`). Beyond [`MERGE_FAN_IN`] runs, groups of
 /// runs are merged into runs of their own first (next to the group's first run).
 pub fn merge_changes(runs: &[PathBuf], into: &mut ChangelogWriter) -> Result<()> {
     let (merged, batches) = crossbeam_channel::bounded::<RecordBatch>(MERGED_IN_FLIGHT);

@@ -893,24 +893,7 @@ mod tests {
         }
     }
 
-    fn sample(image: &str, n: usize) -> SampleRow {
-        SampleRow {
-            image: None,
-            sample_id: format!("{image}-{n}"),
-            image_id: image.into(),
-            split: "train".into(),
-            method: "ssa".into(),
-            text: format!("sample {n} of {image}"),
-            control_boxes: Vec::new(),
-            control_labels: Vec::new(),
-            coverage: 0.0,
-            length_level: 1,
-            word_count: 4,
-            verbs: Vec::new(),
-            quality: Vec::new(),
-            provenance: Default::default(),
-        }
-    }
+    use crate::export::changelog::test_sample as sample;
 
     #[test]
     fn more_runs_than_the_fan_in_merge_by_image_id() {

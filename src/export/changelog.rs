@@ -310,28 +310,33 @@ pub fn read_changelog(path: &Path) -> Result<Vec<(SampleRow, i8)>> {
     Ok(out)
 }
 
+/// The `n`-th sample of `image`, with its ids and text set, for tests.
+#[cfg(test)]
+pub(crate) fn test_sample(image: &str, n: usize) -> SampleRow {
+    SampleRow {
+        image: None,
+        sample_id: format!("{image}-{n}"),
+        image_id: image.into(),
+        split: "train".into(),
+        method: "ssa".into(),
+        text: format!("sample {n} of {image}"),
+        control_boxes: Vec::new(),
+        control_labels: Vec::new(),
+        coverage: 0.0,
+        length_level: 1,
+        word_count: 4,
+        verbs: Vec::new(),
+        quality: Vec::new(),
+        provenance: Default::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn change(i: usize) -> (SampleRow, i8) {
-        let image = format!("img{:06}", i / 3);
-        let sample = SampleRow {
-            image: None,
-            sample_id: format!("{image}-{i}"),
-            image_id: image.clone(),
-            split: "train".into(),
-            method: "ssa".into(),
-            text: format!("sample {i} of {image}"),
-            control_boxes: Vec::new(),
-            control_labels: Vec::new(),
-            coverage: 0.0,
-            length_level: 1,
-            word_count: 4,
-            verbs: Vec::new(),
-            quality: Vec::new(),
-            provenance: Default::default(),
-        };
+        let sample = test_sample(&format!("img{:06}", i / 3), i);
         (sample, if i.is_multiple_of(4) { -1 } else { 1 })
     }
 

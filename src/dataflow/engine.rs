@@ -358,10 +358,8 @@ pub fn run_streaming(
         let dir = spill_dir(&shared.scratch, index);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     }
-    let mut coordinator = Coordinator::new(spec, cluster, models, state);
-    coordinator.models_out = Some(models_out);
-    coordinator.mix_out = Some(mix_out);
-    coordinator.recording = recording;
+    let outlets = (models_out, mix_out, recording);
+    let mut coordinator = Coordinator::new(spec, cluster, (models, state), outlets);
     // A peer that dies before it connects would leave the others waiting for it forever.
     let connecting = super::cluster::Connecting::start(cluster, "streaming run");
     let guards = timely::execute(config, move |worker| run_worker(worker, &shared))
@@ -826,6 +824,14 @@ impl PartRunner {
     }
 }
 
+/// Where a [`Coordinator`] sends the workers their models and `[mix]` plans, and the record
+/// of the input pieces it assembles, if any.
+type CoordinatorOutlets = (
+    crossbeam_channel::Sender<Option<FittedStages>>,
+    crossbeam_channel::Sender<Option<Arc<MixPlan>>>,
+    Option<Arc<PieceRecording>>,
+);
+
 /// The main thread of a streaming run: it answers the workers' messages while they work, and
 /// gathers what the commit needs.
 struct Coordinator<'a> {
@@ -838,8 +844,8 @@ struct Coordinator<'a> {
     state: Option<StreamState>,
     state_dir: Option<StateDir>,
     /// Where the fitted models go to this process's workers, and a selecting `[mix]`'s plan.
-    models_out: Option<crossbeam_channel::Sender<Option<FittedStages>>>,
-    mix_out: Option<crossbeam_channel::Sender<Option<Arc<MixPlan>>>>,
+    models_out: crossbeam_channel::Sender<Option<FittedStages>>,
+    mix_out: crossbeam_channel::Sender<Option<Arc<MixPlan>>>,
     /// The record of the input pieces, when the workers make one, and its assembly, started
     /// once every worker has read.
     recording: Option<Arc<PieceRecording>>,
@@ -871,11 +877,14 @@ struct Coordinator<'a> {
 }
 
 impl<'a> Coordinator<'a> {
+    /// A coordinator of a run of `spec` whose models come from `models`, that hands the
+    /// workers their models and `[mix]` plans through `models_out` and `mix_out`, and assembles
+    /// the record of the input pieces of `recording`.
     fn new(
         spec: &'a DataflowSpec,
         cluster: &'a ClusterOptions,
-        models: ModelsFrom,
-        state: Option<StreamState>,
+        (models, state): (ModelsFrom, Option<StreamState>),
+        (models_out, mix_out, recording): CoordinatorOutlets,
     ) -> Coordinator<'a> {
         Coordinator {
             spec,
@@ -885,9 +894,9 @@ impl<'a> Coordinator<'a> {
             models: Some(models),
             state_dir: state.as_ref().map(|s| s.dir.clone()),
             state,
-            models_out: None,
-            mix_out: None,
-            recording: None,
+            models_out,
+            mix_out,
+            recording,
             assembling: None,
             failure: Failure::default(),
             first_error: None,
@@ -975,10 +984,8 @@ impl<'a> Coordinator<'a> {
                 self.fit().map_err(|err| self.failed(err)).ok()
             }
         };
-        if let Some(models_out) = &self.models_out {
-            for _ in 0..self.local_workers {
-                let _ = models_out.send(fitted.clone());
-            }
+        for _ in 0..self.local_workers {
+            let _ = self.models_out.send(fitted.clone());
         }
     }
 
@@ -1060,10 +1067,8 @@ impl<'a> Coordinator<'a> {
                 None
             }
         };
-        if let Some(mix_out) = &self.mix_out {
-            for _ in 0..self.local_workers {
-                let _ = mix_out.send(plan.clone());
-            }
+        for _ in 0..self.local_workers {
+            let _ = self.mix_out.send(plan.clone());
         }
     }
 
@@ -1071,7 +1076,6 @@ impl<'a> Coordinator<'a> {
     /// what it did.
     fn finish(mut self, joined: Vec<std::result::Result<(), String>>) -> Result<StreamedRun> {
         self.progress.finish_and_clear();
-        drop(self.models_out.take());
         for (i, result) in joined.into_iter().enumerate() {
             if let Err(reason) = result {
                 self.failed(Error::Config(format!("worker {i} panicked: {reason}")));

@@ -142,194 +142,267 @@ fn run_with_sinks(
 ) -> Result<RunOutcome> {
     let cluster = &options.cluster;
     cluster.timely_config()?;
-    let process = cluster.process;
-    let first = process == 0;
     if cluster.processes > 1 {
-        crate::dataflow::cluster::watch_peers(process);
+        crate::dataflow::cluster::watch_peers(cluster.process);
     }
-    let out = spec.output_dir(options.out.as_deref());
-    let state = options.state.as_deref().map(StateDir::open).transpose()?;
-    // Every process reads the state's header before the read phase; the first process removes
-    // it only after the read phase, which no process leaves before all have joined it.
-    let header_before: Option<state::StateHeader> = match &state {
-        Some(state) => state.header()?,
-        None => None,
+    let mut prelude = Prelude::open(spec, options)?;
+    let rerun = prelude.rerun(spec, options)?;
+    // A run streams unless it reads its inputs piece by piece against a state and collects the
+    // rows of few pieces, or replays a refit. With a state it streams when the models learn
+    // from the inputs (a new caption changes them, so every input is read), when every piece
+    // would be read (the state's pieces cannot be reused), when the changed pieces are many, or
+    // with several processes.
+    if !rerun.collects_few && streamed_run(cluster, prelude.created.as_ref(), spec)? {
+        // The plan's listing and record are not needed to read every input: let them go.
+        drop(rerun);
+        return prelude.stream(spec, options, sinks);
+    }
+    let collecting = Collecting {
+        out: prelude.out,
+        state: prelude.state,
+        header_before: prelude.header_before,
+        created: prelude.created,
+        piecewise: prelude.piecewise,
+        reusable: rerun.reusable,
+        plan: rerun.plan,
+        corpus: prelude.corpus,
+        artifact: prelude.artifact,
+        pinned_models: prelude.pinned_models,
+        replaying: rerun.replaying,
     };
-    // The first process locks the output directory before the read phase for the same reason:
-    // the other processes stage their shards only after it.
-    let mut created = if first {
-        let mut writer = DatasetWriter::create(&out, &spec.config_hash(), spec.output.shard_bytes)?;
-        writer.retain_versions(true);
-        if !spec.description.is_empty() {
-            writer.describe(spec.description.clone());
-        }
-        writer.card_metadata(spec.card_metadata());
-        Some(writer)
-    } else {
-        None
-    };
+    run_collected(spec, options, sinks, collecting)
+}
 
-    // A single process with a state reads its inputs piece by piece, and only what changed when
-    // the state describes the dataset in the output directory and nothing else changed (the
-    // configuration, the engine, the models' corpus): see docs/incremental.md.
-    let piecewise = state.is_some() && cluster.processes == 1;
-    let corpus = match spec.corpus_spec() {
-        Some(corpus) => Some(run_collect(&corpus, &ClusterOptions::default())?),
-        None => None,
-    };
-    // Models an earlier run fitted: `--models`, else the state's (unless `--refit`).
-    let artifact = model_artifact(spec, options, state.as_ref())?;
-    if cluster.processes > 1 {
-        // Every process must fit the same models: process 0's choice is checked by the others.
-        let id = artifact.as_ref().map_or("none", |a| a.info.id.as_str());
-        let chosen =
-            crate::dataflow::cluster::broadcast_from_first(cluster, first.then(|| id.to_string()))?;
-        if chosen != id {
-            return Err(Error::Usage(format!(
-                "process {process} would fit other models than process 0 (its state or \
-                 --models holds {id}, process 0's {chosen}): give every process the same \
-                 --state or --models on shared storage (docs/cluster.md)"
-            )));
+/// What every run settles before it reads its inputs: where it writes, its state, and where its
+/// models come from.
+struct Prelude {
+    out: PathBuf,
+    state: Option<StateDir>,
+    /// The state's header as every process read it before the read phase.
+    header_before: Option<state::StateHeader>,
+    /// Process 0's writer, which locked the output directory before the read phase.
+    created: Option<DatasetWriter>,
+    /// A single process with a state reads its inputs piece by piece, and only what changed
+    /// when the state describes the dataset in the output directory and nothing else changed
+    /// (the configuration, the engine, the models' corpus): see docs/incremental.md.
+    piecewise: bool,
+    /// The rows of the models' fixed corpus, and the models an earlier run fitted (`--models`,
+    /// else the state's, unless `--refit`).
+    corpus: Option<CollectedRun>,
+    artifact: Option<ModelArtifact>,
+    /// The models' digest, when it is known before the inputs are read.
+    pinned_models: Option<Option<String>>,
+}
+
+/// How a run with a state uses the state's record of its input pieces.
+struct Rerun {
+    /// Whether the record describes the dataset in the output directory, read with these
+    /// models: then only new and changed pieces need to be read.
+    reusable: bool,
+    /// The inputs listed against the record, when it is reusable.
+    plan: Option<InputPlan>,
+    /// A `--refit` that replays SSA's quality filter from the state's records.
+    replaying: Option<refit::Replaying>,
+    /// Whether the run collects the rows of the few pieces it reads (or replays a refit)
+    /// instead of streaming every input.
+    collects_few: bool,
+}
+
+impl Prelude {
+    fn open(spec: &DataflowSpec, options: &RunOptions) -> Result<Prelude> {
+        let cluster = &options.cluster;
+        let out = spec.output_dir(options.out.as_deref());
+        let state = options.state.as_deref().map(StateDir::open).transpose()?;
+        // Every process reads the state's header before the read phase; the first process
+        // removes it only after the read phase, which no process leaves before all have
+        // joined it.
+        let header_before = match &state {
+            Some(state) => state.header()?,
+            None => None,
+        };
+        // The first process locks the output directory before the read phase for the same
+        // reason: the other processes stage their shards only after it.
+        let mut created = match cluster.process {
+            0 => Some(create_writer(spec, &out)?),
+            _ => None,
+        };
+        let corpus = match spec.corpus_spec() {
+            Some(corpus) => Some(run_collect(&corpus, &ClusterOptions::default())?),
+            None => None,
+        };
+        let artifact = model_artifact(spec, options, state.as_ref())?;
+        agree_on_models(cluster, artifact.as_ref())?;
+        // When the models do not learn from the inputs (none, a fixed corpus, or fitted
+        // before), their digest is known before the inputs are read.
+        let pinned_models = match (&corpus, &artifact, model_rows(spec)) {
+            (Some(corpus), _, _) => Some(models_digest(spec, corpus)?),
+            (None, Some(artifact), _) => Some(Some(artifact.info.id.clone())),
+            (None, None, None) => Some(None),
+            (None, None, Some(_)) => None,
+        };
+        if let (Some(writer), Some(models)) = (
+            created.as_mut(),
+            models_used(&pinned_models, &artifact, &corpus),
+        ) {
+            writer.models(models);
         }
-    }
-    // When the models do not learn from the inputs (none, a fixed corpus, or fitted before),
-    // their digest is known before the inputs are read.
-    let pinned_models = match (&corpus, &artifact, model_rows(spec)) {
-        (Some(corpus), _, _) => Some(models_digest(spec, corpus)?),
-        (None, Some(artifact), _) => Some(Some(artifact.info.id.clone())),
-        (None, None, None) => Some(None),
-        (None, None, Some(_)) => None,
-    };
-    if let (Some(writer), Some(models)) = (
-        created.as_mut(),
-        models_used(&pinned_models, &artifact, &corpus),
-    ) {
-        writer.models(models);
-    }
-    // Whether the state's record of the input pieces describes the dataset in the output
-    // directory, read with these models: then only new and changed pieces need to be read.
-    let previous = created.as_ref().and_then(DatasetWriter::previous);
-    // A `--refit` that replays SSA's quality filter from the state's records: the models are
-    // fitted from a pass over the captions, and only new and changed pieces, and the images
-    // whose merge the new models change, are read (docs/decisions/refit-replay.md).
-    let replays = match (&state, &header_before) {
-        (Some(dir), Some(before)) => refit::replays(spec, options, dir, before, previous),
-        _ => false,
-    };
-    let pieces_reusable = |models: &Option<String>| {
-        spec.mix == MixConfig::All
-            && header_before.as_ref()
-                == Some(&state::header(
-                    spec.config_hash(),
-                    models.clone(),
-                    spec.output.buckets,
-                    previous,
-                ))
-    };
-    let reusable = piecewise && (replays || pinned_models.as_ref().is_some_and(pieces_reusable));
-    // When the state's pieces can be reused, the inputs are listed against its record: the
-    // run reads only new and changed pieces, and collects their rows (and a replay's images to
-    // compute again) when they are few enough for the memory budget.
-    let plan = match &state {
-        Some(dir) if reusable => Some(InputPlan::make(spec, dir.dir(), true)?),
-        _ => None,
-    };
-    // A rerun that collects also holds what grows with its state, not with what changed.
-    let states_held = match (&plan, &state) {
-        (Some(_), Some(dir)) => dir.held_bytes(&cluster.owned_buckets(spec.output.buckets))?,
-        _ => 0,
-    };
-    let collects = |also: f64| {
-        plan.as_ref().is_some_and(|plan| {
-            !plan.reads_everything()
-                && plan.collected_bytes(also) + states_held <= options.memory_limit / 2
+        Ok(Prelude {
+            out,
+            piecewise: state.is_some() && cluster.processes == 1,
+            state,
+            header_before,
+            created,
+            corpus,
+            artifact,
+            pinned_models,
         })
-    };
-    // What else a replay would compute, when that is what makes it too much to collect.
-    let mut replay_too_many = None;
-    let replaying = match &state {
-        Some(dir) if replays && collects(0.0) => {
-            let spill = match &created {
-                Some(writer) => writer.scratch_dir("replays")?,
-                None => return Err(Error::Usage("a refit replays on one process".into())),
+    }
+
+    /// Whether the state's record of the input pieces can be reused, the inputs listed against
+    /// it, and whether the few pieces that changed (or a replaying refit's images) can be
+    /// collected within the memory budget.
+    fn rerun(&mut self, spec: &DataflowSpec, options: &RunOptions) -> Result<Rerun> {
+        let previous = self.created.as_ref().and_then(DatasetWriter::previous);
+        // A `--refit` that replays SSA's quality filter from the state's records: the models
+        // are fitted from a pass over the captions, and only new and changed pieces, and the
+        // images whose merge the new models change, are read
+        // (docs/decisions/refit-replay.md).
+        let replays = match (&self.state, &self.header_before) {
+            (Some(dir), Some(before)) => refit::replays(spec, options, dir, before, previous),
+            _ => false,
+        };
+        let pieces_reusable = |models: &Option<String>| {
+            spec.mix == MixConfig::All
+                && self.header_before.as_ref()
+                    == Some(&state::header(
+                        spec.config_hash(),
+                        models.clone(),
+                        spec.output.buckets,
+                        previous,
+                    ))
+        };
+        let reusable =
+            self.piecewise && (replays || self.pinned_models.as_ref().is_some_and(pieces_reusable));
+        // When the state's pieces can be reused, the inputs are listed against its record: the
+        // run reads only new and changed pieces, and collects their rows (and a replay's
+        // images to compute again) when they are few enough for the memory budget.
+        let plan = match &self.state {
+            Some(dir) if reusable => Some(InputPlan::make(spec, dir.dir(), true)?),
+            _ => None,
+        };
+        // A rerun that collects also holds what grows with its state, not with what changed.
+        let states_held = match (&plan, &self.state) {
+            (Some(_), Some(dir)) => {
+                dir.held_bytes(&options.cluster.owned_buckets(spec.output.buckets))?
+            }
+            _ => 0,
+        };
+        let collects = |also: f64| {
+            plan.as_ref().is_some_and(|plan| {
+                !plan.reads_everything()
+                    && plan.collected_bytes(also) + states_held <= options.memory_limit / 2
+            })
+        };
+        let (replaying, replay_too_many) = match &self.state {
+            Some(dir) if replays && collects(0.0) => self.replay(spec, options, dir, collects)?,
+            _ => (None, None),
+        };
+        let collects_few = replaying.is_some() || (!replays && collects(0.0));
+        if let (Some(plan), false) = (&plan, collects_few) {
+            // Say so when the rows alone would fit, and the state's records make them too many.
+            let beside_states = match replay_too_many {
+                None if plan.collected_bytes(0.0) <= options.memory_limit / 2 => format!(
+                    " beside the state's per-image records (about {})",
+                    indicatif::HumanBytes(states_held)
+                ),
+                _ => String::new(),
             };
-            let replaying = refit::prepare(spec, dir, cluster.workers, &spill)?;
+            let (listed, read) = plan.pieces();
             crate::cli::out::status!(
-                "capflow run {}: fitted the models on {} captions; the merge of {} images holds \
-                 under them, {} of the state's images are computed again",
+                "capflow run {}: {read} of {listed} input pieces are new or changed{}, too many \
+                 to hold within --memory-limit{beside_states}: reading every input on the \
+                 streaming engine",
                 spec.name,
-                replaying.models_metrics.rows_in,
-                replaying.replayable,
-                replaying.recompute.len()
+                replay_too_many.unwrap_or_default()
             );
-            let again = replaying.recompute.len();
-            let share = again as f64 / (again as f64 + replaying.replayable as f64).max(1.0);
-            if collects(share) {
-                Some(replaying)
-            } else {
-                replay_too_many = Some(format!(" and {again} images are computed again"));
-                None
+        }
+        if let Some(replaying) = &replaying {
+            self.pinned_models = Some(Some(replaying.models_digest.clone()));
+            if let Some(writer) = self.created.as_mut() {
+                writer.models(ModelsUsed {
+                    source: ModelsSource::Fitted,
+                    id: Some(replaying.models_digest.clone()),
+                });
             }
         }
-        _ => None,
-    };
-    let collects_few = replaying.is_some() || (!replays && collects(0.0));
-    if let (Some(plan), false) = (&plan, collects_few) {
-        let (listed, read) = plan.pieces();
-        // Say so when the rows alone would fit, and the state's records make them too many.
-        let beside_states = match replay_too_many {
-            None if plan.collected_bytes(0.0) <= options.memory_limit / 2 => format!(
-                " beside the state's per-image records (about {})",
-                indicatif::HumanBytes(states_held)
-            ),
-            _ => String::new(),
+        Ok(Rerun {
+            reusable,
+            plan,
+            replaying,
+            collects_few,
+        })
+    }
+
+    /// A replaying refit: fits the models from a pass over the state's captions and finds the
+    /// images to compute again. It is kept when they are few enough to collect (`collects` of
+    /// their share of the state's images); else it says what they add.
+    fn replay(
+        &self,
+        spec: &DataflowSpec,
+        options: &RunOptions,
+        dir: &StateDir,
+        collects: impl Fn(f64) -> bool,
+    ) -> Result<(Option<refit::Replaying>, Option<String>)> {
+        let spill = match &self.created {
+            Some(writer) => writer.scratch_dir("replays")?,
+            None => return Err(Error::Usage("a refit replays on one process".into())),
         };
+        let replaying = refit::prepare(spec, dir, options.cluster.workers, &spill)?;
         crate::cli::out::status!(
-            "capflow run {}: {read} of {listed} input pieces are new or changed{}, too many to \
-             hold within --memory-limit{beside_states}: reading every input on the streaming \
-             engine",
+            "capflow run {}: fitted the models on {} captions; the merge of {} images holds \
+             under them, {} of the state's images are computed again",
             spec.name,
-            replay_too_many.unwrap_or_default()
+            replaying.models_metrics.rows_in,
+            replaying.replayable,
+            replaying.recompute.len()
         );
+        let again = replaying.recompute.len();
+        let share = again as f64 / (again as f64 + replaying.replayable as f64).max(1.0);
+        Ok(match collects(share) {
+            true => (Some(replaying), None),
+            false => (
+                None,
+                Some(format!(" and {again} images are computed again")),
+            ),
+        })
     }
-    let pinned_models = match &replaying {
-        Some(replaying) => Some(Some(replaying.models_digest.clone())),
-        None => pinned_models,
-    };
-    if let (Some(writer), Some(replaying)) = (created.as_mut(), &replaying) {
-        writer.models(ModelsUsed {
-            source: ModelsSource::Fitted,
-            id: Some(replaying.models_digest.clone()),
-        });
-    }
-    // A run with a state streams too unless it reads its inputs piece by piece and collects the
-    // rows of few pieces, or replays a refit. It streams when the models learn from the inputs
-    // (a new caption changes them, so every input is read), when every piece would be read (the
-    // state's pieces cannot be reused), when the changed pieces are many, or with several
-    // processes.
-    let stream_state = state.is_some() && !collects_few;
-    if (state.is_none() || stream_state) && streamed_run(cluster, created.as_ref(), spec)? {
-        // The plan's listing and record are not needed to read every input: let them go.
-        drop(plan);
-        let state = match state {
+
+    /// Runs on the streaming engine. With a state, the inputs are read whole; a single
+    /// process's workers record their pieces as they read them, so that a rerun with the models
+    /// kept reads only new and changed pieces.
+    fn stream(
+        self,
+        spec: &DataflowSpec,
+        options: &RunOptions,
+        sinks: &[NamedSink],
+    ) -> Result<RunOutcome> {
+        let cluster = &options.cluster;
+        let state = match self.state {
             Some(dir) => {
-                // The inputs are read whole; a single process's workers record their pieces
-                // as they read them, so that a rerun with the models kept reads only new and
-                // changed pieces.
                 let pieces = cluster.processes == 1;
                 if !pieces {
                     InputsState::remove(dir.dir())?;
                 }
                 Some(StreamStateOf {
                     dir,
-                    before: header_before,
-                    models: pinned_models.flatten(),
+                    before: self.header_before,
+                    models: self.pinned_models.flatten(),
                     pieces,
                 })
             }
             None => None,
         };
-        let models = match (corpus, artifact) {
+        let models = match (self.corpus, self.artifact) {
             (Some(corpus), _) => ModelsFrom::Corpus(corpus),
             (None, Some(artifact)) => ModelsFrom::Artifact(Box::new(artifact.models)),
             (None, None) => ModelsFrom::Inputs,
@@ -339,22 +412,39 @@ fn run_with_sinks(
             memory_limit: options.memory_limit,
             state,
         };
-        return run_streamed(spec, cluster, created, streamed, &out, sinks);
+        run_streamed(spec, cluster, self.created, streamed, &self.out, sinks)
     }
-    let collecting = Collecting {
-        out,
-        state,
-        header_before,
-        created,
-        piecewise,
-        reusable,
-        plan,
-        corpus,
-        artifact,
-        pinned_models,
-        replaying,
-    };
-    run_collected(spec, options, sinks, collecting)
+}
+
+/// The first process's writer of the dataset at `out`, which locks it.
+fn create_writer(spec: &DataflowSpec, out: &std::path::Path) -> Result<DatasetWriter> {
+    let mut writer = DatasetWriter::create(out, &spec.config_hash(), spec.output.shard_bytes)?;
+    writer.retain_versions(true);
+    if !spec.description.is_empty() {
+        writer.describe(spec.description.clone());
+    }
+    writer.card_metadata(spec.card_metadata());
+    Ok(writer)
+}
+
+/// With several processes, checks that every process fits the same models: process 0's choice
+/// of `artifact` (its id, or none) is checked by the others.
+fn agree_on_models(cluster: &ClusterOptions, artifact: Option<&ModelArtifact>) -> Result<()> {
+    if cluster.processes <= 1 {
+        return Ok(());
+    }
+    let process = cluster.process;
+    let id = artifact.map_or("none", |a| a.info.id.as_str());
+    let first = (process == 0).then(|| id.to_string());
+    let chosen = crate::dataflow::cluster::broadcast_from_first(cluster, first)?;
+    if chosen != id {
+        return Err(Error::Usage(format!(
+            "process {process} would fit other models than process 0 (its state or --models \
+             holds {id}, process 0's {chosen}): give every process the same --state or --models \
+             on shared storage (docs/cluster.md)"
+        )));
+    }
+    Ok(())
 }
 
 /// What a run that collects its rows decided before it reads its inputs.

@@ -438,50 +438,15 @@ fn read_phase(
     worker: &mut timely::worker::Worker,
     shared: &WorkerShared,
 ) -> (Vec<BucketPart>, Option<MixExchange>) {
-    let (index, peers) = (worker.index(), worker.peers());
+    let index = worker.index();
     let _read_span = tracing::info_span!("read").entered();
-    let spill = Rc::new(RefCell::new(BucketSpill::new(
-        spill_dir(&shared.scratch, index),
-        shared.buckets,
-        shared.chunk_images,
-    )));
-    let spill_error: Rc<RefCell<Option<Error>>> = Rc::default();
-    let mut input = BatchInput::new();
-    let in_flight = Rc::new(InFlight::default());
-    let probe = ProbeHandle::new();
-    {
-        let spill = Rc::clone(&spill);
-        let spill_error = Rc::clone(&spill_error);
-        worker.dataflow(|scope| {
-            let batches = scope.input_from(&mut input).container::<Vec<TableBatch>>();
-            to_owners(batches, Rc::clone(&in_flight), move |piece: TableBatch| {
-                if let Err(err) = spill.borrow_mut().push_batch(piece.table, &piece.batch) {
-                    spill_error.borrow_mut().get_or_insert(err);
-                }
-            })
-            .probe_with(&probe);
-        });
-    }
-    let input = BatchFeed {
-        input,
-        batcher: TableBatcher::new(index, shared.buckets, peers),
-        in_flight,
-        window: shared.in_flight_window,
-    };
+    let (input, spilling) = SpillingRead::build(worker, shared);
     // What the models learn from: to the first worker of every process, which hands it to
     // its main thread, so that every process fits the same models.
     let (mut to_models, models_probe) = to_main_threads(worker, &shared.messages, Message::Stats);
     // With `[mix]` other than `all`: each worker's tally of its samples, likewise, for the
     // plan.
-    let mix_exchange = shared.mix_config.as_ref().map(|_| {
-        let (input, probe) = to_main_threads(worker, &shared.messages, Message::Tally);
-        MixExchange {
-            input,
-            probe,
-            plans: shared.mix_in.clone(),
-            first_workers: first_workers(peers, shared.local_workers),
-        }
-    });
+    let mix_exchange = (shared.mix_config.as_ref()).map(|_| MixExchange::start(worker, shared));
     let mut observer = SpillObserver {
         messages: &shared.messages,
         stats: shared.corpus_stats.clone(),
@@ -498,17 +463,7 @@ fn read_phase(
         shared.fail(err);
     }
     observer.report_read();
-    while !probe.done() {
-        worker.step();
-    }
-    if let Some(err) = spill_error.borrow_mut().take() {
-        shared.fail(err);
-    }
-    let mut spill = spill.borrow_mut();
-    if let Err(err) = spill.finish() {
-        shared.fail(err);
-    }
-    let planned = plan_parts(&mut spill, shared, index, peers);
+    let planned = spilling.finish(worker, shared);
     let _ = shared.messages.send(Message::Planned(planned.len() as u64));
     if let Some(mut stats) = observer.stats.take() {
         if stats.by_image() {
@@ -521,16 +476,8 @@ fn read_phase(
             stats: Box::new(stats),
             rows: observer.model_rows.take().map(|(_, rows)| rows),
         };
-        // A copy for every process but the last, which takes the statistics themselves:
-        // they can be as large as the held-out captions of the whole share.
-        let mut first_workers = first_workers(peers, shared.local_workers).into_iter();
-        let last = first_workers.next_back();
-        for to in first_workers {
-            to_models.send((to, stats.clone()));
-        }
-        if let Some(to) = last {
-            to_models.send((to, stats));
-        }
+        let to = first_workers(worker.peers(), shared.local_workers);
+        send_to_first_workers(&mut to_models, &to, stats);
     }
     to_models.close();
     while !models_probe.done() {
@@ -538,6 +485,84 @@ fn read_phase(
     }
     let _ = shared.messages.send(Message::ReadDone);
     (planned, mix_exchange)
+}
+
+/// The read phase's dataflow: the rows a worker reads go as Arrow batches to the worker owning
+/// their bucket, which spills them.
+struct SpillingRead {
+    spill: Rc<RefCell<BucketSpill>>,
+    /// The spill's first error: it spills inside the dataflow, which cannot return one.
+    error: Rc<RefCell<Option<Error>>>,
+    probe: ProbeHandle<u64>,
+}
+
+impl SpillingRead {
+    /// The dataflow, and the feed the worker's readers send their rows into.
+    fn build(
+        worker: &mut timely::worker::Worker,
+        shared: &WorkerShared,
+    ) -> (BatchFeed, SpillingRead) {
+        let (index, peers) = (worker.index(), worker.peers());
+        let spill_to = spill_dir(&shared.scratch, index);
+        let spill = BucketSpill::new(spill_to, shared.buckets, shared.chunk_images);
+        let read = SpillingRead {
+            spill: Rc::new(RefCell::new(spill)),
+            error: Rc::default(),
+            probe: ProbeHandle::new(),
+        };
+        let mut input = BatchInput::new();
+        let in_flight = Rc::new(InFlight::default());
+        let (spill, error) = (Rc::clone(&read.spill), Rc::clone(&read.error));
+        worker.dataflow(|scope| {
+            let batches = scope.input_from(&mut input).container::<Vec<TableBatch>>();
+            to_owners(batches, Rc::clone(&in_flight), move |piece: TableBatch| {
+                if let Err(err) = spill.borrow_mut().push_batch(piece.table, &piece.batch) {
+                    error.borrow_mut().get_or_insert(err);
+                }
+            })
+            .probe_with(&read.probe);
+        });
+        let feed = BatchFeed {
+            input,
+            batcher: TableBatcher::new(index, shared.buckets, peers),
+            in_flight,
+            window: shared.in_flight_window,
+        };
+        (feed, read)
+    }
+
+    /// Once the worker has read its share: waits for every row sent to it, and cuts its own
+    /// buckets into the parts the stages will take.
+    fn finish(self, worker: &mut timely::worker::Worker, shared: &WorkerShared) -> Vec<BucketPart> {
+        while !self.probe.done() {
+            worker.step();
+        }
+        if let Some(err) = self.error.borrow_mut().take() {
+            shared.fail(err);
+        }
+        let mut spill = self.spill.borrow_mut();
+        if let Err(err) = spill.finish() {
+            shared.fail(err);
+        }
+        plan_parts(&mut spill, shared, worker.index(), worker.peers())
+    }
+}
+
+/// Sends `item` to the first worker of every process (`to`): a copy to each but the last, which
+/// takes `item` itself (a worker's statistics can be as large as the held-out captions of its
+/// whole share).
+fn send_to_first_workers<T: timely::ExchangeData + Clone>(
+    input: &mut ToMainThreads<T>,
+    to: &[usize],
+    item: T,
+) {
+    let Some((&last, others)) = to.split_last() else {
+        return;
+    };
+    for &to in others {
+        input.send((to, item.clone()));
+    }
+    input.send((last, item));
 }
 
 /// The worker's buckets, cut into the parts the stages will take one at a time.
@@ -580,47 +605,21 @@ fn stages_phase(
         names,
         state,
     } = fitted;
-    let stage_meters: Vec<StageMeter> = names.iter().map(|name| StageMeter::new(name)).collect();
-    let wired = stage_meters.clone();
-    let outputs: Rc<RefCell<Vec<ImageOutput>>> = Rc::default();
-    let sink_outputs = Rc::clone(&outputs);
-    let (images_in, stage_probe) = worker.dataflow::<u64, _, _>(move |scope| {
-        // `gather` is done by the part reader; the meters start after it.
-        let mut meters = wired.into_iter().skip(1);
-        let mut next = || meters.next().unwrap_or_else(|| StageMeter::new("unnamed"));
-        let (input, images) = scope.new_collection::<Staged<SsaImage>, isize>();
-        let images = contexts.wire(images, &mut next);
-        let probe = images
-            .inner
-            .flat_map(ImageOutput::of_update)
-            .flat_map(move |output: ImageOutput| {
-                sink_outputs.borrow_mut().push(output);
-                None::<()>
-            })
-            .probe()
-            .0;
-        (input, probe)
-    });
-    let (writer_mix, worker_mix) = match (&mix_exchange, &shared.mix_config) {
-        (Some(_), Some(mix_config)) => {
-            let (tally_out, tally_in) = crossbeam_channel::bounded(1);
-            let (plan_out, plan_in) = crossbeam_channel::bounded(1);
+    let stages = StagesDataflow::build(worker, contexts, &names);
+    let (writer_mix, worker_mix) = match (mix_exchange, &shared.mix_config) {
+        (Some(exchange), Some(mix_config)) => {
             let held = HeldSamples::new(shared.mix_dir.join(format!("w{index:03}")), mix_config);
-            let mix = WriterMix {
-                tally: tally_out,
-                plan: plan_in,
-            };
-            (Some((held, mix)), Some((tally_in, plan_out)))
+            let (writer_mix, worker_mix) = WorkerMix::channels(exchange);
+            (Some((held, writer_mix)), Some(worker_mix))
         }
         _ => (None, None),
     };
-    let writing = start_writer(worker, shared, state.as_deref(), writer_mix);
-    let (to_writer, writing) = match writing {
+    let (to_writer, writing) = match start_writer(worker, shared, state.as_deref(), writer_mix) {
         Ok(writer) => writer,
         Err(err) => {
             shared.fail(err);
-            if let Some(exchange) = mix_exchange {
-                exchange.share(worker, index, None);
+            if let Some(mix) = worker_mix {
+                mix.exchange.share(worker, index, None);
             }
             return;
         }
@@ -630,35 +629,22 @@ fn stages_phase(
         part_bytes: shared.part_bytes,
         chunk_images: shared.chunk_images,
         state,
-        gather_meter: stage_meters.first().cloned(),
-        images_in,
-        outputs,
+        gather_meter: stages.meters.first().cloned(),
+        images_in: stages.input,
+        outputs: stages.outputs,
         round: 0,
         unseen: None,
         carried_open: None,
     };
-    let mut failed = false;
-    for part in planned {
-        match parts.run(worker, part) {
-            Ok(output) => {
-                if to_writer.send(output).is_err() {
-                    break; // the writer failed: its error comes from the join below
-                }
-            }
-            Err(err) => {
-                shared.fail(err);
-                failed = true;
-                break;
-            }
+    let ran = match parts.run_all(worker, planned, to_writer) {
+        Ok(()) => true,
+        Err(err) => {
+            shared.fail(err);
+            false
         }
-    }
-    drop(to_writer);
-    if let (Some(exchange), Some((tally_in, plan_out))) = (mix_exchange, worker_mix) {
-        // The writer's tally once it has written every part (none if it failed).
-        let tally = tally_in.recv().ok().filter(|_| !failed);
-        if let Some(plan) = exchange.share(worker, index, tally) {
-            let _ = plan_out.send(plan);
-        }
+    };
+    if let Some(mix) = worker_mix {
+        mix.plan(worker, index, ran);
     }
     match writing.join() {
         Ok(Ok(written)) => {
@@ -670,15 +656,15 @@ fn stages_phase(
             return shared.fail(Error::Config(panicked));
         }
     }
-    if failed {
+    if !ran {
         return;
     }
     // No part comes after the last: the stages' input closes.
     drop(parts);
-    while !stage_probe.done() {
+    while !stages.probe.done() {
         worker.step();
     }
-    let meters: Vec<StageMetrics> = stage_meters.iter().map(StageMeter::snapshot).collect();
+    let meters: Vec<StageMetrics> = stages.meters.iter().map(StageMeter::snapshot).collect();
     for stage in &meters {
         tracing::info!(
             stage = stage.name,
@@ -690,6 +676,86 @@ fn stages_phase(
         );
     }
     let _ = shared.messages.send(Message::Meters(meters));
+}
+
+/// A worker's dataflow of the stages: its input of staged images, the stages' outputs of the
+/// range in the stages, their meters (the first, `gather`'s, is the part reader's) and a probe.
+struct StagesDataflow {
+    input: ImagesIn,
+    outputs: Rc<RefCell<Vec<ImageOutput>>>,
+    meters: Vec<StageMeter>,
+    probe: ProbeHandle<u64>,
+}
+
+impl StagesDataflow {
+    fn build(
+        worker: &mut timely::worker::Worker,
+        contexts: StageContexts,
+        names: &[String],
+    ) -> StagesDataflow {
+        let meters: Vec<StageMeter> = names.iter().map(|name| StageMeter::new(name)).collect();
+        let wired = meters.clone();
+        let outputs: Rc<RefCell<Vec<ImageOutput>>> = Rc::default();
+        let sink_outputs = Rc::clone(&outputs);
+        let (input, probe) = worker.dataflow::<u64, _, _>(move |scope| {
+            // `gather` is done by the part reader; the meters start after it.
+            let mut meters = wired.into_iter().skip(1);
+            let mut next = || meters.next().unwrap_or_else(|| StageMeter::new("unnamed"));
+            let (input, images) = scope.new_collection::<Staged<SsaImage>, isize>();
+            let images = contexts.wire(images, &mut next);
+            let probe = images
+                .inner
+                .flat_map(ImageOutput::of_update)
+                .flat_map(move |output: ImageOutput| {
+                    sink_outputs.borrow_mut().push(output);
+                    None::<()>
+                })
+                .probe()
+                .0;
+            (input, probe)
+        });
+        StagesDataflow {
+            input,
+            outputs,
+            meters,
+            probe,
+        }
+    }
+}
+
+/// A worker's side of a selecting `[mix]`: its exchange with the other workers, its writer's
+/// tally and the plan for its writer.
+struct WorkerMix {
+    exchange: MixExchange,
+    tally: crossbeam_channel::Receiver<MixTally>,
+    plan: crossbeam_channel::Sender<Arc<MixPlan>>,
+}
+
+impl WorkerMix {
+    /// The writer's side and the worker's, joined by channels.
+    fn channels(exchange: MixExchange) -> (WriterMix, WorkerMix) {
+        let (tally_out, tally_in) = crossbeam_channel::bounded(1);
+        let (plan_out, plan_in) = crossbeam_channel::bounded(1);
+        let writer = WriterMix {
+            tally: tally_out,
+            plan: plan_in,
+        };
+        let worker = WorkerMix {
+            exchange,
+            tally: tally_in,
+            plan: plan_out,
+        };
+        (writer, worker)
+    }
+
+    /// Shares the writer's tally once it has written every part (none if this worker or its
+    /// writer failed: `ran` is whether its parts ran), and hands the run's plan to the writer.
+    fn plan(self, worker: &mut timely::worker::Worker, index: usize, ran: bool) {
+        let tally = self.tally.recv().ok().filter(|_| ran);
+        if let Some(plan) = self.exchange.share(worker, index, tally) {
+            let _ = self.plan.send(plan);
+        }
+    }
 }
 
 /// Starts the writer thread of a worker: its parts go to shards of its own, which the commit
@@ -743,6 +809,23 @@ struct PartRunner {
 }
 
 impl PartRunner {
+    /// Takes the worker's parts through the stages one at a time, handing each to its writer:
+    /// an error when a part failed; when the writer stopped taking them, its own error is the
+    /// one its thread returns.
+    fn run_all(
+        &mut self,
+        worker: &mut timely::worker::Worker,
+        planned: Vec<BucketPart>,
+        to_writer: crossbeam_channel::Sender<PartOutput>,
+    ) -> Result<()> {
+        for part in planned {
+            if to_writer.send(self.run(worker, part)?).is_err() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Takes `part` through the stages; returns what its writer needs.
     fn run(&mut self, worker: &mut timely::worker::Worker, part: BucketPart) -> Result<PartOutput> {
         let (bucket, after, through) = (part.bucket, part.after.clone(), part.through.clone());
@@ -1579,6 +1662,17 @@ struct MixExchange {
 }
 
 impl MixExchange {
+    /// Starts the worker's dataflow that sends its tally to the first worker of every process.
+    fn start(worker: &mut timely::worker::Worker, shared: &WorkerShared) -> MixExchange {
+        let (input, probe) = to_main_threads(worker, &shared.messages, Message::Tally);
+        MixExchange {
+            input,
+            probe,
+            plans: shared.mix_in.clone(),
+            first_workers: first_workers(worker.peers(), shared.local_workers),
+        }
+    }
+
     /// Sends `tally` (`None`: this worker failed) and returns the plan, or `None` when a
     /// worker of the run failed or the plan could not be made. Every worker must come here
     /// once, whatever happened to it, or the others wait for its tally.
@@ -1589,9 +1683,7 @@ impl MixExchange {
         tally: Option<MixTally>,
     ) -> Option<Arc<MixPlan>> {
         let tally = WorkerTally { from, tally };
-        for &to in &self.first_workers {
-            self.input.send((to, tally.clone()));
-        }
+        send_to_first_workers(&mut self.input, &self.first_workers, tally);
         self.input.close();
         while !self.probe.done() {
             worker.step();

@@ -38,7 +38,7 @@ use super::spec::DataflowSpec;
 use crate::amr::penman::BlockCursor;
 use crate::error::{Error, Result};
 use crate::export::StageMetrics;
-use crate::ingest::flickr30k::{ImageSlot, ListedFile, ListedImage, Listing};
+use crate::ingest::flickr30k::{ImageBytes, ImageSlot, ListedFile, ListedImage, Listing};
 use crate::ingest::{read_input, FileMeta, Format, IngestCounts, RecordSink, Row};
 use crate::schema::{RejectedRow, TableKind};
 
@@ -467,10 +467,7 @@ impl Unit {
                     });
                 let context = listing.as_ref().map_or("", |l| l.split_of(&image.id));
                 Cow::Owned(Listed {
-                    files: image
-                        .sentence
-                        .iter()
-                        .chain(&image.annotation)
+                    files: (image.files())
                         .map(|f| FileStamp::new(&self.path, &f.path, f.meta))
                         .collect(),
                     context: context.to_string(),
@@ -514,7 +511,13 @@ impl Unit {
     /// Reads piece `piece` (from `from` for the rest of a PENMAN file) into `sink`.
     fn read(&self, piece: &Listed, from: Option<&PenmanEnd>, sink: &mut PieceSink) -> Result<()> {
         let read = match (&self.flickr, piece.image) {
-            (Some(listing), Some(i)) => listing.read_image(&listing.image_at(self.images[i]), sink),
+            (Some(listing), Some(i)) => {
+                let image = listing.image_at(self.images[i]);
+                listing.read_image(&image, sink).map(|read| {
+                    let sized = piece.files.iter().map(|f| f.size.is_some());
+                    sink.tally.hash_read(&read, sized);
+                })
+            }
             _ if self.appendable() => {
                 sink.numbering.ordinal = from.map_or(0, |e| e.ordinal);
                 let cursor = from.map(|e| e.cursor).unwrap_or_default();
@@ -667,16 +670,44 @@ fn content_hash(unit: &Path, files: &[FileStamp]) -> Option<String> {
         }
         let mut file = crate::ingest::open_input(&stamped_path(unit, stamp)).ok()?;
         let length = feed(&mut file, &mut hasher, u64::MAX).ok()?;
-        hasher.update(&[1]);
-        hasher.update(&length.to_le_bytes());
+        end_file(&mut hasher, length);
     }
     Some(hex128(&hasher))
 }
 
+/// What [`content_hash`] feeds its hasher after a file's bytes.
+fn end_file(hasher: &mut Xxh3, length: u64) {
+    hasher.update(&[1]);
+    hasher.update(&length.to_le_bytes());
+}
+
+/// The [`content_hash`] of the bytes a reader read of an image's files ([`ImageBytes`]), so
+/// that the files need not be read again: `sized` says of each file whether the piece's stamp
+/// has a size (one without counts as absent). `None` when a file with a size was not read whole.
+fn read_hash(read: &ImageBytes, sized: impl Iterator<Item = bool>) -> Option<u128> {
+    let mut hasher = Xxh3::new();
+    for (bytes, sized) in read.iter().zip(sized) {
+        if !sized {
+            hasher.update(&[0]);
+            continue;
+        }
+        let bytes = bytes.as_deref()?;
+        hasher.update(bytes);
+        end_file(&mut hasher, bytes.len() as u64);
+    }
+    Some(hasher.digest128())
+}
+
 /// The [`content_hash`] of a piece just read, for its state: only when every file's stamp is old
 /// enough to trust ([`RACY_NS`] before `started_ns`) and is still the one listed before the read,
-/// so that the bytes hashed are the bytes that were read.
-fn read_content(unit: &Path, files: &[FileStamp], started_ns: u64) -> Option<String> {
+/// so that the bytes hashed are the bytes that were read. `read` is the hash of the bytes its
+/// reader read ([`read_hash`]), when it took one; else the files are read again.
+fn read_content(
+    unit: &Path,
+    files: &[FileStamp],
+    started_ns: u64,
+    read: Option<u128>,
+) -> Option<String> {
     let trusted = |stamp: &FileStamp| {
         stamp.size.is_none()
             || (stamp.modified_ns).is_some_and(|m| m.saturating_add(RACY_NS) < started_ns)
@@ -684,7 +715,10 @@ fn read_content(unit: &Path, files: &[FileStamp], started_ns: u64) -> Option<Str
     if !files.iter().all(trusted) {
         return None;
     }
-    let content = content_hash(unit, files)?;
+    let content = match read {
+        Some(hash) => format!("{hash:032x}"),
+        None => content_hash(unit, files)?,
+    };
     let unchanged = |stamp: &FileStamp| {
         FileStamp::of(unit, &stamped_path(unit, stamp)).is_ok_and(|now| now == *stamp)
     };
@@ -1335,6 +1369,7 @@ fn read_piece_into(
         _ => None,
     };
     let tally = sink.tally;
+    let read_hash = tally.content;
     let mut state = match old.map(|(o, _)| o) {
         // The appended part adds to what the old end described.
         Some(o) => {
@@ -1352,7 +1387,7 @@ fn read_piece_into(
     };
     state.end = end;
     if keep.is_none() {
-        state.content = read_content(&unit.path, &piece.files, started_ns);
+        state.content = read_content(&unit.path, &piece.files, started_ns, read_hash);
     }
     Ok(Outcome {
         state,
@@ -1387,6 +1422,9 @@ pub struct PieceTally {
     rejected: Vec<(u64, RejectedRow)>,
     /// An image's files' stamps, taken before they were read ([`stamp`](Self::stamp)).
     stamps: Vec<FileMeta>,
+    /// The [`content_hash`] of an image's files, of the bytes its reader read
+    /// ([`hash_read`](Self::hash_read)).
+    content: Option<u128>,
 }
 
 impl PieceTally {
@@ -1402,9 +1440,13 @@ impl PieceTally {
             (None, Some(_)) => unknown,
             (None, None) => FileMeta::read(&file.path).unwrap_or(unknown),
         };
-        self.stamps = (image.sentence.iter().chain(&image.annotation))
-            .map(stamp)
-            .collect();
+        self.stamps = image.files().map(stamp).collect();
+    }
+
+    /// Hashes the bytes the reader read of an image's files as [`content_hash`] hashes the
+    /// files, `sized` saying of each whether the piece's stamp has a size ([`read_hash`]).
+    pub fn hash_read(&mut self, read: &ImageBytes, sized: impl Iterator<Item = bool>) {
+        self.content = read_hash(read, sized);
     }
 
     /// A row of image `image` (of a table the input keeps).
@@ -1610,6 +1652,8 @@ struct ReadPieceState {
     state: PieceState,
     /// Where the read of a PENMAN file ended, and the next record's ordinal.
     end: Option<(BlockCursor, u64)>,
+    /// The hash of the bytes the reader read ([`PieceTally::hash_read`]).
+    read_hash: Option<u128>,
 }
 
 /// Pieces a worker may have read ahead of its [`PieceLines`] thread.
@@ -1646,12 +1690,13 @@ impl PieceRecording {
                 files,
                 mut state,
                 end,
+                read_hash,
             } = read;
             let path = &self.units[unit as usize].path;
             if let Some((cursor, ordinal)) = end {
                 state.end = Some(penman_end(path, None, cursor, ordinal)?);
             }
-            state.content = read_content(path, &files, self.started_ns);
+            state.content = read_content(path, &files, self.started_ns, read_hash);
             forget_racy_stamps(&mut state, self.started_ns);
             let file = match out.entry(unit) {
                 std::collections::hash_map::Entry::Occupied(file) => file.into_mut(),
@@ -1678,15 +1723,15 @@ impl PieceLines {
         tally: PieceTally,
     ) -> Result<()> {
         let path = &self.unit(unit)?.path;
-        let files = image.sentence.iter().chain(&image.annotation);
         let piece = Listed {
-            files: (files.zip(&tally.stamps))
+            files: (image.files().zip(&tally.stamps))
                 .map(|(f, meta)| FileStamp::new(path, &f.path, Some(*meta)))
                 .collect(),
             context: listing.split_of(&image.id).to_string(),
             key: image.id.clone(),
             image: Some(position as usize),
         };
+        let read_hash = tally.content;
         let state = tally.into_state(&piece);
         self.send(ReadPieceState {
             unit,
@@ -1694,6 +1739,7 @@ impl PieceLines {
             files: piece.files,
             state,
             end: None,
+            read_hash,
         })
     }
 
@@ -1714,6 +1760,7 @@ impl PieceLines {
             files: piece.files,
             state,
             end,
+            read_hash: None,
         })
     }
 

@@ -410,9 +410,11 @@ fn read_share<F: RowFeed>(
         if let Some(tally) = read.tally.as_mut() {
             tally.stamp(&image);
         }
-        unit.listing
-            .read_image(&image, &mut read.feeding(input, worker, observer))?;
-        if let Some(tally) = read.tally.replace(PieceTally::default()) {
+        let bytes =
+            (unit.listing).read_image(&image, &mut read.feeding(input, worker, observer))?;
+        if let Some(mut tally) = read.tally.replace(PieceTally::default()) {
+            // Every file the tally stamped has a size ([`PieceTally::stamp`]).
+            tally.hash_read(&bytes, std::iter::repeat(true));
             let piece = ReadPiece::Image {
                 listing: &unit.listing,
                 image: &image,

@@ -42,6 +42,11 @@ const MAX_LINE_BYTES: usize = 1 << 20;
 const MAX_XML_BYTES: u64 = 16 << 20;
 /// Bytes an annotation file's buffer starts with: more than a real file holds.
 const ANNOTATION_READ_BYTES: usize = 16 << 10;
+/// Largest sentence file held whole while it is read (a larger one is read on from the file);
+/// real ones are about a kilobyte.
+const HELD_SENTENCE_BYTES: u64 = 1 << 20;
+/// Bytes a sentence file's buffer starts with: more than a real file holds.
+const SENTENCE_READ_BYTES: usize = 4 << 10;
 /// Deepest element nesting read in an annotation file; real ones nest four levels
 /// (`annotation/object/bndbox/xmin`).
 pub const MAX_XML_DEPTH: usize = 64;
@@ -513,6 +518,22 @@ pub struct ListedImage {
     pub annotation: Option<ListedFile>,
 }
 
+impl ListedImage {
+    /// The image's files: its sentence file, then its annotation file.
+    pub fn files(&self) -> impl Iterator<Item = &ListedFile> {
+        self.sentence.iter().chain(&self.annotation)
+    }
+}
+
+/// The bytes of an image's files as [`Listing::read_image`] read them, in
+/// [`ListedImage::files`]' order: a file's whole bytes, or `None` for one not read whole (it
+/// has a problem, or is larger than the reader holds at once). A caller that records what it
+/// read hashes these rather than reading the files again.
+pub type ImageBytes = Vec<FileBytes>;
+
+/// A file's whole bytes as a reader read them, or `None` when it did not read it whole.
+pub type FileBytes = Option<Vec<u8>>;
+
 /// Where an image's files are in a [`Listing`] of a directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ImageSlot {
@@ -664,8 +685,8 @@ impl Listing {
             .map_or("unknown", |i| SPLIT_LISTS[usize::from(i)].1)
     }
 
-    /// Reads one listed image into `sink`, as [`read`] does.
-    pub fn read_image(&self, image: &ListedImage, sink: &mut dyn RecordSink) -> Result<()> {
+    /// Reads one listed image into `sink`, as [`read`] does; returns the bytes it read.
+    pub fn read_image(&self, image: &ListedImage, sink: &mut dyn RecordSink) -> Result<ImageBytes> {
         let split = self.split_of(&image.id);
         let (sentence, annotation) = (image.sentence.as_ref(), image.annotation.as_ref());
         for (file, what) in [(annotation, "annotation file"), (sentence, "sentence file")] {
@@ -687,13 +708,17 @@ impl Listing {
         fn readable(f: Option<&ListedFile>) -> Option<&Path> {
             f.filter(|f| f.problem.is_none()).map(|f| f.path.as_path())
         }
-        read_image(
+        let (sentence_bytes, annotation_bytes) = read_image(
             &image.id,
             split,
             readable(sentence),
             readable(annotation),
             sink,
-        )
+        )?;
+        let read = [(sentence, sentence_bytes), (annotation, annotation_bytes)];
+        Ok((read.into_iter())
+            .filter_map(|(file, bytes)| file.map(|_| bytes))
+            .collect())
     }
 }
 
@@ -732,58 +757,75 @@ pub fn read(path: &Path, sink: &mut dyn RecordSink) -> Result<()> {
     Ok(())
 }
 
-/// Reads one image: its annotation file (if any) first, then its sentences.
+/// Reads one image: its annotation file (if any) first, then its sentences. Returns the bytes
+/// of its sentence file and of its annotation file, each when it was read whole.
 fn read_image(
     image_id: &str,
     split: &str,
     sentence: Option<&Path>,
     annotation: Option<&Path>,
     sink: &mut dyn RecordSink,
-) -> Result<()> {
-    let ann = match annotation {
+) -> Result<(FileBytes, FileBytes)> {
+    let (ann, annotation_bytes) = match annotation {
         Some(path) => {
-            let file = super::open_input(path)?;
-            read_annotation_from(file, image_id, split, &Source::new(FORMAT, path), sink)?
+            let source = Source::new(FORMAT, path);
+            let mut file = super::open_input(path)?;
+            let bytes = read_head(&mut file, path, MAX_XML_BYTES, ANNOTATION_READ_BYTES)?;
+            let ann = annotation_record(&bytes, image_id, split, &source, sink)?;
+            (ann, Some(bytes).filter(|b| b.len() as u64 <= MAX_XML_BYTES))
+        }
+        None => (None, None),
+    };
+    let sentence_bytes = match sentence {
+        Some(path) => {
+            let mut file = super::open_input(path)?;
+            let bytes = read_head(&mut file, path, HELD_SENTENCE_BYTES, SENTENCE_READ_BYTES)?;
+            let source = Source::new(FORMAT, path);
+            let ann = ann.as_ref();
+            if bytes.len() as u64 <= HELD_SENTENCE_BYTES {
+                read_sentences_from(bytes.as_slice(), image_id, split, ann, &source, sink)?;
+                Some(bytes)
+            } else {
+                let rest = BufReader::new(file);
+                let reader = bytes.as_slice().chain(rest);
+                read_sentences_from(reader, image_id, split, ann, &source, sink)?;
+                None
+            }
         }
         None => None,
     };
-    if let Some(path) = sentence {
-        let file = super::open_input(path)?;
-        read_sentences_from(
-            BufReader::new(file),
-            image_id,
-            split,
-            ann.as_ref(),
-            &Source::new(FORMAT, path),
-            sink,
-        )?;
-    }
-    Ok(())
+    Ok((sentence_bytes, annotation_bytes))
 }
 
-/// Reads one annotation file as one record: an [`ImageRow`] when it parses (the parsed
-/// annotation is returned for the image's groundings), a rejected record when it does not.
-pub fn read_annotation_from(
-    reader: impl Read,
+/// The first `held + 1` bytes of `file` (at `path`): all of it when it holds at most `held`;
+/// the file is left where they end. The buffer starts with room for `room` bytes, so that a
+/// file of a few KiB takes one read and one at its end, rather than the doubling reads of an
+/// empty buffer, which start at 32 bytes.
+fn read_head(file: &mut std::fs::File, path: &Path, held: u64, room: usize) -> Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(room);
+    (file.take(held + 1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    Ok(bytes)
+}
+
+/// The record of an annotation file's bytes (at most one more than [`MAX_XML_BYTES`], to tell
+/// a file that is too large): an [`ImageRow`] when it parses (the parsed annotation is returned
+/// for the image's groundings), a rejected record when it does not.
+fn annotation_record(
+    bytes: &[u8],
     image_id: &str,
     split: &str,
     source: &Source,
     sink: &mut dyn RecordSink,
 ) -> Result<Option<ImageAnnotation>> {
-    // Room for a whole annotation file (a few KiB) up front: one read and one at its end,
-    // rather than the doubling reads of an empty buffer, which start at 32 bytes.
-    let mut bytes = Vec::with_capacity(ANNOTATION_READ_BYTES);
-    reader
-        .take(MAX_XML_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::io(&source.file, e))?;
     let parsed = if bytes.len() as u64 > MAX_XML_BYTES {
         Err(format!(
             "annotation file is larger than {} MiB",
             MAX_XML_BYTES >> 20
         ))
     } else {
-        parse_annotation_xml(&bytes)
+        parse_annotation_xml(bytes)
     };
     match parsed {
         Ok(ann) => {
@@ -948,6 +990,44 @@ mod tests {
         <object><name>12</name><nobndbox>1</nobndbox><scene>0</scene></object>
         <object><name>13</name><nobndbox>0</nobndbox><scene>1</scene></object>
         </annotation>"#;
+
+    /// An image's read gives back its files' bytes in the image's file order (sentence file,
+    /// then annotation file), so that a caller can hash what was read. A sentence file larger
+    /// than the reader holds at once gives back none, and every caption of it is still read.
+    #[test]
+    fn an_image_read_gives_back_its_files_bytes_unless_too_large_to_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sentences, annotations) =
+            (dir.path().join("Sentences"), dir.path().join("Annotations"));
+        std::fs::create_dir_all(&sentences).unwrap();
+        std::fs::create_dir_all(&annotations).unwrap();
+        let caption = "[/EN#10/people A man] holds [/EN#11/other a kite] .\n";
+        std::fs::write(sentences.join("1.txt"), caption.repeat(5)).unwrap();
+        std::fs::write(annotations.join("1.xml"), XML).unwrap();
+        let many = HELD_SENTENCE_BYTES as usize / caption.len() + 3;
+        std::fs::write(sentences.join("2.txt"), caption.repeat(many)).unwrap();
+        let listing = Listing::of(dir.path(), false).unwrap();
+        let images: Vec<ListedImage> = listing.images().collect();
+        assert_eq!(images.len(), 2);
+        let read = |image: &ListedImage| {
+            let mut sink = crate::ingest::VecSink::default();
+            let bytes = listing.read_image(image, &mut sink).unwrap();
+            (bytes, sink.accepted)
+        };
+        let (bytes, accepted) = read(&images[0]);
+        let on_disk = |path: PathBuf| Some(std::fs::read(path).unwrap());
+        assert_eq!(
+            bytes,
+            [
+                on_disk(sentences.join("1.txt")),
+                on_disk(annotations.join("1.xml"))
+            ]
+        );
+        assert_eq!(accepted, 1 + 5);
+        let (bytes, accepted) = read(&images[1]);
+        assert_eq!(bytes, [None]);
+        assert_eq!(accepted, many as u64);
+    }
 
     #[test]
     fn annotation_follows_the_upstream_parser() {

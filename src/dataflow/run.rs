@@ -1154,28 +1154,8 @@ fn run_streamed(
         Some(writer) => writer,
         None => DatasetWriter::part(out, &spec.config_hash(), process)?,
     };
-    let mut pieces = false;
-    let state = run.state.map(|state| {
-        pieces = state.pieces;
-        let previous = writer
-            .previous()
-            .map(|(manifest, sha)| (manifest.clone(), sha.to_string()));
-        let previous_ref = previous.as_ref().map(|(m, sha)| (m, sha.as_str()));
-        let now = state::header(
-            spec.config_hash(),
-            state.models,
-            spec.output.buckets,
-            previous_ref,
-        );
-        StreamState {
-            dir: state.dir,
-            before: state.before,
-            now,
-            previous,
-            first: process == 0,
-            record_pieces: state.pieces,
-        }
-    });
+    let pieces = run.state.as_ref().is_some_and(|state| state.pieces);
+    let state = (run.state).map(|state| stream_state(spec, &writer, state, process == 0));
     let state_dir = state.as_ref().map(|s| s.dir.clone());
     let streamed = run_streaming(
         spec,
@@ -1200,24 +1180,10 @@ fn run_streamed(
         );
         warn_idle_methods(spec, &streamed.stages);
     }
-    let runs = streamed
-        .runs
-        .iter()
-        .map(|run| {
-            run.strip_prefix(out)
-                .map(|relative| relative.to_string_lossy().into_owned())
-                .map_err(|_| {
-                    Error::Config(format!(
-                        "change run {} is outside the output directory",
-                        run.display()
-                    ))
-                })
-        })
-        .collect::<Result<Vec<_>>>()?;
     let part = Part {
         process,
         files: streamed.files,
-        runs,
+        runs: relative_runs(&streamed.runs, out)?,
         read_rejected: streamed.read_rejected,
         image_rejected: streamed.image_rejected,
         changes: Vec::new(),
@@ -1233,7 +1199,7 @@ fn run_streamed(
         drop(writer);
         return outcome;
     }
-    let mut parts = if cluster.processes > 1 {
+    let parts = if cluster.processes > 1 {
         let mut parts = gather_parts(cluster, &part)?;
         receive_unseen_runs(cluster, &writer, &mut parts, out)?;
         parts
@@ -1242,30 +1208,83 @@ fn run_streamed(
     };
     let committed = {
         let _commit = tracing::info_span!("commit").entered();
-        let progress = crate::cli::progress::spinner("commit: merging the changes");
+        // With a state: its header as planned, and the models fitted from the statistics.
         let fitted = streamed.fitted;
-        let state = state_dir
-            .as_ref()
+        let state = (state_dir.as_ref())
             .zip(planned.map(|planned| planned.header))
-            .map(|(dir, header)| {
-                let artifact = fitted
-                    .zip(header.models_digest.clone())
-                    .map(|(stats, id)| ModelArtifact::new(spec, id, stats));
-                StateCommit {
-                    dir,
-                    header,
-                    artifact,
-                    pieces,
-                }
+            .map(|(dir, header)| StateCommit {
+                artifact: (fitted.zip(header.models_digest.clone()))
+                    .map(|(stats, id)| ModelArtifact::new(spec, id, stats)),
+                dir,
+                header,
+                pieces,
             });
-        let committed = commit_streamed(&mut writer, &mut parts, out).and_then(|()| {
-            progress.set_message("commit: ledger, manifest, dataset card");
-            commit(writer, parts, cluster.processes, state, out, &spec.name)
-        });
-        progress.finish_and_clear();
-        committed
+        merge_and_commit(writer, parts, (cluster.processes, out), state, &spec.name)
     };
     confirm_commit(cluster, &committed)?;
+    committed
+}
+
+/// What the streaming engine takes of a run's state: its directory, its header as read before
+/// the run and as this run will leave it (the previous version's manifest against the models),
+/// and whether this process is the first.
+fn stream_state(
+    spec: &DataflowSpec,
+    writer: &DatasetWriter,
+    state: StreamStateOf,
+    first: bool,
+) -> StreamState {
+    let previous = writer
+        .previous()
+        .map(|(manifest, sha)| (manifest.clone(), sha.to_string()));
+    let previous_ref = previous.as_ref().map(|(m, sha)| (m, sha.as_str()));
+    let now = state::header(
+        spec.config_hash(),
+        state.models,
+        spec.output.buckets,
+        previous_ref,
+    );
+    StreamState {
+        dir: state.dir,
+        before: state.before,
+        now,
+        previous,
+        first,
+        record_pieces: state.pieces,
+    }
+}
+
+/// The paths of a process's runs of changes, relative to the output directory `out`.
+fn relative_runs(runs: &[std::path::PathBuf], out: &std::path::Path) -> Result<Vec<String>> {
+    let relative = |run: &std::path::PathBuf| {
+        run.strip_prefix(out)
+            .map(|relative| relative.to_string_lossy().into_owned())
+            .map_err(|_| {
+                Error::Config(format!(
+                    "change run {} is outside the output directory",
+                    run.display()
+                ))
+            })
+    };
+    runs.iter().map(relative).collect()
+}
+
+/// The first process's commit of a streamed run (of `processes`, into `out`): merges every
+/// part's runs of changes into the changelog ([`commit_streamed`]), then commits the ledger,
+/// the manifest and the state ([`commit`]).
+fn merge_and_commit(
+    mut writer: DatasetWriter,
+    mut parts: Vec<Part>,
+    (processes, out): (usize, &std::path::Path),
+    state: Option<StateCommit<'_>>,
+    name: &str,
+) -> Result<RunOutcome> {
+    let progress = crate::cli::progress::spinner("commit: merging the changes");
+    let committed = commit_streamed(&mut writer, &mut parts, out).and_then(|()| {
+        progress.set_message("commit: ledger, manifest, dataset card");
+        commit(writer, parts, processes, state, out, name)
+    });
+    progress.finish_and_clear();
     committed
 }
 

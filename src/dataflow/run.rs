@@ -157,19 +157,7 @@ fn run_with_sinks(
         drop(rerun);
         return prelude.stream(spec, options, sinks);
     }
-    let collecting = Collecting {
-        out: prelude.out,
-        state: prelude.state,
-        header_before: prelude.header_before,
-        created: prelude.created,
-        piecewise: prelude.piecewise,
-        reusable: rerun.reusable,
-        plan: rerun.plan,
-        corpus: prelude.corpus,
-        artifact: prelude.artifact,
-        pinned_models: prelude.pinned_models,
-        replaying: rerun.replaying,
-    };
+    let collecting = Collecting { prelude, rerun };
     run_collected(spec, options, sinks, collecting)
 }
 
@@ -449,25 +437,8 @@ fn agree_on_models(cluster: &ClusterOptions, artifact: Option<&ModelArtifact>) -
 
 /// What a run that collects its rows decided before it reads its inputs.
 struct Collecting {
-    out: PathBuf,
-    state: Option<StateDir>,
-    /// The state's header as every process read it before the read phase.
-    header_before: Option<state::StateHeader>,
-    /// Process 0's writer, which locked the output directory before the read phase.
-    created: Option<DatasetWriter>,
-    /// A single process with a state reads its inputs piece by piece.
-    piecewise: bool,
-    /// Whether the state's record of the input pieces describes the dataset in the output
-    /// directory, and the inputs listed against it when it does.
-    reusable: bool,
-    plan: Option<InputPlan>,
-    /// The rows of the models' fixed corpus, and the models an earlier run fitted.
-    corpus: Option<CollectedRun>,
-    artifact: Option<ModelArtifact>,
-    /// The models' digest, when it is known before the inputs are read.
-    pinned_models: Option<Option<String>>,
-    /// A `--refit` that replays SSA's quality filter from the state's records.
-    replaying: Option<refit::Replaying>,
+    prelude: Prelude,
+    rerun: Rerun,
 }
 
 /// A run that collects its rows (a rerun with a state that reads few pieces, a replaying
@@ -484,12 +455,13 @@ fn run_collected(
     let first = cluster.process == 0;
     let (mut collected, read_inputs) = collecting.read(spec, cluster)?;
     if first {
-        if let Some(state) = &collecting.state {
+        if let Some(state) = &collecting.prelude.state {
             state.invalidate()?;
         }
     }
-    if collecting.corpus.is_none() && cluster.processes > 1 && !collected.shared.is_empty() {
-        collecting.corpus = Some(CollectedRun {
+    if collecting.prelude.corpus.is_none() && cluster.processes > 1 && !collected.shared.is_empty()
+    {
+        collecting.prelude.corpus = Some(CollectedRun {
             rows: std::mem::take(&mut collected.shared),
             ..CollectedRun::default()
         });
@@ -497,9 +469,13 @@ fn run_collected(
     // A piecewise read left its record of the input pieces pending in the state.
     let pieces_pending = read_inputs.is_some();
     // The other processes write their buckets through a part of the dataset, staged only now.
-    let mut writer = match collecting.created.take() {
+    let mut writer = match collecting.prelude.created.take() {
         Some(writer) => writer,
-        None => DatasetWriter::part(&collecting.out, &spec.config_hash(), cluster.process)?,
+        None => DatasetWriter::part(
+            &collecting.prelude.out,
+            &spec.config_hash(),
+            cluster.process,
+        )?,
     };
     let previous = writer
         .previous()
@@ -540,13 +516,13 @@ fn run_collected(
         fitted,
         ..
     } = computed;
-    if let Some(replaying) = &collecting.replaying {
+    if let Some(replaying) = &collecting.rerun.replaying {
         for (reason, n) in drop_reasons(&replaying.dropped()) {
             *dropped.entry(reason).or_insert(0) += n;
         }
         stages.push(replaying.metrics());
     }
-    let state = collecting.state.as_ref();
+    let state = collecting.prelude.state.as_ref();
     let image_rejected = write_bucket_states(
         spec,
         state,
@@ -583,7 +559,7 @@ fn run_collected(
         artifact: fitted,
         pieces: false,
     });
-    commit_collected(spec, cluster, writer, part, state, &collecting.out)
+    commit_collected(spec, cluster, writer, part, state, &collecting.prelude.out)
 }
 
 /// What a collecting run plans against the state ([`Collecting::plan`]).
@@ -626,13 +602,13 @@ impl Collecting {
         spec: &DataflowSpec,
         cluster: &ClusterOptions,
     ) -> Result<(CollectedRun, Option<Option<BTreeSet<String>>>)> {
-        match (&self.state, &self.created) {
-            (Some(state_dir), Some(_)) if self.piecewise => {
-                let also = self.replaying.as_ref().map(|r| r.recompute.clone());
+        match (&self.prelude.state, &self.prelude.created) {
+            (Some(state_dir), Some(_)) if self.prelude.piecewise => {
+                let also = self.rerun.replaying.as_ref().map(|r| r.recompute.clone());
                 let read = tracing::info_span!("read").in_scope(|| {
-                    let plan = match self.plan.take() {
+                    let plan = match self.rerun.plan.take() {
                         Some(plan) => plan,
-                        None => InputPlan::make(spec, state_dir.dir(), self.reusable)?,
+                        None => InputPlan::make(spec, state_dir.dir(), self.rerun.reusable)?,
                     };
                     crate::dataflow::inputs::read_planned(
                         plan,
@@ -644,13 +620,13 @@ impl Collecting {
                 Ok((read.collected, Some(read.touched)))
             }
             _ => {
-                if let Some(state_dir) = &self.state {
+                if let Some(state_dir) = &self.prelude.state {
                     // A cluster run reads whole inputs and leaves no piece state behind.
                     InputsState::remove(state_dir.dir())?;
                 }
                 // Without a fixed model corpus or fitted models, every process fits the models
                 // on every process's rows.
-                let share = match (spec.corpus_spec(), &self.artifact) {
+                let share = match (spec.corpus_spec(), &self.prelude.artifact) {
                     (None, None) => model_rows(spec),
                     _ => None,
                 };
@@ -674,24 +650,24 @@ impl Collecting {
         let cluster = &options.cluster;
         let started = std::time::Instant::now();
         let digests = image_digests(&collected.rows)?;
-        let fits_on_inputs = self.pinned_models.is_none();
-        let models_digest = match &self.pinned_models {
+        let fits_on_inputs = self.prelude.pinned_models.is_none();
+        let models_digest = match &self.prelude.pinned_models {
             Some(digest) => digest.clone(),
-            None => models_digest(spec, self.corpus.as_ref().unwrap_or(collected))?,
+            None => models_digest(spec, self.prelude.corpus.as_ref().unwrap_or(collected))?,
         };
         let buckets = spec.output.buckets;
         let header = state::header(spec.config_hash(), models_digest, buckets, previous);
         let owned = cluster.owned_buckets(buckets);
         // A replaying refit compares the images with the state as if the models were the same,
         // and computes the images whose records do not hold as well as the changed ones.
-        let compared = match (&self.replaying, self.header_before.clone()) {
+        let compared = match (&self.rerun.replaying, self.prelude.header_before.clone()) {
             (Some(_), Some(before)) => Some(state::StateHeader {
                 models_digest: header.models_digest.clone(),
                 ..before
             }),
             (_, before) => before,
         };
-        let mut plan = match &self.state {
+        let mut plan = match &self.prelude.state {
             Some(state) => state::plan(
                 state,
                 compared,
@@ -704,7 +680,7 @@ impl Collecting {
             None => Plan::full(&digests, "no --state"),
         };
         let mut recomputed = BTreeSet::new();
-        if let Some(replaying) = &self.replaying {
+        if let Some(replaying) = &self.rerun.replaying {
             recomputed = (replaying.recompute.iter())
                 .filter(|id| digests.contains_key(*id) && !plan.compute.contains(*id))
                 .cloned()
@@ -725,15 +701,15 @@ impl Collecting {
                 plan.describe()
             )));
         }
-        if let Some(state) = &self.state {
+        if let Some(state) = &self.prelude.state {
             let nothing = plan.full.is_none() && plan.compute.is_empty() && plan.removed.is_empty();
-            let single = cluster.processes == 1 && self.replaying.is_none();
+            let single = cluster.processes == 1 && self.rerun.replaying.is_none();
             if options.skip_unchanged && nothing && single {
                 // The header was set aside after the read phase; it is still true.
                 if pieces_pending {
                     InputsState::commit_pending(state.dir())?;
                 }
-                if let Some(header) = &self.header_before {
+                if let Some(header) = &self.prelude.header_before {
                     state.write_header(header)?;
                 }
                 return Ok(None);
@@ -780,24 +756,24 @@ impl Collecting {
         if !spec.augments() && !spec.keeps_originals() {
             return Ok(computed);
         }
-        let source = match (self.artifact.take(), &self.replaying) {
+        let source = match (self.prelude.artifact.take(), &self.rerun.replaying) {
             (Some(artifact), _) => ModelSource::Fitted(Box::new(artifact.models)),
             (None, Some(replaying)) => ModelSource::Fitted(Box::new(replaying.fitted.clone())),
             (None, None) => ModelSource::Rows,
         };
-        let keep = planned.fits_on_inputs && self.state.is_some();
-        let fit = self.corpus.as_ref().unwrap_or(collected);
+        let keep = planned.fits_on_inputs && self.prelude.state.is_some();
+        let fit = self.prelude.corpus.as_ref().unwrap_or(collected);
         let (mut run, kept) = run_augment_phase(
             spec,
             (collected, fit, source, keep),
             cluster,
             &planned.plan.compute,
-            self.state.as_ref(),
+            self.prelude.state.as_ref(),
         )?;
         let models_id = planned.header.models_digest.clone();
         computed.fitted =
             (kept.zip(models_id)).map(|(models, id)| ModelArtifact::new(spec, id, models));
-        if let Some(replaying) = &self.replaying {
+        if let Some(replaying) = &self.rerun.replaying {
             computed.fitted = Some(ModelArtifact::new(
                 spec,
                 replaying.models_digest.clone(),
@@ -840,7 +816,7 @@ impl Collecting {
     ) -> Result<Exported> {
         let plan = &planned.plan;
         // A replay compares each image's record with the state of its bucket, read for it.
-        let (replaying, state) = (&self.replaying, &self.state);
+        let (replaying, state) = (&self.rerun.replaying, &self.prelude.state);
         let replay_bucket = |bucket: usize| match (replaying, state) {
             (Some(replaying), Some(dir)) => {
                 let states = dir.read_bucket(bucket)?;
@@ -861,9 +837,9 @@ impl Collecting {
             chunk_images: spec.output.chunk_images,
             plan,
             previous,
-            dir: &self.out,
-            replay: self.replaying.as_ref().map(|_| &replay_bucket as _),
-            recomputed: self.replaying.as_ref().map(|_| &planned.recomputed),
+            dir: &self.prelude.out,
+            replay: self.rerun.replaying.as_ref().map(|_| &replay_bucket as _),
+            recomputed: self.rerun.replaying.as_ref().map(|_| &planned.recomputed),
             runs: runs_dir.as_deref(),
         };
         let exported = tracing::info_span!("export")
